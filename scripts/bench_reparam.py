@@ -1,0 +1,90 @@
+#!/usr/bin/env python3
+"""Benchmark RepVGG-A0 training form (unfused) vs re-parameterized (fused) on PyTorch CPU.
+
+Both forms run on the same executor (PyTorch eval mode, ``torch.inference_mode``), same
+seeded weights (BN statistics randomized so the fusion is non-trivial) and same input.
+Reports the median of ``--runs`` timed forward passes per form (taken in 5 interleaved rounds,
+the first preceded by ``--warmup`` untimed passes, later ones by 2), the
+ratio unfused/fused, and the max abs difference between the two outputs.
+
+Example::
+
+    python scripts/bench_reparam.py --size 224 --batch 1 --warmup 10 --runs 50
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from trtbuild.models.pytorch import randomize_bn_, repvgg_a0, repvgg_model_convert  # noqa: E402
+from trtbuild.models.pytorch.repvgg import G4_MAP  # noqa: E402
+
+
+def time_forward(model: torch.nn.Module, x: torch.Tensor, warmup: int, runs: int) -> list[float]:
+    """Seconds per forward pass for ``runs`` passes after ``warmup`` untimed ones."""
+    times = []
+    with torch.inference_mode():
+        for _ in range(warmup):
+            model(x)
+        for _ in range(runs):
+            t0 = time.perf_counter()
+            model(x)
+            times.append(time.perf_counter() - t0)
+    return times
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--size", type=int, default=224, help="input height and width (default 224)")
+    p.add_argument("--batch", type=int, default=1)
+    p.add_argument("--warmup", type=int, default=10)
+    p.add_argument("--runs", type=int, default=50)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (0 = leave default)")
+    p.add_argument("--g4", action="store_true", help="use the groupwise (g4) layer map")
+    args = p.parse_args(argv)
+    if args.runs < 1 or args.warmup < 0:
+        p.error("--runs must be >= 1 and --warmup >= 0")
+    if args.threads > 0:
+        torch.set_num_threads(args.threads)
+
+    unfused = randomize_bn_(repvgg_a0(override_groups_map=G4_MAP if args.g4 else None, seed=args.seed), args.seed)
+    unfused.eval()
+    fused = repvgg_model_convert(unfused).eval()
+    x = torch.randn(args.batch, 3, args.size, args.size, generator=torch.Generator().manual_seed(args.seed))
+
+    with torch.inference_mode():
+        diff = (unfused(x) - fused(x)).abs().max().item()
+
+    # Interleave the two so slow drift (thermal, other load) affects both alike.
+    t_unfused: list[float] = []
+    t_fused: list[float] = []
+    rounds = min(5, args.runs)
+    for r in range(rounds):
+        n = args.runs // rounds + (1 if r < args.runs % rounds else 0)
+        t_unfused += time_forward(unfused, x, args.warmup if r == 0 else 2, n)
+        t_fused += time_forward(fused, x, args.warmup if r == 0 else 2, n)
+
+    med_u = statistics.median(t_unfused) * 1e3
+    med_f = statistics.median(t_fused) * 1e3
+    print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, "
+          f"input {args.batch}x3x{args.size}x{args.size}, g4={args.g4}, runs {len(t_unfused)} each")
+    print(f"params: unfused {sum(q.numel() for q in unfused.parameters()):,}  "
+          f"fused {sum(q.numel() for q in fused.parameters()):,}")
+    print(f"max |unfused - fused| = {diff:.3g}")
+    print(f"unfused median: {med_u:.3f} ms")
+    print(f"fused   median: {med_f:.3f} ms")
+    print(f"ratio unfused/fused: {med_u / med_f:.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

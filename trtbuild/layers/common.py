@@ -1,0 +1,66 @@
+"""Small helpers every builder uses: naming, None checks, typed constants."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from trtbuild.backend import trt_of
+
+
+class BuilderError(ValueError):
+    """A builder was given parameters it cannot build; the message names the layer."""
+
+
+def named(layer, name: str):
+    """Name a freshly added layer and its outputs; raise if TensorRT returned None.
+
+    Real TensorRT returns None (and logs) when it rejects a layer; failing here names the layer
+    instead of an AttributeError three lines later.
+    """
+    if layer is None:
+        raise BuilderError(f"TensorRT rejected layer '{name}' (see the TensorRT log above for why)")
+    layer.name = name
+    for i in range(layer.num_outputs):
+        layer.get_output(i).name = name if layer.num_outputs == 1 else f"{name}:{i}"
+    return layer
+
+
+def out(layer, name: str):
+    """Name the layer and return its (first) output tensor."""
+    return named(layer, name).get_output(0)
+
+
+def np_dtype(network, tensor) -> np.dtype:
+    """The numpy dtype that weights and constants combined with `tensor` must have.
+
+    Strongly typed networks do not convert implicitly, so an fp16 tensor needs fp16 weights.
+    BF16 has no numpy type; builders cast around such tensors instead.
+    """
+    trt = trt_of(network)
+    dt = tensor.dtype
+    if dt == trt.DataType.FLOAT:
+        return np.dtype(np.float32)
+    if dt == trt.DataType.HALF:
+        return np.dtype(np.float16)
+    raise BuilderError(f"tensor '{tensor.name}' has type {dt}; weights can be made for FLOAT or HALF only "
+                       "(cast BF16 tensors to FLOAT around weighted layers)")
+
+
+def weights(network, tensor, array) -> np.ndarray:
+    """`array` as a contiguous numpy array in the type `tensor` needs."""
+    return np.ascontiguousarray(np.asarray(array, dtype=np.float64).astype(np_dtype(network, tensor)))
+
+
+def constant(network, array, like, name: str):
+    """A constant tensor of `array`'s shape, typed like tensor `like`."""
+    trt = trt_of(network)
+    arr = weights(network, like, array)
+    return out(network.add_constant(trt.Dims(arr.shape), trt.Weights(arr)), name)
+
+
+def channel_constant(network, values, like, name: str, channel_axis: int = 1):
+    """A constant shaped [1, C, 1, ...] (rank of `like`) for broadcasting per channel."""
+    values = np.asarray(values).reshape(-1)
+    shape = [1] * len(like.shape)
+    shape[channel_axis] = values.size
+    return constant(network, values.reshape(shape), like, name)

@@ -1,0 +1,1 @@
+"""Model zoo: PyTorch reference definitions (``trtbuild.models.pytorch``) and layer-by-layer builders."""

@@ -1,0 +1,192 @@
+"""Builder, IBuilderConfig, IOptimizationProfile, ITimingCache and IHostMemory of the reference backend."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+from .core import Dims, ILogger, Logger, NetworkError
+from .enums import BuilderFlag, DataType, MemoryPoolType, ProfilingVerbosity
+from .network import INetworkDefinition
+from .plan import serialize_network, validate_profiles
+from .plugins import get_plugin_registry
+
+REFERENCE_VERSION = "reference"
+
+
+class IHostMemory(bytes):
+    """Serialized bytes (a plan or a timing cache); usable wherever bytes are."""
+
+    @property
+    def dtype(self) -> DataType:
+        return DataType.UINT8
+
+    @property
+    def nbytes(self) -> int:
+        return len(self)
+
+
+class IProgressMonitor:
+    """Subclass and override to follow a build, as with TensorRT."""
+
+    def __init__(self):
+        pass
+
+    def phase_start(self, phase_name: str, parent_phase, num_steps: int) -> None:
+        pass
+
+    def step_complete(self, phase_name: str, step: int) -> bool:
+        return True
+
+    def phase_finish(self, phase_name: str) -> None:
+        pass
+
+
+class IOptimizationProfile:
+    def __init__(self):
+        self._shapes: dict[str, list[tuple]] = {}
+        self.extra_memory_target = 1.0
+
+    def set_shape(self, input: str, min, opt, max) -> None:  # noqa: A002
+        self._shapes[str(input)] = [tuple(Dims(min)), tuple(Dims(opt)), tuple(Dims(max))]
+
+    def get_shape(self, input: str) -> list:  # noqa: A002
+        return [Dims(s) for s in self._shapes.get(str(input), [])]
+
+    def __bool__(self) -> bool:
+        return bool(self._shapes)
+
+
+_CACHE_MAGIC = b"TRTBREF-TIMING\x01"
+
+
+class ITimingCache:
+    """A timing cache. The reference backend times nothing, but it records one entry per layer
+    signature so that a cache file round-trips and grows across builds as TensorRT's does."""
+
+    def __init__(self, entries: dict | None = None):
+        self._entries = dict(entries or {})
+
+    def serialize(self) -> IHostMemory:
+        return IHostMemory(_CACHE_MAGIC + json.dumps(self._entries, sort_keys=True).encode())
+
+    def combine(self, input_cache: "ITimingCache", ignore_mismatch: bool) -> bool:
+        self._entries.update(input_cache._entries)
+        return True
+
+    def reset(self) -> bool:
+        self._entries.clear()
+        return True
+
+
+class IBuilderConfig:
+    def __init__(self):
+        self.flags = 0
+        self._pools = {MemoryPoolType.WORKSPACE: 1 << 62}
+        self._profiles: list[IOptimizationProfile] = []
+        self._timing_cache: ITimingCache | None = None
+        self.progress_monitor: IProgressMonitor | None = None
+        self.profiling_verbosity = ProfilingVerbosity.LAYER_NAMES_ONLY
+        self.builder_optimization_level = 3
+        self.avg_timing_iterations = 1
+        self.max_aux_streams = -1
+
+    def set_flag(self, flag: BuilderFlag) -> None:
+        self.flags |= 1 << int(BuilderFlag(flag))
+
+    def clear_flag(self, flag: BuilderFlag) -> None:
+        self.flags &= ~(1 << int(BuilderFlag(flag)))
+
+    def get_flag(self, flag: BuilderFlag) -> bool:
+        return bool(self.flags >> int(BuilderFlag(flag)) & 1)
+
+    def set_memory_pool_limit(self, pool: MemoryPoolType, pool_size: int) -> None:
+        if int(pool_size) < 0:
+            raise NetworkError(f"set_memory_pool_limit: {MemoryPoolType(pool).name} size must be >= 0, got {pool_size}")
+        self._pools[MemoryPoolType(pool)] = int(pool_size)
+
+    def get_memory_pool_limit(self, pool: MemoryPoolType) -> int:
+        return self._pools.get(MemoryPoolType(pool), 0)
+
+    def add_optimization_profile(self, profile: IOptimizationProfile) -> int:
+        self._profiles.append(profile)
+        return len(self._profiles) - 1
+
+    @property
+    def num_optimization_profiles(self) -> int:
+        return len(self._profiles)
+
+    def create_timing_cache(self, serialized_timing_cache) -> ITimingCache:
+        data = bytes(serialized_timing_cache)
+        if not data:
+            return ITimingCache()
+        if not data.startswith(_CACHE_MAGIC):
+            raise NetworkError("create_timing_cache: the bytes are not a reference timing cache")
+        return ITimingCache(json.loads(data[len(_CACHE_MAGIC):]))
+
+    def set_timing_cache(self, cache: ITimingCache, ignore_mismatch: bool) -> bool:
+        self._timing_cache = cache
+        return True
+
+    def get_timing_cache(self) -> ITimingCache | None:
+        return self._timing_cache
+
+
+class Builder:
+    def __init__(self, logger: ILogger):
+        if not isinstance(logger, ILogger):
+            raise TypeError("Builder(logger): logger must be a trt.ILogger")
+        self.logger = logger
+        self.max_threads = 1
+
+    def create_network(self, flags: int = 0) -> INetworkDefinition:
+        return INetworkDefinition(flags, builder=self)
+
+    def create_builder_config(self) -> IBuilderConfig:
+        return IBuilderConfig()
+
+    def create_optimization_profile(self) -> IOptimizationProfile:
+        return IOptimizationProfile()
+
+    def get_plugin_registry(self):
+        return get_plugin_registry()
+
+    @property
+    def num_DLA_cores(self) -> int:  # noqa: N802
+        return 0
+
+    def is_network_supported(self, network, config) -> bool:
+        try:
+            network._validate()
+            return True
+        except NetworkError:
+            return False
+
+    def build_serialized_network(self, network: INetworkDefinition, config: IBuilderConfig) -> IHostMemory | None:
+        """Validate and serialize; on failure log an ERROR and return None, as TensorRT does."""
+        monitor = config.progress_monitor
+        phase = "Building reference plan"
+        try:
+            network._validate()
+            profiles = [p._shapes for p in config._profiles if p]
+            validate_profiles(network, profiles)
+            if monitor is not None:
+                monitor.phase_start(phase, None, len(network._layers))
+            for i, layer in enumerate(network._layers):
+                if monitor is not None and not monitor.step_complete(phase, i):
+                    self.logger.log(Logger.ERROR, "build cancelled by the progress monitor")
+                    return None
+            if config._timing_cache is not None:
+                for layer in network._layers:
+                    key = hashlib.sha1(f"{layer._TYPE.name}:{json.dumps(layer._params, sort_keys=True, default=str)}"
+                                       f":{[tuple(t.shape) for t in layer._inputs]}".encode()).hexdigest()
+                    config._timing_cache._entries.setdefault(key, layer._TYPE.name)
+            plan = serialize_network(network, profiles, {
+                "backend": REFERENCE_VERSION,
+                "workspace_limit": config.get_memory_pool_limit(MemoryPoolType.WORKSPACE)})
+            if monitor is not None:
+                monitor.phase_finish(phase)
+            return IHostMemory(plan)
+        except NetworkError as e:
+            self.logger.log(Logger.ERROR, str(e))
+            return None

@@ -1,0 +1,242 @@
+"""Foundational types of the reference backend: Dims, Permutation, Weights, ITensor, loggers."""
+
+from __future__ import annotations
+
+import logging
+from enum import IntEnum
+from typing import TYPE_CHECKING, Iterable
+
+import numpy as np
+
+from .enums import DataType, TensorLocation
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .layers import ILayer
+
+__all__ = ["Dims", "Permutation", "Weights", "ITensor", "ILogger", "Logger", "nptype",
+           "NetworkError", "float32", "float16", "bfloat16", "int8", "int32", "int64", "bool", "uint8"]
+
+float32 = DataType.FLOAT
+float16 = DataType.HALF
+bfloat16 = DataType.BF16
+int8 = DataType.INT8
+int32 = DataType.INT32
+int64 = DataType.INT64
+bool = DataType.BOOL  # noqa: A001 - TensorRT's module exposes `tensorrt.bool`
+uint8 = DataType.UINT8
+
+
+class NetworkError(ValueError):
+    """A construction that TensorRT rejects; the message names the layer and the problem."""
+
+
+class Dims(tuple):
+    """A shape. -1 marks a dimension known only at run time (dynamic)."""
+
+    MAX_DIMS = 8
+
+    def __new__(cls, shape: Iterable[int] = ()):
+        if isinstance(shape, (int, np.integer)):
+            shape = (int(shape),)
+        dims = tuple(int(d) for d in shape)
+        if len(dims) > cls.MAX_DIMS:
+            raise NetworkError(f"Dims {dims} has rank {len(dims)}; TensorRT allows at most {cls.MAX_DIMS}")
+        return super().__new__(cls, dims)
+
+    @property
+    def nbDims(self) -> int:  # noqa: N802 - mirrors the C++ field name TensorRT's Dims exposes
+        return len(self)
+
+    @staticmethod
+    def _is_dynamic(dims) -> "bool":
+        return any(d < 0 for d in dims)
+
+
+class Permutation(tuple):
+    """A permutation of dimensions, as IShuffleLayer.first_transpose takes it."""
+
+    def __new__(cls, order: Iterable[int] = ()):
+        return super().__new__(cls, tuple(int(i) for i in order))
+
+
+_NP_TO_DT = {
+    np.dtype(np.float32): DataType.FLOAT, np.dtype(np.float16): DataType.HALF,
+    np.dtype(np.int8): DataType.INT8, np.dtype(np.int32): DataType.INT32,
+    np.dtype(np.int64): DataType.INT64, np.dtype(np.bool_): DataType.BOOL,
+    np.dtype(np.uint8): DataType.UINT8,
+}
+_DT_TO_NP = {v: k.type for k, v in _NP_TO_DT.items()}
+
+
+def nptype(trt_type: DataType):
+    """The numpy type of a DataType, as tensorrt.nptype does."""
+    try:
+        return _DT_TO_NP[DataType(trt_type)]
+    except KeyError:
+        raise TypeError(f"Could not resolve TensorRT datatype {DataType(trt_type).name} to an equivalent numpy datatype.") from None
+
+
+class Weights:
+    """An array of weights. Unlike TensorRT (which holds a reference until the build), the
+    reference keeps its own contiguous copy, so the caller's array may be freed at once."""
+
+    def __init__(self, a=None, *args):
+        if a is None or isinstance(a, (DataType, IntEnum)):
+            self._dtype = DataType(a) if a is not None else DataType.FLOAT
+            self._array = np.zeros((0,), dtype=_DT_TO_NP.get(self._dtype, np.float32))
+            return
+        arr = np.asarray(a)
+        if arr.dtype == np.float64:
+            raise NetworkError("Weights: float64 arrays are not a TensorRT weight type; convert to float32 (or float16) first")
+        if arr.dtype not in _NP_TO_DT:
+            raise NetworkError(f"Weights: numpy dtype {arr.dtype} has no TensorRT DataType")
+        self._array = np.ascontiguousarray(arr).copy()
+        self._dtype = _NP_TO_DT[arr.dtype]
+
+    @property
+    def dtype(self) -> DataType:
+        return self._dtype
+
+    @property
+    def size(self) -> int:
+        return int(self._array.size)
+
+    @property
+    def nbytes(self) -> int:
+        return int(self._array.nbytes)
+
+    def numpy(self) -> np.ndarray:
+        return self._array
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __repr__(self) -> str:
+        return f"Weights(dtype={self._dtype.name}, size={self.size})"
+
+
+def as_weights(w, what: str) -> Weights:
+    """Accept Weights, a numpy array or None (empty weights), as TensorRT's bindings do."""
+    if w is None:
+        return Weights()
+    if isinstance(w, Weights):
+        return w
+    if isinstance(w, np.ndarray):
+        return Weights(w)
+    raise NetworkError(f"{what}: expected Weights or a numpy array, got {type(w).__name__}")
+
+
+class ITensor:
+    """A tensor of a network. Its shape is inferred from the producing layer when read, so
+    attributes changed after the layer was added (stride_nd, reshape_dims, ...) are honoured."""
+
+    def __init__(self, network, name: str, dtype: DataType, shape=None, producer: "ILayer | None" = None,
+                 index: int = 0):
+        self._network = network
+        self._name = name
+        self._dtype = DataType(dtype)
+        self._shape = Dims(shape) if shape is not None else None
+        self._producer = producer
+        self._index = index
+        self.location = TensorLocation.DEVICE
+        self.allowed_formats = 1
+        self._dimension_names: dict[int, str] = {}
+
+    # -- identity -------------------------------------------------------------------------
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @name.setter
+    def name(self, value: str) -> None:
+        self._network._rename_tensor(self, str(value))
+
+    @property
+    def dtype(self) -> DataType:
+        if self._producer is not None:
+            return self._producer._infer()[1][self._index]
+        return self._dtype
+
+    @dtype.setter
+    def dtype(self, value: DataType) -> None:
+        if self._producer is not None:
+            raise NetworkError(f"tensor '{self._name}': the data type of a layer output is inferred in a strongly typed network; use add_cast")
+        self._dtype = DataType(value)
+        self._network._touch()
+
+    @property
+    def shape(self) -> Dims:
+        if self._producer is not None:
+            return self._producer._infer()[0][self._index]
+        return self._shape
+
+    @shape.setter
+    def shape(self, value) -> None:
+        if self._producer is not None:
+            raise NetworkError(f"tensor '{self._name}': only the shape of a network input can be set")
+        self._shape = Dims(value)
+        self._network._touch()
+
+    @property
+    def is_network_input(self) -> "bool":
+        return self._producer is None and self in self._network._inputs
+
+    @property
+    def is_network_output(self) -> "bool":
+        return self in self._network._outputs
+
+    @property
+    def is_shape_tensor(self) -> "bool":
+        return False
+
+    @property
+    def is_execution_tensor(self) -> "bool":
+        return True
+
+    def get_dimension_name(self, index: int) -> str | None:
+        return self._dimension_names.get(int(index))
+
+    def set_dimension_name(self, index: int, name: str) -> None:
+        self._dimension_names[int(index)] = str(name)
+
+    def __repr__(self) -> str:
+        return f"ITensor(name={self._name!r}, shape={tuple(self.shape)}, dtype={self.dtype.name})"
+
+
+class ILogger:
+    """Abstract logger; subclass and implement log(severity, msg), as with TensorRT."""
+
+    class Severity(IntEnum):
+        INTERNAL_ERROR = 0
+        ERROR = 1
+        WARNING = 2
+        INFO = 3
+        VERBOSE = 4
+
+    INTERNAL_ERROR = Severity.INTERNAL_ERROR
+    ERROR = Severity.ERROR
+    WARNING = Severity.WARNING
+    INFO = Severity.INFO
+    VERBOSE = Severity.VERBOSE
+
+    def __init__(self):
+        self.min_severity = ILogger.Severity.WARNING
+
+    def log(self, severity, msg: str) -> None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+
+_PY_LEVEL = {0: logging.CRITICAL, 1: logging.ERROR, 2: logging.WARNING, 3: logging.INFO, 4: logging.DEBUG}
+
+
+class Logger(ILogger):
+    """The default logger: messages at or above min_severity go to Python logging
+    (logger 'trtbuild.reference')."""
+
+    def __init__(self, min_severity=ILogger.Severity.WARNING):
+        super().__init__()
+        self.min_severity = ILogger.Severity(min_severity)
+
+    def log(self, severity, msg: str) -> None:
+        if int(severity) <= int(self.min_severity):
+            logging.getLogger("trtbuild.reference").log(_PY_LEVEL[int(severity)], msg)

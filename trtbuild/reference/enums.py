@@ -1,0 +1,232 @@
+"""Enums of TensorRT's Python API, with the same member names and integer values.
+
+Values were read from NVIDIA's tensorrt_cu13_bindings 10.16 and 11.4 wheels; the conformance
+test (tests/test_api_conformance.py) checks them against both.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class DataType(IntEnum):
+    FLOAT = 0
+    HALF = 1
+    INT8 = 2
+    INT32 = 3
+    BOOL = 4
+    UINT8 = 5
+    FP8 = 6
+    BF16 = 7
+    INT64 = 8
+    INT4 = 9
+    FP4 = 10
+
+    @property
+    def itemsize(self) -> float:
+        return _ITEMSIZE[self]
+
+
+_ITEMSIZE = {
+    DataType.FLOAT: 4, DataType.HALF: 2, DataType.INT8: 1, DataType.INT32: 4, DataType.BOOL: 1,
+    DataType.UINT8: 1, DataType.FP8: 1, DataType.BF16: 2, DataType.INT64: 8, DataType.INT4: 0.5,
+    DataType.FP4: 0.5,
+}
+
+
+class ScaleMode(IntEnum):
+    UNIFORM = 0
+    CHANNEL = 1
+    ELEMENTWISE = 2
+
+
+class ReduceOperation(IntEnum):
+    SUM = 0
+    PROD = 1
+    MAX = 2
+    MIN = 3
+    AVG = 4
+
+
+class ElementWiseOperation(IntEnum):
+    SUM = 0
+    PROD = 1
+    MAX = 2
+    MIN = 3
+    SUB = 4
+    DIV = 5
+    POW = 6
+    FLOOR_DIV = 7
+    AND = 8
+    OR = 9
+    XOR = 10
+    EQUAL = 11
+    GREATER = 12
+    LESS = 13
+
+
+class UnaryOperation(IntEnum):
+    EXP = 0
+    LOG = 1
+    SQRT = 2
+    RECIP = 3
+    ABS = 4
+    NEG = 5
+    SIN = 6
+    COS = 7
+    TAN = 8
+    SINH = 9
+    COSH = 10
+    ASIN = 11
+    ACOS = 12
+    ATAN = 13
+    ASINH = 14
+    ACOSH = 15
+    ATANH = 16
+    CEIL = 17
+    FLOOR = 18
+    ERF = 19
+    NOT = 20
+    SIGN = 21
+    ROUND = 22
+    ISINF = 23
+    ISNAN = 24
+
+
+class ActivationType(IntEnum):
+    RELU = 0
+    SIGMOID = 1
+    TANH = 2
+    LEAKY_RELU = 3
+    ELU = 4
+    SELU = 5
+    SOFTSIGN = 6
+    SOFTPLUS = 7
+    CLIP = 8
+    HARD_SIGMOID = 9
+    SCALED_TANH = 10
+    THRESHOLDED_RELU = 11
+    GELU_ERF = 12
+    GELU_TANH = 13
+
+
+class PoolingType(IntEnum):
+    MAX = 0
+    AVERAGE = 1
+    MAX_AVERAGE_BLEND = 2
+
+
+class PaddingMode(IntEnum):
+    EXPLICIT_ROUND_DOWN = 0
+    EXPLICIT_ROUND_UP = 1
+    SAME_UPPER = 2
+    SAME_LOWER = 3
+
+
+class MatrixOperation(IntEnum):
+    NONE = 0
+    TRANSPOSE = 1
+    VECTOR = 2
+
+
+class SampleMode(IntEnum):
+    STRICT_BOUNDS = 0
+    WRAP = 1
+    CLAMP = 2
+    FILL = 3
+    REFLECT = 4
+
+
+class NetworkDefinitionCreationFlag(IntEnum):
+    """Values follow TensorRT 11. TensorRT 10 numbers them one higher (its EXPLICIT_BATCH was 0):
+    use the names, never the numbers; the conformance test checks both tables."""
+
+    STRONGLY_TYPED = 0
+    PREFER_JIT_PYTHON_PLUGINS = 1
+    PREFER_AOT_PYTHON_PLUGINS = 2
+
+
+class MemoryPoolType(IntEnum):
+    WORKSPACE = 0
+    DLA_MANAGED_SRAM = 1
+    DLA_LOCAL_DRAM = 2
+    DLA_GLOBAL_DRAM = 3
+    TACTIC_DRAM = 4
+    TACTIC_SHARED_MEMORY = 5
+
+
+class BuilderFlag(IntEnum):
+    """Only the flags whose name and value are the same in TensorRT 10 and 11.
+
+    11 removed FP16, BF16, INT8, OBEY_PRECISION_CONSTRAINTS, ... and renumbered the flags after
+    DIRECT_IO, so always refer to flags by name, never by number.
+    """
+
+    DEBUG = 2
+    GPU_FALLBACK = 3
+    REFIT = 4
+    DISABLE_TIMING_CACHE = 5
+    TF32 = 6
+    SPARSE_WEIGHTS = 7
+    SAFETY_SCOPE = 8
+    DIRECT_IO = 11
+
+
+class TensorIOMode(IntEnum):
+    NONE = 0
+    INPUT = 1
+    OUTPUT = 2
+
+
+class TensorLocation(IntEnum):
+    DEVICE = 0
+    HOST = 1
+
+
+class LayerType(IntEnum):
+    CONVOLUTION = 0
+    CAST = 1
+    ACTIVATION = 2
+    POOLING = 3
+    LRN = 4
+    SCALE = 5
+    SOFTMAX = 6
+    DECONVOLUTION = 7
+    CONCATENATION = 8
+    ELEMENTWISE = 9
+    PLUGIN = 10
+    UNARY = 11
+    PADDING = 12
+    SHUFFLE = 13
+    REDUCE = 14
+    MATRIX_MULTIPLY = 17
+    CONSTANT = 19
+    IDENTITY = 20
+    SLICE = 22
+    NORMALIZATION = 45
+    PLUGIN_V3 = 46
+
+
+class PluginFieldType(IntEnum):
+    FLOAT16 = 0
+    FLOAT32 = 1
+    FLOAT64 = 2
+    INT8 = 3
+    INT16 = 4
+    INT32 = 5
+    CHAR = 6
+    DIMS = 7
+    UNKNOWN = 8
+    BF16 = 9
+    INT64 = 10
+
+
+class TensorRTPhase(IntEnum):
+    BUILD = 0
+    RUNTIME = 1
+
+
+class ProfilingVerbosity(IntEnum):
+    LAYER_NAMES_ONLY = 0
+    NONE = 1
+    DETAILED = 2

@@ -1,0 +1,359 @@
+"""Execution of each layer with PyTorch, following TensorRT's documented semantics.
+
+Tensors travel in their TensorRT type (float16 stays float16, ...). Float layers compute in
+float32 and round their output to the output type, so fp16 overflow to inf happens where it
+would on the GPU. Formulas are written out from TensorRT's documentation rather than borrowed
+from torch's own layer modules, so that tests against torch modules check something.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+from .enums import (ActivationType, DataType, ElementWiseOperation, LayerType, MatrixOperation, PaddingMode,
+                    PoolingType, ReduceOperation, SampleMode, ScaleMode, UnaryOperation)
+
+TORCH_DTYPE = {
+    DataType.FLOAT: torch.float32, DataType.HALF: torch.float16, DataType.BF16: torch.bfloat16,
+    DataType.INT32: torch.int32, DataType.INT64: torch.int64, DataType.BOOL: torch.bool,
+    DataType.INT8: torch.int8, DataType.UINT8: torch.uint8,
+}
+TRT_DTYPE = {v: k for k, v in TORCH_DTYPE.items()}
+
+
+def _f(t: torch.Tensor) -> torch.Tensor:
+    return t.float() if t.is_floating_point() else t
+
+
+def _bits(mask: int, rank: int) -> list[int]:
+    return [i for i in range(rank) if mask >> i & 1]
+
+
+def _weights_like(w, x: torch.Tensor) -> torch.Tensor | None:
+    return None if w is None or w.numel() == 0 else w.to(device=x.device, dtype=torch.float32)
+
+
+def _scale(p, w, x):
+    x = _f(x)
+    axis, mode = p["channel_axis"], ScaleMode(p["mode"])
+    shape = {ScaleMode.UNIFORM: [1] * x.dim(),
+             ScaleMode.CHANNEL: [x.shape[axis] if i == axis else 1 for i in range(x.dim())],
+             ScaleMode.ELEMENTWISE: [1] * axis + list(x.shape[axis:])}[mode]
+    scale, shift, power = (_weights_like(w[k], x) for k in ("scale", "shift", "power"))
+    y = x
+    if scale is not None:
+        y = y * scale.reshape(shape)
+    if shift is not None:
+        y = y + shift.reshape(shape)
+    if power is not None:
+        y = torch.pow(y, power.reshape(shape))
+    return y
+
+
+def _reduce(p, x):
+    x = _f(x)
+    axes, op, keep = _bits(p["axes"], x.dim()), ReduceOperation(p["op"]), p["keep_dims"]
+    if op == ReduceOperation.SUM:
+        return x.sum(dim=axes, keepdim=keep)
+    if op == ReduceOperation.AVG:
+        return x.mean(dim=axes, keepdim=keep) if x.is_floating_point() else x.sum(dim=axes, keepdim=keep) // math.prod(x.shape[a] for a in axes)
+    if op == ReduceOperation.MAX:
+        return x.amax(dim=axes, keepdim=keep)
+    if op == ReduceOperation.MIN:
+        return x.amin(dim=axes, keepdim=keep)
+    for a in sorted(axes, reverse=True):  # PROD
+        x = x.prod(dim=a, keepdim=keep)
+    return x
+
+
+_EW = {
+    ElementWiseOperation.SUM: torch.add, ElementWiseOperation.PROD: torch.mul,
+    ElementWiseOperation.MAX: torch.maximum, ElementWiseOperation.MIN: torch.minimum,
+    ElementWiseOperation.SUB: torch.sub, ElementWiseOperation.POW: torch.pow,
+    ElementWiseOperation.AND: torch.logical_and, ElementWiseOperation.OR: torch.logical_or,
+    ElementWiseOperation.XOR: torch.logical_xor, ElementWiseOperation.EQUAL: torch.eq,
+    ElementWiseOperation.GREATER: torch.gt, ElementWiseOperation.LESS: torch.lt,
+}
+
+
+def _elementwise(p, a, b):
+    a, b = _f(a), _f(b)
+    op = ElementWiseOperation(p["op"])
+    if op == ElementWiseOperation.DIV:
+        return a / b if a.is_floating_point() else torch.div(a, b, rounding_mode="trunc")
+    if op == ElementWiseOperation.FLOOR_DIV:
+        return torch.floor(a / b) if a.is_floating_point() else torch.div(a, b, rounding_mode="floor")
+    return _EW[op](a, b)
+
+
+_UNARY = {
+    UnaryOperation.EXP: torch.exp, UnaryOperation.LOG: torch.log, UnaryOperation.SQRT: torch.sqrt,
+    UnaryOperation.RECIP: torch.reciprocal, UnaryOperation.ABS: torch.abs, UnaryOperation.NEG: torch.neg,
+    UnaryOperation.SIN: torch.sin, UnaryOperation.COS: torch.cos, UnaryOperation.TAN: torch.tan,
+    UnaryOperation.SINH: torch.sinh, UnaryOperation.COSH: torch.cosh, UnaryOperation.ASIN: torch.asin,
+    UnaryOperation.ACOS: torch.acos, UnaryOperation.ATAN: torch.atan, UnaryOperation.ASINH: torch.asinh,
+    UnaryOperation.ACOSH: torch.acosh, UnaryOperation.ATANH: torch.atanh, UnaryOperation.CEIL: torch.ceil,
+    UnaryOperation.FLOOR: torch.floor, UnaryOperation.ERF: torch.erf, UnaryOperation.NOT: torch.logical_not,
+    UnaryOperation.SIGN: torch.sign, UnaryOperation.ROUND: torch.round, UnaryOperation.ISINF: torch.isinf,
+    UnaryOperation.ISNAN: torch.isnan,
+}
+
+
+def _activation(p, x):
+    x = _f(x)
+    t, a, b = ActivationType(p["type"]), p["alpha"], p["beta"]
+    if t == ActivationType.RELU:
+        return torch.clamp_min(x, 0)
+    if t == ActivationType.SIGMOID:
+        return torch.sigmoid(x)
+    if t == ActivationType.TANH:
+        return torch.tanh(x)
+    if t == ActivationType.LEAKY_RELU:
+        return torch.where(x >= 0, x, a * x)
+    if t == ActivationType.ELU:
+        return torch.where(x >= 0, x, a * (torch.exp(x) - 1))
+    if t == ActivationType.SELU:
+        return b * torch.where(x >= 0, x, a * (torch.exp(x) - 1))
+    if t == ActivationType.SOFTSIGN:
+        return x / (1 + x.abs())
+    if t == ActivationType.SOFTPLUS:
+        return a * torch.log1p(torch.exp(b * x))
+    if t == ActivationType.CLIP:
+        return torch.clamp(x, a, b)
+    if t == ActivationType.HARD_SIGMOID:
+        return torch.clamp(a * x + b, 0, 1)
+    if t == ActivationType.SCALED_TANH:
+        return a * torch.tanh(b * x)
+    if t == ActivationType.THRESHOLDED_RELU:
+        return torch.where(x > a, x, torch.zeros_like(x))
+    if t == ActivationType.GELU_ERF:
+        return 0.5 * x * (1 + torch.erf(x / math.sqrt(2)))
+    return 0.5 * x * (1 + torch.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))  # GELU_TANH
+
+
+def _pads(p, sizes, window, stride, dilation):
+    """Per spatial dim (pre, post) padding after applying padding_mode."""
+    mode = PaddingMode(p["padding_mode"])
+    out = []
+    for i, n in enumerate(sizes):
+        eff = dilation[i] * (window[i] - 1) + 1
+        if mode in (PaddingMode.SAME_UPPER, PaddingMode.SAME_LOWER):
+            total = max((math.ceil(n / stride[i]) - 1) * stride[i] + eff - n, 0)
+            small, big = total // 2, total - total // 2
+            out.append((small, big) if mode == PaddingMode.SAME_UPPER else (big, small))
+            continue
+        pre, post = p["pre_padding"][i], p["post_padding"][i]
+        if mode == PaddingMode.EXPLICIT_ROUND_UP:
+            span = n + pre + post - eff
+            o = math.ceil(span / stride[i]) + 1
+            post += max((o - 1) * stride[i] + eff - (n + pre + post), 0)
+        out.append((pre, post))
+    return out
+
+
+def _pad_spatial(x, pads, value=0.0):
+    flat = []
+    for pre, post in reversed(pads):
+        flat += [pre, post]
+    return F.pad(x, flat, value=value) if any(flat) else x
+
+
+_CONV = {1: F.conv1d, 2: F.conv2d, 3: F.conv3d}
+_DECONV = {1: F.conv_transpose1d, 2: F.conv_transpose2d, 3: F.conv_transpose3d}
+
+
+def _conv(p, w, x):
+    x = _f(x)
+    ks, g, k = tuple(p["kernel_size_nd"]), p["num_groups"], p["num_output_maps"]
+    nsp, c = len(ks), x.shape[1]
+    weight = w["kernel"].to(x.device, torch.float32).reshape(k, c // g, *ks)
+    bias = _weights_like(w["bias"], x)
+    pads = _pads(p, x.shape[2:], ks, p["stride_nd"], p["dilation_nd"])
+    return _CONV[nsp](_pad_spatial(x, pads), weight, bias, stride=tuple(p["stride_nd"]),
+                      dilation=tuple(p["dilation_nd"]), groups=g)
+
+
+def _deconv(p, w, x):
+    x = _f(x)
+    ks, g, k = tuple(p["kernel_size_nd"]), p["num_groups"], p["num_output_maps"]
+    nsp, c = len(ks), x.shape[1]
+    weight = w["kernel"].to(x.device, torch.float32).reshape(c, k // g, *ks)
+    y = _DECONV[nsp](x, weight, _weights_like(w["bias"], x), stride=tuple(p["stride_nd"]),
+                     dilation=tuple(p["dilation_nd"]), groups=g)
+    crop = []
+    for i in range(nsp):
+        pre, post = p["pre_padding"][i], p["post_padding"][i]
+        crop.append(slice(pre, y.shape[2 + i] - post))
+    return y[(slice(None), slice(None), *crop)]
+
+
+def _pool(p, x):
+    x = _f(x)
+    ws, stride = tuple(p["window_size_nd"]), tuple(p["stride_nd"])
+    nsp = len(ws)
+    lead = x.shape[:-nsp]
+    xs = x.reshape(-1, 1, *x.shape[-nsp:])
+    pads = _pads(p, xs.shape[2:], ws, stride, [1] * nsp)
+    t = PoolingType(p["type"])
+    maxp = {1: F.max_pool1d, 2: F.max_pool2d, 3: F.max_pool3d}[nsp]
+    avgp = {1: F.avg_pool1d, 2: F.avg_pool2d, 3: F.avg_pool3d}[nsp]
+    results = []
+    if t in (PoolingType.MAX, PoolingType.MAX_AVERAGE_BLEND):
+        results.append(maxp(_pad_spatial(xs, pads, value=-math.inf), ws, stride))
+    if t in (PoolingType.AVERAGE, PoolingType.MAX_AVERAGE_BLEND):
+        total = avgp(_pad_spatial(xs, pads), ws, stride) * math.prod(ws)
+        if p["average_count_excludes_padding"]:
+            count = avgp(_pad_spatial(torch.ones_like(xs), pads), ws, stride) * math.prod(ws)
+        else:
+            # the explicit padding counts; extra rows added by ROUND_UP do not
+            base = [(pr, po) for pr, po in zip(p["pre_padding"], p["post_padding"])]
+            ones = _pad_spatial(torch.ones_like(xs), base, value=1.0)
+            extra = [(a - b0, c - d0) for (a, c), (b0, d0) in zip(pads, base)]
+            count = avgp(_pad_spatial(ones, extra), ws, stride) * math.prod(ws)
+        results.append(total / count)
+    y = results[0] if len(results) == 1 else (1 - p["blend_factor"]) * results[0] + p["blend_factor"] * results[1]
+    return y.reshape(*lead, *y.shape[2:])
+
+
+def _lrn(p, x):
+    """y = x / (k + alpha / window * sum_{window over C} x^2) ^ beta, zero-padded across channels."""
+    x = _f(x)
+    n = p["window_size"]
+    sq = F.pad((x * x).movedim(1, -1), (n // 2, n // 2))
+    window_sum = sq.unfold(-1, n, 1).sum(-1).movedim(-1, 1)
+    return x / torch.pow(p["k"] + p["alpha"] / n * window_sum, p["beta"])
+
+
+def _normalization(p, x, scale, bias):
+    x, scale, bias = _f(x), _f(scale), _f(bias)
+    axes, g, eps = _bits(p["axes"], x.dim()), p["num_groups"], p["epsilon"]
+    if g > 1:
+        n, c = x.shape[:2]
+        xg = x.reshape(n, g, c // g, *x.shape[2:])
+        dims = list(range(2, xg.dim()))
+        mean = xg.mean(dim=dims, keepdim=True)
+        var = ((xg - mean) ** 2).mean(dim=dims, keepdim=True)
+        yg = (xg - mean) / torch.sqrt(var + eps)
+        if not p["is_v2"]:  # v1: scale and bias are [1, G, 1, ...], applied per group
+            shape = [1, g] + [1] * (xg.dim() - 2)
+            return (yg * scale.reshape(shape) + bias.reshape(shape)).reshape(x.shape)
+        return yg.reshape(x.shape) * scale + bias
+    mean = x.mean(dim=axes, keepdim=True)
+    var = ((x - mean) ** 2).mean(dim=axes, keepdim=True)
+    return (x - mean) / torch.sqrt(var + eps) * scale + bias
+
+
+def _permute(x, perm):
+    return x.permute(*perm[:x.dim()]) if perm and list(perm[:x.dim()]) != list(range(x.dim())) else x
+
+
+def _shuffle(p, x):
+    x = _permute(x, p["first_transpose"])
+    dims = p["reshape_dims"]
+    if dims is not None:
+        shape = [x.shape[i] if d == 0 and p["zero_is_placeholder"] else d for i, d in enumerate(dims)]
+        x = x.reshape(shape)
+    return _permute(x, p["second_transpose"])
+
+
+def _slice(p, x, fill=None):
+    mode = SampleMode(p["mode"])
+    out = x
+    for d, (a, n, s) in enumerate(zip(p["start"], p["shape"], p["stride"])):
+        size = out.shape[d]
+        idx = a + torch.arange(n, device=x.device) * s
+        valid = None
+        if mode == SampleMode.WRAP:
+            idx = idx % size
+        elif mode == SampleMode.CLAMP:
+            idx = idx.clamp(0, size - 1)
+        elif mode == SampleMode.REFLECT:
+            period = 2 * (size - 1) if size > 1 else 1
+            idx = idx % period
+            idx = torch.where(idx >= size, period - idx, idx)
+        elif mode == SampleMode.FILL:
+            valid = (idx >= 0) & (idx < size)
+            idx = idx.clamp(0, size - 1)
+        out = out.index_select(d, idx)
+        if valid is not None:
+            shape = [1] * out.dim()
+            shape[d] = n
+            value = 0 if fill is None else fill.reshape(())
+            out = torch.where(valid.reshape(shape), out, torch.as_tensor(value, dtype=out.dtype, device=out.device))
+    return out
+
+
+def _padding(p, x):
+    pre, post = p["pre_padding_nd"], p["post_padding_nd"]
+    flat = []
+    for a, b in zip(reversed(pre), reversed(post)):
+        flat += [a, b]
+    return F.pad(_f(x), flat)
+
+
+def _matmul(p, a, b):
+    a, b = _f(a), _f(b)
+    op0, op1 = MatrixOperation(p["op0"]), MatrixOperation(p["op1"])
+    if op0 == MatrixOperation.TRANSPOSE:
+        a = a.transpose(-1, -2)
+    if op1 == MatrixOperation.TRANSPOSE:
+        b = b.transpose(-1, -2)
+    if op0 == MatrixOperation.VECTOR:
+        a = a.unsqueeze(-2)
+    if op1 == MatrixOperation.VECTOR:
+        b = b.unsqueeze(-1)
+    y = torch.matmul(a, b)
+    if op1 == MatrixOperation.VECTOR:
+        y = y.squeeze(-1)
+    if op0 == MatrixOperation.VECTOR:
+        y = y.squeeze(-2)
+    return y
+
+
+def run_layer(ltype, p, w, inputs, out_dtypes, plugin=None):
+    """Execute one layer; returns its outputs rounded to their TensorRT types."""
+    x = inputs[0] if inputs else None
+    if ltype == LayerType.CONSTANT:
+        outs = [w["weights"].reshape(tuple(p["shape"]))]
+    elif ltype == LayerType.SCALE:
+        outs = [_scale(p, w, x)]
+    elif ltype == LayerType.REDUCE:
+        outs = [_reduce(p, x)]
+    elif ltype == LayerType.ELEMENTWISE:
+        outs = [_elementwise(p, inputs[0], inputs[1])]
+    elif ltype == LayerType.UNARY:
+        outs = [_UNARY[UnaryOperation(p["op"])](_f(x))]
+    elif ltype == LayerType.ACTIVATION:
+        outs = [_activation(p, x)]
+    elif ltype == LayerType.CONVOLUTION:
+        outs = [_conv(p, w, x)]
+    elif ltype == LayerType.DECONVOLUTION:
+        outs = [_deconv(p, w, x)]
+    elif ltype == LayerType.POOLING:
+        outs = [_pool(p, x)]
+    elif ltype == LayerType.LRN:
+        outs = [_lrn(p, x)]
+    elif ltype == LayerType.NORMALIZATION:
+        outs = [_normalization(p, *inputs)]
+    elif ltype == LayerType.SHUFFLE:
+        outs = [_shuffle(p, x)]
+    elif ltype == LayerType.CONCATENATION:
+        outs = [torch.cat(inputs, dim=p["axis"])]
+    elif ltype == LayerType.SLICE:
+        outs = [_slice(p, x, inputs[4] if len(inputs) > 4 else None)]
+    elif ltype == LayerType.PADDING:
+        outs = [_padding(p, x)]
+    elif ltype == LayerType.MATRIX_MULTIPLY:
+        outs = [_matmul(p, *inputs)]
+    elif ltype == LayerType.SOFTMAX:
+        outs = [torch.softmax(_f(x), dim=_bits(p["axes"], x.dim())[0])]
+    elif ltype in (LayerType.CAST, LayerType.IDENTITY):
+        outs = [x]
+    elif ltype == LayerType.PLUGIN_V3:
+        outs = list(plugin._execute(list(inputs)))
+    else:  # pragma: no cover - infer_layer rejects these first
+        raise NotImplementedError(ltype)
+    return [o.to(TORCH_DTYPE[dt]) for o, dt in zip(outs, out_dtypes)]

@@ -1,0 +1,86 @@
+"""Executes a deserialized reference plan with PyTorch."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from .core import NetworkError
+from .enums import DataType, LayerType
+from .execute import TORCH_DTYPE, run_layer
+from .infer import infer_layer
+from .plugins import PluginFieldCollection, PluginField, get_plugin_registry
+from .enums import TensorRTPhase
+
+
+class _NoWeights(dict):
+    def __missing__(self, key):
+        return None
+
+
+def _rebuild_plugin(entry: dict, arrays: dict):
+    spec = entry["plugin"]
+    creator = get_plugin_registry().get_creator(spec["creator"], spec["version"], spec["namespace"])
+    if creator is None:
+        raise NetworkError(f"layer '{entry['name']}': plugin creator {spec['namespace']}::{spec['creator']} v{spec['version']} "
+                           "is not registered; import the module that registers it (e.g. trtbuild.ops) before loading the engine")
+    fields = PluginFieldCollection(PluginField(k, arrays[ref]) for k, ref in spec["fields"].items())
+    return creator.create_plugin(spec["name"], fields, TensorRTPhase.RUNTIME)
+
+
+class PlanGraph:
+    def __init__(self, header: dict, arrays: dict[str, np.ndarray]):
+        self.header = header
+        self.layers = []
+        for entry in header["layers"]:
+            weights = _NoWeights({k: torch.from_numpy(np.array(arrays[ref])) for k, ref in entry["weights"].items()})
+            for key in ("shift", "scale", "power", "bias"):
+                if entry["type"] in ("SCALE", "CONVOLUTION", "DECONVOLUTION") and key not in weights:
+                    weights[key] = None
+            plugin = _rebuild_plugin(entry, arrays) if "plugin" in entry else None
+            self.layers.append((LayerType[entry["type"]], entry, weights, plugin))
+        self._device_weights: dict = {}
+
+    def infer_shapes(self, input_shapes: dict[str, tuple]) -> dict[int, tuple]:
+        shapes = {t["id"]: tuple(input_shapes[t["name"]]) for t in self.header["inputs"]}
+        dtypes = {t["id"]: DataType(t["dtype"]) for t in self.header["inputs"]}
+        for ltype, entry, weights, plugin in self.layers:
+            meta = _WeightMeta(weights)
+            outs, dts = infer_layer(ltype, entry["params"], meta, [shapes[i] for i in entry["inputs"]],
+                                    [dtypes[i] for i in entry["inputs"]], entry["name"], plugin=plugin)
+            for o, s, d in zip(entry["outputs"], outs, dts):
+                shapes[o["id"]], dtypes[o["id"]] = tuple(s), d
+        return shapes
+
+    def _weights_on(self, device):
+        if device not in self._device_weights:
+            self._device_weights[device] = [
+                _NoWeights({k: (v.to(device) if v is not None else None) for k, v in w.items()})
+                for _, _, w, _ in self.layers]
+        return self._device_weights[device]
+
+    def run(self, feeds: dict[str, torch.Tensor], device) -> dict[str, torch.Tensor]:
+        values = {}
+        for t in self.header["inputs"]:
+            values[t["id"]] = feeds[t["name"]].to(device)
+        for (ltype, entry, _, plugin), weights in zip(self.layers, self._weights_on(device)):
+            outs = run_layer(ltype, entry["params"], weights, [values[i] for i in entry["inputs"]],
+                             [DataType(o["dtype"]) for o in entry["outputs"]], plugin=plugin)
+            for o, v in zip(entry["outputs"], outs):
+                values[o["id"]] = v
+        return {t["name"]: values[t["id"]] for t in self.header["outputs"]}
+
+
+class _WeightMeta(dict):
+    """Exposes .size/.dtype of plan weights to infer_layer, as Weights objects do."""
+
+    class _Meta:
+        def __init__(self, t):
+            self.size = 0 if t is None else int(t.numel())
+            self.dtype = DataType.FLOAT if t is None else {v: k for k, v in TORCH_DTYPE.items()}[t.dtype]
+
+    def __init__(self, weights):
+        super().__init__({k: self._Meta(v) for k, v in weights.items()})
+
+    def __missing__(self, key):
+        return self._Meta(None)

@@ -1,0 +1,288 @@
+"""Layer classes of the reference backend.
+
+Each layer keeps its parameters in `_params` (JSON-friendly values) and `_weights` (Weights), so
+the same description drives shape inference (infer.py), execution (execute.py) and the plan
+(plan.py). Attribute names are TensorRT's; the conformance test checks them.
+"""
+
+from __future__ import annotations
+
+from .core import Dims, NetworkError, Permutation, Weights, as_weights
+from .enums import (ActivationType, DataType, ElementWiseOperation, LayerType, MatrixOperation,
+                    PaddingMode, PoolingType, ReduceOperation, SampleMode, ScaleMode, UnaryOperation)
+
+_CONVERTERS = {
+    "dims": lambda v: None if v is None else Dims(v),
+    "perm": lambda v: Permutation(v),
+    "int": int, "float": float, "bool": bool,
+}
+
+
+def _param(key: str, kind: str):
+    """A layer attribute stored in `_params[key]`; `kind` is a converter name or an enum class."""
+    conv = _CONVERTERS[kind] if isinstance(kind, str) else kind
+
+    def get(self):
+        v = self._params[key]
+        return conv(v) if v is not None else None
+
+    def set(self, value):
+        value = conv(value) if value is not None else None
+        self._params[key] = (tuple(value) if isinstance(value, tuple) else value)
+        self._network._touch()
+
+    return property(get, set)
+
+
+def _weights(key: str):
+    def get(self):
+        return self._weights[key]
+
+    def set(self, value):
+        self._weights[key] = as_weights(value, f"layer '{self.name}': {key}")
+        self._network._touch()
+
+    return property(get, set)
+
+
+class ILayer:
+    """Base class of every layer: name, type, inputs and outputs."""
+
+    _TYPE: LayerType = None
+
+    def __init__(self, network, inputs, params: dict, weights: dict | None = None, num_outputs: int = 1):
+        from .core import ITensor
+
+        self._network = network
+        self._inputs = list(inputs)
+        self._params = dict(params)
+        self._weights = {k: as_weights(v, f"{type(self).__name__}: {k}") for k, v in (weights or {}).items()}
+        self._index = network._next_layer_index()
+        self._name = f"(Unnamed Layer* {self._index}) [{self._type_label()}]"
+        self._outputs = [ITensor(network, f"{self._name}_output" + (f"_{i}" if i else ""), DataType.FLOAT,
+                                 producer=self, index=i) for i in range(num_outputs)]
+        self.metadata = ""
+        self._cache = None
+
+    @classmethod
+    def _type_label(cls) -> str:
+        return {"CONVOLUTION": "Convolution", "DECONVOLUTION": "Deconvolution", "ELEMENTWISE": "ElementWise",
+                "MATRIX_MULTIPLY": "Matrix Multiply", "PLUGIN_V3": "PluginV3", "SOFTMAX": "Softmax",
+                "CONCATENATION": "Concatenation"}.get(cls._TYPE.name, cls._TYPE.name.capitalize())
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @name.setter
+    def name(self, value: str) -> None:
+        self._name = str(value)
+
+    @property
+    def type(self) -> LayerType:
+        return self._TYPE
+
+    @property
+    def num_inputs(self) -> int:
+        return len(self._inputs)
+
+    @property
+    def num_outputs(self) -> int:
+        return len(self._outputs)
+
+    def get_input(self, index: int):
+        return self._inputs[index] if 0 <= index < len(self._inputs) else None
+
+    def get_output(self, index: int):
+        return self._outputs[index] if 0 <= index < len(self._outputs) else None
+
+    def set_input(self, index: int, tensor) -> None:
+        if not 0 <= index < len(self._inputs):
+            raise NetworkError(f"layer '{self.name}': input index {index} out of range (it has {len(self._inputs)} inputs)")
+        self._inputs[index] = tensor
+        self._network._touch()
+
+    def get_output_type(self, index: int) -> DataType:
+        return self._outputs[index].dtype
+
+    # -- inference ------------------------------------------------------------------------
+    def _infer(self):
+        """(output shapes, output dtypes), cached until the network changes."""
+        stamp = self._network._version
+        if self._cache is None or self._cache[0] != stamp:
+            from .infer import infer_layer
+
+            shapes, dtypes = infer_layer(self._TYPE, self._params, self._weights,
+                                         [t.shape for t in self._inputs], [t.dtype for t in self._inputs],
+                                         self.name, plugin=getattr(self, "_plugin", None))
+            self._cache = (stamp, [Dims(s) for s in shapes], list(dtypes))
+        return self._cache[1], self._cache[2]
+
+
+class IScaleLayer(ILayer):
+    _TYPE = LayerType.SCALE
+    mode = _param("mode", ScaleMode)
+    channel_axis = _param("channel_axis", "int")
+    shift = _weights("shift")
+    scale = _weights("scale")
+    power = _weights("power")
+
+
+class IReduceLayer(ILayer):
+    _TYPE = LayerType.REDUCE
+    op = _param("op", ReduceOperation)
+    axes = _param("axes", "int")
+    keep_dims = _param("keep_dims", "bool")
+
+
+class IElementWiseLayer(ILayer):
+    _TYPE = LayerType.ELEMENTWISE
+    op = _param("op", ElementWiseOperation)
+
+
+class IUnaryLayer(ILayer):
+    _TYPE = LayerType.UNARY
+    op = _param("op", UnaryOperation)
+
+
+class IActivationLayer(ILayer):
+    _TYPE = LayerType.ACTIVATION
+    type = _param("type", ActivationType)  # noqa: A003 - TensorRT shadows ILayer.type here too
+    alpha = _param("alpha", "float")
+    beta = _param("beta", "float")
+
+
+class _ConvLike(ILayer):
+    num_output_maps = _param("num_output_maps", "int")
+    kernel_size_nd = _param("kernel_size_nd", "dims")
+    stride_nd = _param("stride_nd", "dims")
+    dilation_nd = _param("dilation_nd", "dims")
+    pre_padding = _param("pre_padding", "dims")
+    post_padding = _param("post_padding", "dims")
+    padding_mode = _param("padding_mode", PaddingMode)
+    num_groups = _param("num_groups", "int")
+    kernel = _weights("kernel")
+    bias = _weights("bias")
+
+    @property
+    def padding_nd(self) -> Dims:
+        return Dims(self._params["pre_padding"])
+
+    @padding_nd.setter
+    def padding_nd(self, value) -> None:
+        self._params["pre_padding"] = tuple(Dims(value))
+        self._params["post_padding"] = tuple(Dims(value))
+        self._network._touch()
+
+
+class IConvolutionLayer(_ConvLike):
+    _TYPE = LayerType.CONVOLUTION
+
+
+class IDeconvolutionLayer(_ConvLike):
+    _TYPE = LayerType.DECONVOLUTION
+
+
+class IPoolingLayer(ILayer):
+    _TYPE = LayerType.POOLING
+    type = _param("type", PoolingType)  # noqa: A003
+    window_size_nd = _param("window_size_nd", "dims")
+    stride_nd = _param("stride_nd", "dims")
+    pre_padding = _param("pre_padding", "dims")
+    post_padding = _param("post_padding", "dims")
+    padding_mode = _param("padding_mode", PaddingMode)
+    blend_factor = _param("blend_factor", "float")
+    average_count_excludes_padding = _param("average_count_excludes_padding", "bool")
+
+    padding_nd = _ConvLike.padding_nd
+
+
+class ILRNLayer(ILayer):
+    _TYPE = LayerType.LRN
+    window_size = _param("window_size", "int")
+    alpha = _param("alpha", "float")
+    beta = _param("beta", "float")
+    k = _param("k", "float")
+
+
+class INormalizationLayer(ILayer):
+    _TYPE = LayerType.NORMALIZATION
+    epsilon = _param("epsilon", "float")
+    axes = _param("axes", "int")
+    num_groups = _param("num_groups", "int")
+
+    @property
+    def is_v2(self) -> bool:
+        return bool(self._params["is_v2"])
+
+
+class IShuffleLayer(ILayer):
+    _TYPE = LayerType.SHUFFLE
+    first_transpose = _param("first_transpose", "perm")
+    second_transpose = _param("second_transpose", "perm")
+    reshape_dims = _param("reshape_dims", "dims")
+    zero_is_placeholder = _param("zero_is_placeholder", "bool")
+
+
+class IConcatenationLayer(ILayer):
+    _TYPE = LayerType.CONCATENATION
+    axis = _param("axis", "int")
+
+
+class ISliceLayer(ILayer):
+    _TYPE = LayerType.SLICE
+    start = _param("start", "dims")
+    shape = _param("shape", "dims")
+    stride = _param("stride", "dims")
+    mode = _param("mode", SampleMode)
+
+
+class IPaddingLayer(ILayer):
+    _TYPE = LayerType.PADDING
+    pre_padding_nd = _param("pre_padding_nd", "dims")
+    post_padding_nd = _param("post_padding_nd", "dims")
+
+
+class IMatrixMultiplyLayer(ILayer):
+    _TYPE = LayerType.MATRIX_MULTIPLY
+    op0 = _param("op0", MatrixOperation)
+    op1 = _param("op1", MatrixOperation)
+
+
+class ISoftMaxLayer(ILayer):
+    _TYPE = LayerType.SOFTMAX
+    axes = _param("axes", "int")
+
+
+class ICastLayer(ILayer):
+    _TYPE = LayerType.CAST
+    to_type = _param("to_type", DataType)
+
+
+class IIdentityLayer(ILayer):
+    _TYPE = LayerType.IDENTITY
+
+
+class IConstantLayer(ILayer):
+    _TYPE = LayerType.CONSTANT
+    shape = _param("shape", "dims")
+    weights = _weights("weights")
+
+
+class IPluginV3Layer(ILayer):
+    _TYPE = LayerType.PLUGIN_V3
+
+    def __init__(self, network, inputs, plugin, num_outputs):
+        self._plugin = plugin
+        super().__init__(network, inputs, {}, num_outputs=num_outputs)
+
+    @property
+    def plugin(self):
+        return self._plugin
+
+
+LAYER_CLASSES = {cls._TYPE: cls for cls in (
+    IScaleLayer, IReduceLayer, IElementWiseLayer, IUnaryLayer, IActivationLayer, IConvolutionLayer,
+    IDeconvolutionLayer, IPoolingLayer, ILRNLayer, INormalizationLayer, IShuffleLayer, IConcatenationLayer,
+    ISliceLayer, IPaddingLayer, IMatrixMultiplyLayer, ISoftMaxLayer, ICastLayer, IIdentityLayer,
+    IConstantLayer, IPluginV3Layer)}

@@ -1,0 +1,236 @@
+"""INetworkDefinition of the reference backend: the add_* methods, with TensorRT's parameter
+names and defaults, and the checks TensorRT applies when a layer is added."""
+
+from __future__ import annotations
+
+from .core import Dims, ITensor, NetworkError, Permutation, as_weights
+from .enums import (DataType, MatrixOperation, NetworkDefinitionCreationFlag, PaddingMode, SampleMode)
+from . import layers as L
+
+_IDENTITY = tuple(range(Dims.MAX_DIMS))
+
+
+class INetworkDefinition:
+    """A strongly typed network under construction."""
+
+    def __init__(self, flags: int = 0, builder=None):
+        if not flags >> int(NetworkDefinitionCreationFlag.STRONGLY_TYPED) & 1:
+            raise NetworkError(
+                "create_network: the reference backend builds strongly typed networks only (TensorRT 11 has no other "
+                "kind); pass flags=1 << int(trt.NetworkDefinitionCreationFlag.STRONGLY_TYPED)")
+        self.flags = int(flags)
+        self.name = "Unnamed Network 0"
+        self._builder = builder
+        self._layers: list[L.ILayer] = []
+        self._inputs: list[ITensor] = []
+        self._outputs: list[ITensor] = []
+        self._version = 0
+        self._layer_counter = 0
+
+    # -- bookkeeping ----------------------------------------------------------------------
+    def _touch(self) -> None:
+        self._version += 1
+
+    def _next_layer_index(self) -> int:
+        self._layer_counter += 1
+        return self._layer_counter - 1
+
+    def _rename_tensor(self, tensor: ITensor, name: str) -> None:
+        if not name:
+            raise NetworkError(f"tensor '{tensor._name}': a tensor name cannot be empty")
+        tensor._name = name
+
+    def _own(self, tensor, what: str) -> ITensor:
+        if not isinstance(tensor, ITensor):
+            raise NetworkError(f"{what}: expected an ITensor, got {type(tensor).__name__}")
+        if tensor._network is not self:
+            raise NetworkError(f"{what}: tensor '{tensor.name}' belongs to another network")
+        return tensor
+
+    def _add(self, cls, inputs, params, weights=None, eager=True, **kw):
+        inputs = [self._own(t, f"{cls.__name__} input {i}") for i, t in enumerate(inputs)]
+        layer = cls(self, inputs, params, weights, **kw) if cls is not L.IPluginV3Layer else cls(self, inputs, **kw)
+        self._layers.append(layer)
+        self._touch()
+        if eager:
+            try:
+                layer._infer()
+            except NetworkError as e:
+                self._layers.pop()
+                names = ", ".join(f"'{t.name}' {tuple(t.shape)} {t.dtype.name}" for t in inputs)
+                raise NetworkError(f"{e} [inputs: {names}]") from None
+        return layer
+
+    # -- container protocol ---------------------------------------------------------------
+    @property
+    def num_layers(self) -> int:
+        return len(self._layers)
+
+    @property
+    def num_inputs(self) -> int:
+        return len(self._inputs)
+
+    @property
+    def num_outputs(self) -> int:
+        return len(self._outputs)
+
+    def get_layer(self, index: int):
+        return self._layers[index]
+
+    def get_input(self, index: int) -> ITensor:
+        return self._inputs[index]
+
+    def get_output(self, index: int) -> ITensor:
+        return self._outputs[index]
+
+    def __len__(self) -> int:
+        return len(self._layers)
+
+    def __getitem__(self, index: int):
+        return self._layers[index]
+
+    def __iter__(self):
+        return iter(list(self._layers))
+
+    def mark_output(self, tensor: ITensor) -> None:
+        tensor = self._own(tensor, "mark_output")
+        if tensor not in self._outputs:
+            self._outputs.append(tensor)
+            self._touch()
+
+    def unmark_output(self, tensor: ITensor) -> None:
+        if tensor in self._outputs:
+            self._outputs.remove(tensor)
+            self._touch()
+
+    # -- layers ---------------------------------------------------------------------------
+    def add_input(self, name: str, dtype: DataType, shape) -> ITensor:
+        if any(t.name == name for t in self._inputs):
+            raise NetworkError(f"add_input: an input named '{name}' already exists")
+        shape = Dims(shape)
+        if any(d < -1 or d == 0 for d in shape):
+            raise NetworkError(f"add_input '{name}': shape {tuple(shape)} may hold positive sizes or -1 (dynamic) only")
+        t = ITensor(self, str(name), DataType(dtype), shape)
+        self._inputs.append(t)
+        self._touch()
+        return t
+
+    def add_constant(self, shape, weights) -> L.IConstantLayer:
+        return self._add(L.IConstantLayer, [], {"shape": tuple(Dims(shape))}, {"weights": weights})
+
+    def add_scale(self, input, mode, shift=None, scale=None, power=None) -> L.IScaleLayer:
+        return self.add_scale_nd(input, mode, shift, scale, power, channel_axis=max(len(input.shape) - 3, 0))
+
+    def add_scale_nd(self, input, mode, shift=None, scale=None, power=None, channel_axis=None) -> L.IScaleLayer:
+        if channel_axis is None:
+            raise TypeError("add_scale_nd() missing required argument 'channel_axis'")
+        return self._add(L.IScaleLayer, [input], {"mode": int(mode), "channel_axis": int(channel_axis)},
+                         {"shift": shift, "scale": scale, "power": power})
+
+    def add_reduce(self, input, op, axes: int, keep_dims: bool) -> L.IReduceLayer:
+        return self._add(L.IReduceLayer, [input], {"op": int(op), "axes": int(axes), "keep_dims": bool(keep_dims)})
+
+    def add_elementwise(self, input1, input2, op) -> L.IElementWiseLayer:
+        return self._add(L.IElementWiseLayer, [input1, input2], {"op": int(op)})
+
+    def add_unary(self, input, op) -> L.IUnaryLayer:
+        return self._add(L.IUnaryLayer, [input], {"op": int(op)})
+
+    def add_activation(self, input, type) -> L.IActivationLayer:  # noqa: A002 - TensorRT's parameter name
+        return self._add(L.IActivationLayer, [input], {"type": int(type), "alpha": 0.0, "beta": 0.0})
+
+    def _conv_params(self, num_output_maps, kernel_shape):
+        ks = Dims(kernel_shape)
+        n = len(ks)
+        return {"num_output_maps": int(num_output_maps), "kernel_size_nd": tuple(ks), "stride_nd": (1,) * n,
+                "dilation_nd": (1,) * n, "pre_padding": (0,) * n, "post_padding": (0,) * n,
+                "padding_mode": int(PaddingMode.EXPLICIT_ROUND_DOWN), "num_groups": 1}
+
+    def add_convolution_nd(self, input, num_output_maps, kernel_shape, kernel, bias=None) -> L.IConvolutionLayer:
+        return self._add(L.IConvolutionLayer, [input], self._conv_params(num_output_maps, kernel_shape),
+                         {"kernel": kernel, "bias": bias}, eager=False)
+
+    def add_deconvolution_nd(self, input, num_output_maps, kernel_shape, kernel, bias=None) -> L.IDeconvolutionLayer:
+        return self._add(L.IDeconvolutionLayer, [input], self._conv_params(num_output_maps, kernel_shape),
+                         {"kernel": kernel, "bias": bias}, eager=False)
+
+    def add_pooling_nd(self, input, type, window_size) -> L.IPoolingLayer:  # noqa: A002
+        ws = Dims(window_size)
+        n = len(ws)
+        return self._add(L.IPoolingLayer, [input], {
+            "type": int(type), "window_size_nd": tuple(ws), "stride_nd": (1,) * n, "pre_padding": (0,) * n,
+            "post_padding": (0,) * n, "padding_mode": int(PaddingMode.EXPLICIT_ROUND_DOWN), "blend_factor": 0.0,
+            "average_count_excludes_padding": True}, eager=False)
+
+    def add_lrn(self, input, window: int, alpha: float, beta: float, k: float) -> L.ILRNLayer:
+        return self._add(L.ILRNLayer, [input], {"window_size": int(window), "alpha": float(alpha),
+                                                 "beta": float(beta), "k": float(k)})
+
+    def _normalization(self, input, scale, bias, axesMask, v2):  # noqa: N803
+        return self._add(L.INormalizationLayer, [input, scale, bias],
+                         {"axes": int(axesMask), "epsilon": 1e-5, "num_groups": 1, "is_v2": v2}, eager=False)
+
+    def add_normalization(self, input, scale, bias, axesMask: int) -> L.INormalizationLayer:  # noqa: N803
+        return self._normalization(input, scale, bias, axesMask, False)
+
+    def add_normalization_v2(self, input, scale, bias, axesMask: int) -> L.INormalizationLayer:  # noqa: N803
+        return self._normalization(input, scale, bias, axesMask, True)
+
+    def add_shuffle(self, input) -> L.IShuffleLayer:
+        return self._add(L.IShuffleLayer, [input], {"first_transpose": _IDENTITY, "reshape_dims": None,
+                                                     "second_transpose": _IDENTITY, "zero_is_placeholder": True})
+
+    def add_concatenation(self, inputs) -> L.IConcatenationLayer:
+        inputs = list(inputs)
+        if not inputs:
+            raise NetworkError("add_concatenation: needs at least one input")
+        rank = len(inputs[0].shape)
+        return self._add(L.IConcatenationLayer, inputs, {"axis": rank - 3 if rank >= 3 else 0}, eager=False)
+
+    def add_slice(self, input, start, shape, stride) -> L.ISliceLayer:
+        return self._add(L.ISliceLayer, [input], {"start": tuple(Dims(start)), "shape": tuple(Dims(shape)),
+                                                   "stride": tuple(Dims(stride)), "mode": int(SampleMode.STRICT_BOUNDS)},
+                         eager=False)
+
+    def add_padding_nd(self, input, pre_padding, post_padding) -> L.IPaddingLayer:
+        return self._add(L.IPaddingLayer, [input], {"pre_padding_nd": tuple(Dims(pre_padding)),
+                                                     "post_padding_nd": tuple(Dims(post_padding))})
+
+    def add_matrix_multiply(self, input0, op0, input1, op1) -> L.IMatrixMultiplyLayer:
+        return self._add(L.IMatrixMultiplyLayer, [input0, input1], {"op0": int(MatrixOperation(op0)),
+                                                                     "op1": int(MatrixOperation(op1))})
+
+    def add_softmax(self, input) -> L.ISoftMaxLayer:
+        rank = len(input.shape)
+        return self._add(L.ISoftMaxLayer, [input], {"axes": 1 << (rank - 3 if rank >= 3 else 0)}, eager=False)
+
+    def add_cast(self, input, to_type) -> L.ICastLayer:
+        return self._add(L.ICastLayer, [input], {"to_type": int(DataType(to_type))})
+
+    def add_identity(self, input) -> L.IIdentityLayer:
+        return self._add(L.IIdentityLayer, [input], {})
+
+    def add_plugin_v3(self, inputs, shape_inputs, plugin) -> L.IPluginV3Layer:
+        from .plugins import IPluginV3
+
+        if list(shape_inputs):
+            raise NetworkError("add_plugin_v3: shape inputs are not supported by the reference backend")
+        if not isinstance(plugin, IPluginV3):
+            raise NetworkError(f"add_plugin_v3: expected a plugin created by a reference plugin creator, got {type(plugin).__name__}")
+        inputs = list(inputs)
+        n = len(plugin._output_shapes([tuple(t.shape) for t in inputs]))
+        return self._add(L.IPluginV3Layer, inputs, None, plugin=plugin, num_outputs=n)
+
+    # -- whole-network checks, used by the builder ----------------------------------------
+    def _validate(self) -> None:
+        if not self._outputs:
+            raise NetworkError(f"network '{self.name}' has no outputs: call mark_output on at least one tensor")
+        io_names = [t.name for t in self._inputs + self._outputs]
+        dup = {n for n in io_names if io_names.count(n) > 1}
+        if dup:
+            raise NetworkError(f"network '{self.name}': input/output tensor names must be unique, repeated: {sorted(dup)}")
+        for layer in self._layers:
+            for i, t in enumerate(layer._inputs):
+                if t is None:
+                    raise NetworkError(f"layer '{layer.name}': input {i} is not set")
+            layer._infer()

@@ -1,0 +1,142 @@
+"""The reference plan: a serialized network the reference runtime can load and run.
+
+Layout: MAGIC | u64 header length | JSON header | u64 blob length | safetensors blob | sha256.
+No pickle: the header is JSON and the weights are safetensors. The checksum makes truncated or
+altered plans fail with a clear message.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import struct
+
+import numpy as np
+from safetensors.numpy import load as st_load, save as st_save
+
+from .core import NetworkError
+
+MAGIC = b"TRTBREF\x01"
+FORMAT_VERSION = 1
+
+
+class PlanError(ValueError):
+    """The bytes are not a valid reference plan."""
+
+
+def _topological(network) -> list:
+    produced_by = {id(t): layer for layer in network._layers for t in layer._outputs}
+    needed, order, seen = set(), [], set()
+
+    def visit(layer):
+        if id(layer) in seen:
+            return
+        seen.add(id(layer))
+        for t in layer._inputs:
+            if id(t) in produced_by:
+                visit(produced_by[id(t)])
+        order.append(layer)
+
+    for t in network._outputs:
+        if id(t) in produced_by:
+            visit(produced_by[id(t)])
+    needed.update(id(lay) for lay in order)
+    return order
+
+
+def serialize_network(network, profiles: list[dict], extra: dict) -> bytes:
+    """Turn a validated network into plan bytes. Unused layers are pruned, as TensorRT does."""
+    layers = _topological(network)
+    ids: dict[int, int] = {}
+
+    def tid(t) -> int:
+        return ids.setdefault(id(t), len(ids))
+
+    arrays: dict[str, np.ndarray] = {}
+    inputs = [{"id": tid(t), "name": t.name, "dtype": int(t.dtype), "shape": list(t.shape)} for t in network._inputs]
+    out_layers = []
+    for layer in layers:
+        shapes, dtypes = layer._infer()
+        entry = {"type": layer._TYPE.name, "name": layer.name, "params": layer._params,
+                 "inputs": [tid(t) for t in layer._inputs],
+                 "outputs": [{"id": tid(t), "name": t.name, "dtype": int(d), "shape": list(s)}
+                             for t, s, d in zip(layer._outputs, shapes, dtypes)],
+                 "weights": {}}
+        for key, w in layer._weights.items():
+            if w.size:
+                ref = f"l{len(out_layers)}.{key}"
+                arrays[ref] = w.numpy()
+                entry["weights"][key] = ref
+        plugin = getattr(layer, "_plugin", None)
+        if plugin is not None:
+            c = plugin._creator
+            fields = {}
+            for k, v in plugin._fields.items():
+                ref = f"l{len(out_layers)}.field.{k}"
+                arrays[ref] = np.ascontiguousarray(v)
+                fields[k] = ref
+            entry["plugin"] = {"creator": c.name, "version": str(c.plugin_version), "namespace": c.plugin_namespace,
+                               "name": plugin._name, "fields": fields}
+        out_layers.append(entry)
+    outputs = [{"id": tid(t), "name": t.name, "dtype": int(t.dtype), "shape": list(t.shape)} for t in network._outputs]
+    header = {"format": FORMAT_VERSION, "name": network.name, "inputs": inputs, "outputs": outputs,
+              "layers": out_layers, "profiles": profiles, **extra}
+    hj = json.dumps(header, separators=(",", ":")).encode()
+    blob = st_save(arrays) if arrays else b""
+    body = MAGIC + struct.pack("<Q", len(hj)) + hj + struct.pack("<Q", len(blob)) + blob
+    return body + hashlib.sha256(body).digest()
+
+
+def deserialize_plan(data: bytes) -> tuple[dict, dict[str, np.ndarray]]:
+    """Parse plan bytes; raise PlanError saying what is wrong."""
+    data = bytes(data)
+    if len(data) < len(MAGIC) + 8 or not data.startswith(MAGIC):
+        raise PlanError("not a trtbuild reference plan (bad magic bytes): was it built by real TensorRT, or is it another file?")
+    if len(data) < len(MAGIC) + 16 + 32:
+        raise PlanError(f"reference plan is truncated ({len(data)} bytes)")
+    body, digest = data[:-32], data[-32:]
+    (hlen,) = struct.unpack_from("<Q", body, len(MAGIC))
+    pos = len(MAGIC) + 8
+    if pos + hlen + 8 > len(body):
+        raise PlanError(f"reference plan is truncated: header says {hlen} bytes, file has {len(body) - pos}")
+    if hashlib.sha256(body).digest() != digest:
+        raise PlanError("reference plan is corrupt or truncated (checksum mismatch)")
+    header = json.loads(body[pos:pos + hlen])
+    pos += hlen
+    (blen,) = struct.unpack_from("<Q", body, pos)
+    blob = body[pos + 8:pos + 8 + blen]
+    if header.get("format") != FORMAT_VERSION:
+        raise PlanError(f"reference plan format {header.get('format')} is not supported (this trtbuild reads {FORMAT_VERSION})")
+    return header, (st_load(blob) if blen else {})
+
+
+def check_profile(name: str, shape, profile_shapes) -> str | None:
+    """None if `shape` fits [min, max] of the profile, else the reason."""
+    mn, _, mx = profile_shapes
+    if len(shape) != len(mn):
+        return f"input '{name}': rank {len(shape)} differs from the engine's rank {len(mn)}"
+    for i, (d, lo, hi) in enumerate(zip(shape, mn, mx)):
+        if not lo <= d <= hi:
+            return f"input '{name}': dimension {i} is {d}, outside the optimization profile range [{lo}, {hi}]"
+    return None
+
+
+def validate_profiles(network, profiles: list[dict]) -> None:
+    """Each dynamic input needs a profile; profiles must satisfy min <= opt <= max and match static dims."""
+    for t in network._inputs:
+        dynamic = any(d < 0 for d in t.shape)
+        if dynamic and not profiles:
+            raise NetworkError(f"input '{t.name}' has dynamic shape {tuple(t.shape)}: add an optimization profile with set_shape")
+        for k, prof in enumerate(profiles):
+            if t.name not in prof:
+                if dynamic:
+                    raise NetworkError(f"optimization profile {k} has no shapes for dynamic input '{t.name}'")
+                continue
+            mn, opt, mx = prof[t.name]
+            if not len(mn) == len(opt) == len(mx) == len(t.shape):
+                raise NetworkError(f"optimization profile {k}, input '{t.name}': min/opt/max ranks must equal the input rank {len(t.shape)}")
+            for i, (d, a, b, c) in enumerate(zip(t.shape, mn, opt, mx)):
+                if not 1 <= a <= b <= c:
+                    raise NetworkError(f"optimization profile {k}, input '{t.name}' dim {i}: need 1 <= min <= opt <= max, got {a}, {b}, {c}")
+                if d >= 0 and not a == b == c == d:
+                    raise NetworkError(f"optimization profile {k}, input '{t.name}' dim {i} is static ({d}) but the profile gives {a}/{b}/{c}")

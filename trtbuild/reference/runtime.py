@@ -1,0 +1,215 @@
+"""Runtime, ICudaEngine and IExecutionContext of the reference backend.
+
+Like TensorRT, the execution context reads inputs from and writes outputs to raw addresses
+given with set_tensor_address (torch tensors' data_ptr()). The reference executes on CUDA when
+torch sees a GPU, else on the CPU, and expects buffers on that device (see `device()`).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import math
+
+import torch
+
+from .core import Dims, ILogger, NetworkError
+from .enums import DataType, TensorIOMode, TensorLocation
+from .execute import TORCH_DTYPE
+from .graph import PlanGraph
+from .plan import PlanError, check_profile, deserialize_plan
+
+
+def device() -> torch.device:
+    """Where the reference runtime executes and expects tensor buffers."""
+    return torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu")
+
+
+def _wrap(address: int, shape, dtype: DataType, dev: torch.device) -> torch.Tensor:
+    nbytes = math.prod(shape) * TORCH_DTYPE[dtype].itemsize
+    if nbytes == 0:
+        return torch.empty(tuple(shape), dtype=TORCH_DTYPE[dtype], device=dev)
+    if dev.type == "cpu":
+        raw = torch.frombuffer((ctypes.c_uint8 * nbytes).from_address(address), dtype=torch.uint8)
+    else:
+        class _Buffer:
+            __cuda_array_interface__ = {"shape": (nbytes,), "typestr": "|u1", "data": (address, False), "version": 3}
+        raw = torch.as_tensor(_Buffer(), device=dev)
+    return raw.view(TORCH_DTYPE[dtype]).reshape(tuple(shape))
+
+
+class ICudaEngine:
+    def __init__(self, header: dict, graph: PlanGraph):
+        self._header = header
+        self._graph = graph
+        self._io = [(t, TensorIOMode.INPUT) for t in header["inputs"]] + [(t, TensorIOMode.OUTPUT) for t in header["outputs"]]
+        self._by_name = {t["name"]: (t, mode) for t, mode in self._io}
+
+    def _tensor(self, name: str):
+        if name not in self._by_name:
+            raise NetworkError(f"engine has no I/O tensor named '{name}' (it has {list(self._by_name)})")
+        return self._by_name[name]
+
+    @property
+    def name(self) -> str:
+        return self._header["name"]
+
+    @property
+    def num_io_tensors(self) -> int:
+        return len(self._io)
+
+    @property
+    def num_layers(self) -> int:
+        return len(self._header["layers"])
+
+    @property
+    def num_optimization_profiles(self) -> int:
+        return max(1, len(self._header["profiles"]))
+
+    @property
+    def device_memory_size_v2(self) -> int:
+        return 0
+
+    @property
+    def refittable(self) -> bool:
+        return False
+
+    def get_tensor_name(self, index: int) -> str:
+        return self._io[index][0]["name"]
+
+    def get_tensor_mode(self, name: str) -> TensorIOMode:
+        return self._by_name[name][1] if name in self._by_name else TensorIOMode.NONE
+
+    def get_tensor_shape(self, name: str) -> Dims:
+        return Dims(self._tensor(name)[0]["shape"])
+
+    def get_tensor_dtype(self, name: str) -> DataType:
+        return DataType(self._tensor(name)[0]["dtype"])
+
+    def get_tensor_location(self, name: str) -> TensorLocation:
+        self._tensor(name)
+        return TensorLocation.DEVICE
+
+    def get_tensor_profile_shape(self, name: str, profile_index: int) -> list:
+        profiles = self._header["profiles"]
+        if not profiles or name not in profiles[profile_index]:
+            shape = self.get_tensor_shape(name)
+            return [shape, shape, shape]
+        return [Dims(s) for s in profiles[profile_index][name]]
+
+    def create_execution_context(self, *args) -> "IExecutionContext":
+        return IExecutionContext(self)
+
+    def serialize(self):
+        from .builder import IHostMemory
+
+        return IHostMemory(self._header["_plan_bytes"])
+
+
+class IExecutionContext:
+    def __init__(self, engine: ICudaEngine):
+        self.engine = engine
+        self.name = ""
+        self.debug_sync = False
+        self._shapes = {t["name"]: tuple(t["shape"]) for t in engine._header["inputs"]}
+        self._addresses: dict[str, int] = {}
+        self._out_shapes: dict[str, tuple] | None = None
+
+    @property
+    def active_optimization_profile(self) -> int:
+        return 0
+
+    def set_optimization_profile_async(self, profile_index: int, stream_handle: int) -> bool:
+        return profile_index == 0
+
+    def set_input_shape(self, name: str, shape) -> bool:
+        t, mode = self.engine._tensor(name)
+        if mode != TensorIOMode.INPUT:
+            raise NetworkError(f"set_input_shape: '{name}' is not an input")
+        shape = tuple(Dims(shape))
+        reason = check_profile(name, shape, self.engine.get_tensor_profile_shape(name, 0))
+        if reason:
+            raise NetworkError(f"set_input_shape: {reason}")
+        self._shapes[name] = shape
+        self._out_shapes = None
+        return True
+
+    @property
+    def all_binding_shapes_specified(self) -> bool:
+        return all(d >= 0 for s in self._shapes.values() for d in s)
+
+    def infer_shapes(self) -> list[str]:
+        missing = [n for n, s in self._shapes.items() if any(d < 0 for d in s)]
+        if not missing:
+            ids = self.engine._graph.infer_shapes(self._shapes)
+            self._out_shapes = {t["name"]: ids[t["id"]] for t in self.engine._header["outputs"]}
+        return missing
+
+    def get_tensor_shape(self, name: str) -> Dims:
+        t, mode = self.engine._tensor(name)
+        if mode == TensorIOMode.INPUT:
+            return Dims(self._shapes[name])
+        if self._out_shapes is None and self.infer_shapes():
+            return Dims(t["shape"])
+        return Dims(self._out_shapes[name])
+
+    def set_tensor_address(self, name: str, memory: int) -> bool:
+        self.engine._tensor(name)
+        self._addresses[name] = int(memory)
+        return True
+
+    def get_tensor_address(self, name: str) -> int:
+        return self._addresses.get(name, 0)
+
+    def execute_async_v3(self, stream_handle: int) -> bool:
+        missing = self.infer_shapes()
+        if missing:
+            raise NetworkError(f"execute_async_v3: input shapes not set for {missing} (call set_input_shape)")
+        unbound = [t["name"] for t, _ in self.engine._io if t["name"] not in self._addresses]
+        if unbound:
+            raise NetworkError(f"execute_async_v3: no address set for tensors {unbound} (call set_tensor_address)")
+        dev = device()
+        stream = torch.cuda.ExternalStream(stream_handle) if dev.type == "cuda" and stream_handle else None
+        with torch.cuda.stream(stream) if stream is not None else _null():
+            feeds = {t["name"]: _wrap(self._addresses[t["name"]], self._shapes[t["name"]], DataType(t["dtype"]), dev)
+                     for t in self.engine._header["inputs"]}
+            results = self.engine._graph.run(feeds, dev)
+            for t in self.engine._header["outputs"]:
+                out = _wrap(self._addresses[t["name"]], self._out_shapes[t["name"]], DataType(t["dtype"]), dev)
+                out.copy_(results[t["name"]])
+        return True
+
+    def execute_v2(self, bindings) -> bool:
+        for (t, _), address in zip(self.engine._io, bindings):
+            self._addresses[t["name"]] = int(address)
+        return self.execute_async_v3(0)
+
+
+class _null:
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc):
+        return False
+
+
+class Runtime:
+    def __init__(self, logger: ILogger):
+        if not isinstance(logger, ILogger):
+            raise TypeError("Runtime(logger): logger must be a trt.ILogger")
+        self.logger = logger
+        self.max_threads = 1
+
+    def deserialize_cuda_engine(self, serialized_engine) -> ICudaEngine | None:
+        """Load a reference plan; on failure log an ERROR and return None, as TensorRT does."""
+        try:
+            header, arrays = deserialize_plan(serialized_engine)
+            header["_plan_bytes"] = bytes(serialized_engine)
+            return ICudaEngine(header, PlanGraph(header, arrays))
+        except (PlanError, NetworkError, KeyError, ValueError) as e:
+            self.logger.log(ILogger.ERROR, f"deserialize_cuda_engine: {e}")
+            return None
+
+    def get_plugin_registry(self):
+        from .plugins import get_plugin_registry
+
+        return get_plugin_registry()

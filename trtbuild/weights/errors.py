@@ -1,0 +1,17 @@
+"""The one error type raised for bad weight files, names, shapes and values."""
+
+
+class WeightsError(ValueError):
+    """A weight file, weight name or weight value is not what the caller needs.
+
+    The message always names the file and/or tensor and says what is wrong
+    (expected vs found, line and column for text formats).
+    """
+
+
+def show_bytes(raw: bytes, limit: int = 40) -> str:
+    """Printable, length-limited repr of a byte string for error messages."""
+    text = raw.decode("utf-8", errors="backslashreplace")
+    if len(text) > limit:
+        text = text[:limit] + "..."
+    return repr(text)

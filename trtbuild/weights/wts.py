@@ -1,0 +1,252 @@
+"""tensorrtx ``.wts`` text format: vectorized reader and canonical writer.
+
+Layout (what tensorrtx's ``gen_wts.py`` writes and its C++ ``loadWeights`` reads)::
+
+    2
+    conv1.weight 4 3f800000 c0000000 3f000000 80000000
+    conv1.bias 1 00000000
+
+Line 1 is the tensor count.  Each further line is ``name count`` followed by
+``count`` float32 values, each written as the big-endian bit pattern in 8 hex
+digits (1.0 -> ``3f800000``).  Some gen_wts versions put two spaces after the
+count; both forms are read.  Values are only float32: the file has no dtype.
+
+Reading is vectorized: a well-formed line is decoded with one numpy strided
+copy and one ``binascii.unhexlify`` call.  Anything irregular (tabs, runs of
+spaces, CRLF is fine on the fast path) goes through a token-based path, and
+errors are located (line and 1-based column of the bad word) only once a line
+is known to be bad.
+"""
+
+from __future__ import annotations
+
+import binascii
+import re
+from typing import BinaryIO, Iterator, Mapping
+
+import numpy as np
+
+from .errors import WeightsError, show_bytes
+
+_WHITESPACE = b" \t\r\n\x0b\x0c"
+_SPACE = 0x20
+_HEAD = re.compile(rb"(\S+) ([0-9]+)")
+_TOKEN = re.compile(rb"\S+")
+_HEX_WORD = re.compile(rb"[0-9a-fA-F]{8}")
+
+
+# --------------------------------------------------------------------- reading
+
+
+def parse_wts(data: bytes, source: str = "<bytes>") -> dict[str, np.ndarray]:
+    """Parse the bytes of a ``.wts`` file into ``{name: 1-D float32 array}`` (file order).
+
+    Values are decoded bit-exactly (NaN payloads, -0.0 and subnormals are kept).
+    Blank lines and surrounding whitespace are ignored.  Raises WeightsError for
+    a bad header, truncation, count mismatches, malformed hex (with line and
+    column), bad names and duplicate names.
+    """
+    data = bytes(data)
+    buf = np.frombuffer(data, dtype=np.uint8)
+    lines = _lines(data)
+    first = next(lines, None)
+    if first is None:
+        raise WeightsError(f"{source}: empty file; line 1 must hold the tensor count")
+    lineno, _, start, end = first
+    header = data[start:end]
+    if not header.isdigit():
+        raise WeightsError(
+            f"{source}: line {lineno}: the header must be the tensor count "
+            f"(a non-negative integer), found {show_bytes(header)}"
+        )
+    expected = int(header)
+
+    tensors: dict[str, np.ndarray] = {}
+    line_of: dict[str, int] = {}
+    for lineno, line_start, start, end in lines:
+        if len(tensors) == expected:
+            extra = show_bytes(data[start:end].split()[0])
+            raise WeightsError(
+                f"{source}: header count mismatch: the header says {expected} tensors "
+                f"but line {lineno} holds another one ({extra})"
+            )
+        name, values = _parse_tensor_line(data, buf, lineno, line_start, start, end, source)
+        if name in line_of:
+            raise WeightsError(
+                f"{source}: duplicate tensor name {name!r} on lines {line_of[name]} and {lineno}"
+            )
+        tensors[name] = values
+        line_of[name] = lineno
+
+    if len(tensors) < expected:
+        last = ""
+        if line_of:
+            last_name = next(reversed(line_of))
+            last = f"; the last tensor read is {last_name!r} on line {line_of[last_name]}"
+        raise WeightsError(
+            f"{source}: truncated file: the header says {expected} tensors "
+            f"but only {len(tensors)} tensor lines follow{last}"
+        )
+    return tensors
+
+
+def _lines(data: bytes) -> Iterator[tuple[int, int, int, int]]:
+    """Yield (1-based line number, line start, content start, content end) of non-blank lines."""
+    pos, lineno, size = 0, 0, len(data)
+    while pos < size:
+        newline = data.find(b"\n", pos)
+        if newline < 0:
+            newline = size
+        lineno += 1
+        start, end = pos, newline
+        while end > start and data[end - 1] in _WHITESPACE:
+            end -= 1
+        while start < end and data[start] in _WHITESPACE:
+            start += 1
+        if start < end:
+            yield lineno, pos, start, end
+        pos = newline + 1
+
+
+def _parse_tensor_line(data, buf, lineno, line_start, start, end, source):
+    """Decode one tensor line; fast path for the canonical layouts, token path otherwise."""
+    head = _HEAD.match(data, start, end)
+    if head is None or (head.end() < end and data[head.end()] != _SPACE):
+        return _parse_tokens(data, lineno, line_start, start, end, source)
+    count = int(head.group(2))
+    payload = head.end()
+    length = end - payload
+    if count == 0 and length == 0:
+        return _decode_name(head.group(1), lineno, source), np.zeros(0, dtype=np.float32)
+    if length == 9 * count:
+        offset = payload
+    elif length == 9 * count + 1 and data[payload + 1] == _SPACE:
+        offset = payload + 1
+    else:
+        return _parse_tokens(data, lineno, line_start, start, end, source)
+    words = buf[offset : offset + 9 * count].reshape(count, 9)
+    if not (words[:, 0] == _SPACE).all():
+        return _parse_tokens(data, lineno, line_start, start, end, source)
+    try:
+        raw = binascii.unhexlify(np.ascontiguousarray(words[:, 1:]))
+    except binascii.Error:
+        return _parse_tokens(data, lineno, line_start, start, end, source)
+    return _decode_name(head.group(1), lineno, source), _words_to_float32(raw)
+
+
+def _parse_tokens(data, lineno, line_start, start, end, source):
+    """Whitespace-tolerant decode of one tensor line; raises a located WeightsError if bad."""
+    tokens = data[start:end].split()
+    name = _decode_name(tokens[0], lineno, source)
+    if len(tokens) < 2:
+        raise WeightsError(
+            f"{source}: truncated line {lineno}: tensor {name!r} has no value count "
+            f"(expected 'name count hex hex ...')"
+        )
+    if not tokens[1].isdigit():
+        raise WeightsError(
+            f"{source}: line {lineno}: the value count of tensor {name!r} must be a "
+            f"non-negative integer, found {show_bytes(tokens[1])}"
+        )
+    count = int(tokens[1])
+    values = tokens[2:]
+    if len(values) != count:
+        bad = _first_bad_word(data, line_start, start, end)
+        hint = ""
+        if bad is not None:
+            column, word = bad
+            hint = f"; first malformed hex word {show_bytes(word)} at line {lineno}, column {column}"
+        problem = "truncated line" if len(values) < count else "value count mismatch on line"
+        raise WeightsError(
+            f"{source}: {problem} {lineno}: tensor {name!r} declares {count} values "
+            f"but the line holds {len(values)}{hint}"
+        )
+    if count == 0:
+        return name, np.zeros(0, dtype=np.float32)
+    joined = b"".join(values)
+    try:
+        if len(joined) != 8 * count or min(map(len, values)) != 8:
+            raise binascii.Error("word length")
+        raw = binascii.unhexlify(joined)
+    except binascii.Error:
+        column, word = _first_bad_word(data, line_start, start, end)
+        index = values.index(word) + 1
+        raise WeightsError(
+            f"{source}: line {lineno}, column {column}: malformed hex word {show_bytes(word)} "
+            f"in tensor {name!r} (value {index} of {count}); each value must be exactly "
+            f"8 hex digits"
+        ) from None
+    return name, _words_to_float32(raw)
+
+
+def _first_bad_word(data, line_start, start, end):
+    """(1-based column, word) of the first value token that is not 8 hex digits, or None."""
+    for index, match in enumerate(_TOKEN.finditer(data, start, end)):
+        if index >= 2 and _HEX_WORD.fullmatch(match.group()) is None:
+            return match.start() - line_start + 1, match.group()
+    return None
+
+
+def _decode_name(raw: bytes, lineno: int, source: str) -> str:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise WeightsError(
+            f"{source}: line {lineno}: tensor name {show_bytes(raw)} is not valid UTF-8"
+        ) from None
+
+
+def _words_to_float32(raw: bytes) -> np.ndarray:
+    """Big-endian 32-bit words -> native float32, through integers so every bit is kept."""
+    return np.frombuffer(raw, dtype=">u4").astype(np.uint32).view(np.float32)
+
+
+# --------------------------------------------------------------------- writing
+
+
+def check_wts_name(name: object) -> str:
+    """Return ``name`` if it can be a .wts tensor name (non-empty str, no whitespace)."""
+    if not isinstance(name, str) or not name:
+        raise WeightsError(f"tensor name {name!r} must be a non-empty string")
+    if any(ch.isspace() for ch in name):
+        raise WeightsError(f"tensor name {name!r} contains whitespace, which .wts cannot store")
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        raise WeightsError(f"tensor name {name!r} cannot be encoded as UTF-8") from None
+    return name
+
+
+def wts_line(name: str, values: np.ndarray) -> bytes:
+    """One canonical tensorrtx line: ``f"{name} {n}"``, then ``" " + hex`` per value, newline.
+
+    ``values`` must be floating point; it is flattened in C order and cast to float32.
+    """
+    check_wts_name(name)
+    flat = np.ascontiguousarray(np.asarray(values).astype(np.float32, copy=False)).reshape(-1)
+    count = flat.size
+    hex_digits = binascii.hexlify(flat.view(np.uint32).astype(">u4").tobytes())
+    text = np.full((count, 9), _SPACE, dtype=np.uint8)
+    text[:, 1:] = np.frombuffer(hex_digits, dtype=np.uint8).reshape(count, 8)
+    return f"{name} {count}".encode("utf-8") + text.tobytes() + b"\n"
+
+
+def is_wts_storable(values: np.ndarray) -> bool:
+    """True for floating-point arrays (the only kind .wts stores)."""
+    return np.asarray(values).dtype.kind == "f"
+
+
+def write_wts(stream: BinaryIO, tensors: Mapping[str, np.ndarray]) -> list[str]:
+    """Write floating-point tensors to a binary stream in .wts form; return the skipped names.
+
+    Integer and bool tensors (e.g. BatchNorm ``num_batches_tracked``) are skipped,
+    since .wts is float32-only.  All names are checked before anything is written.
+    """
+    kept = [name for name, values in tensors.items() if is_wts_storable(values)]
+    skipped = [name for name, values in tensors.items() if not is_wts_storable(values)]
+    for name in kept:
+        check_wts_name(name)
+    stream.write(f"{len(kept)}\n".encode("ascii"))
+    for name in kept:
+        stream.write(wts_line(name, tensors[name]))
+    return skipped
