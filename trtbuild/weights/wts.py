@@ -11,8 +11,8 @@ Line 1 is the tensor count.  Each further line is ``name count`` followed by
 digits (1.0 -> ``3f800000``).  Some gen_wts versions put two spaces after the
 count; both forms are read.  Values are only float32: the file has no dtype.
 
-Reading is vectorized: a well-formed line is decoded with one numpy strided
-copy and one ``binascii.unhexlify`` call.  Anything irregular (tabs, runs of
+Reading is vectorized: a well-formed line is checked with one strided numpy
+comparison (separator positions) and decoded with one ``bytes.fromhex`` call.  Anything irregular (tabs, runs of
 spaces, CRLF is fine on the fast path) goes through a token-based path, and
 errors are located (line and 1-based column of the bad word) only once a line
 is known to be bad.
@@ -124,12 +124,17 @@ def _parse_tensor_line(data, buf, lineno, line_start, start, end, source):
         offset = payload + 1
     else:
         return _parse_tokens(data, lineno, line_start, start, end, source)
-    words = buf[offset : offset + 9 * count].reshape(count, 9)
-    if not (words[:, 0] == _SPACE).all():
+    # Every 9th byte must be a space; bytes.fromhex skips those spaces, and it can
+    # only return 4 * count bytes if the other 8 * count characters are all hex
+    # digits, so the word boundaries are exactly where the format puts them.
+    separators = buf[offset : offset + 9 * count : 9]
+    if not (separators == _SPACE).all():
         return _parse_tokens(data, lineno, line_start, start, end, source)
     try:
-        raw = binascii.unhexlify(np.ascontiguousarray(words[:, 1:]))
-    except binascii.Error:
+        raw = bytes.fromhex(str(memoryview(data)[offset : offset + 9 * count], "ascii"))
+    except (UnicodeDecodeError, ValueError):
+        return _parse_tokens(data, lineno, line_start, start, end, source)
+    if len(raw) != 4 * count:
         return _parse_tokens(data, lineno, line_start, start, end, source)
     return _decode_name(head.group(1), lineno, source), _words_to_float32(raw)
 

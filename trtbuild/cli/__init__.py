@@ -1,0 +1,56 @@
+"""`trtbuild` command line. Each command is a module in this package exposing
+`add_parser(subparsers)` (which sets `func=run` via set_defaults) and `run(args) -> int`."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import pkgutil
+import sys
+
+from trtbuild import __version__
+from trtbuild.backend import CHOICES, BackendError
+
+
+def _command_modules():
+    for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
+        if not info.name.startswith("_"):
+            yield importlib.import_module(f"{__name__}.{info.name}")
+
+
+def make_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="trtbuild", description="Build TensorRT engines layer by layer from PyTorch weights.")
+    parser.add_argument("--version", action="version", version=f"trtbuild {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log INFO messages (TensorRT's included)")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for module in _command_modules():
+        module.add_parser(sub)
+    return parser
+
+
+def add_backend_option(parser: argparse.ArgumentParser) -> None:
+    """The --backend option every command that builds or runs takes."""
+    parser.add_argument("--backend", choices=CHOICES, default=None,
+                        help="reference (PyTorch), tensorrt, or auto (default; or env TRTBUILD_BACKEND)")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = make_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except BackendError as e:
+        print(f"trtbuild: error: {e}", file=sys.stderr)
+        return 2
+    except (ValueError, FileNotFoundError, RuntimeError) as e:
+        print(f"trtbuild: error: {e}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
