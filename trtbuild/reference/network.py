@@ -119,7 +119,9 @@ class INetworkDefinition:
         return self._add(L.IConstantLayer, [], {"shape": tuple(Dims(shape))}, {"weights": weights})
 
     def add_scale(self, input, mode, shift=None, scale=None, power=None) -> L.IScaleLayer:
-        return self.add_scale_nd(input, mode, shift, scale, power, channel_axis=max(len(input.shape) - 3, 0))
+        """In explicit-batch networks add_scale treats dimension 1 as the channel (N, C, ...);
+        use add_scale_nd to choose another axis."""
+        return self.add_scale_nd(input, mode, shift, scale, power, channel_axis=1)
 
     def add_scale_nd(self, input, mode, shift=None, scale=None, power=None, channel_axis=None) -> L.IScaleLayer:
         if channel_axis is None:
