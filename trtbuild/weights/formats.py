@@ -18,7 +18,7 @@ import numpy as np
 from . import wts
 from .atomic import atomic_write
 from .errors import WeightsError
-from .tensors import check_names, is_torch_tensor, torch_to_numpy
+from .tensors import check_names, contiguous, is_torch_tensor, torch_to_numpy
 
 FORMAT_BY_SUFFIX = {".wts": "wts", ".safetensors": "safetensors", ".pt": "pt", ".pth": "pt"}
 FORMATS = ("wts", "safetensors", "pt")
@@ -70,7 +70,7 @@ def write_weights(
     """
     fmt = format_for_path(path, format)
     check_names(tensors, str(path))
-    arrays = {name: np.ascontiguousarray(value) for name, value in tensors.items()}
+    arrays = {name: contiguous(value) for name, value in tensors.items()}
     notes: list[str] = []
     if fmt == "wts":
         for name in arrays:

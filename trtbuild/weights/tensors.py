@@ -9,6 +9,12 @@ import numpy as np
 from .errors import WeightsError
 
 
+def contiguous(array: np.ndarray) -> np.ndarray:
+    """``array`` in C order, copied only if needed; unlike np.ascontiguousarray, 0-d stays 0-d."""
+    array = np.asarray(array)
+    return array if array.flags.c_contiguous else array.copy(order="C")
+
+
 def is_torch_tensor(value: Any) -> bool:
     """True if ``value`` is a torch.Tensor (without importing torch when it is not loaded)."""
     import sys
@@ -42,7 +48,7 @@ def torch_to_numpy(tensor: Any, name: str, notes: list[str], copy: bool = True) 
             ) from None
         notes.append(f"tensor {name!r}: {tensor.dtype} widened to float32")
         return tensor.float().numpy()
-    return array.copy() if copy else np.ascontiguousarray(array)
+    return array.copy() if copy else contiguous(array)
 
 
 def to_numpy(value: Any, name: str, notes: list[str], copy: bool = True) -> np.ndarray:
@@ -52,7 +58,7 @@ def to_numpy(value: Any, name: str, notes: list[str], copy: bool = True) -> np.n
     if isinstance(value, np.ndarray):
         if value.dtype.kind not in "biufc":
             raise WeightsError(f"tensor {name!r}: numpy dtype {value.dtype} is not numeric")
-        return value.copy(order="C") if copy else np.ascontiguousarray(value)
+        return value.copy(order="C") if copy else contiguous(value)
     raise WeightsError(
         f"entry {name!r} is a {type(value).__name__}, not a tensor or numpy array"
     )

@@ -11,7 +11,7 @@ import numpy as np
 
 from .errors import WeightsError
 from .formats import read_weights, write_weights
-from .tensors import check_finite, check_names, to_numpy
+from .tensors import check_finite, check_names, contiguous, to_numpy
 
 
 class WeightMap:
@@ -38,7 +38,7 @@ class WeightMap:
                 raise WeightsError(f"{source}: tensor {name!r} is a {type(value).__name__}, not a numpy array")
         if not allow_nonfinite:
             check_finite(tensors, source)
-        self._store: dict[str, np.ndarray] = {k: np.ascontiguousarray(v) for k, v in tensors.items()}
+        self._store: dict[str, np.ndarray] = {k: contiguous(v) for k, v in tensors.items()}
         self._used: set[str] = set()
         self._prefix = ""
         self.source = source
@@ -124,7 +124,7 @@ class WeightMap:
         out = stored.astype(np.float32, copy=False)
         if shape is not None:
             out = out.reshape(self._resolve_shape(full, stored, shape))
-        out = np.ascontiguousarray(out)
+        out = contiguous(out)
         if copy and np.shares_memory(out, stored):
             out = out.copy()
         self._used.add(full)

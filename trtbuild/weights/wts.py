@@ -12,10 +12,10 @@ digits (1.0 -> ``3f800000``).  Some gen_wts versions put two spaces after the
 count; both forms are read.  Values are only float32: the file has no dtype.
 
 Reading is vectorized: a well-formed line is checked with one strided numpy
-comparison (separator positions) and decoded with one ``bytes.fromhex`` call.  Anything irregular (tabs, runs of
-spaces, CRLF is fine on the fast path) goes through a token-based path, and
-errors are located (line and 1-based column of the bad word) only once a line
-is known to be bad.
+comparison (separator positions) and decoded with one ``bytes.fromhex`` call.
+Lines with other spacing (tabs, runs of spaces) are squeezed to single spaces
+and decoded the same way.  Only a line known to be bad is walked token by token
+to report the problem (line and 1-based column of the bad word).
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ _WHITESPACE = b" \t\r\n\x0b\x0c"
 _SPACE = 0x20
 _HEAD = re.compile(rb"(\S+) ([0-9]+)")
 _TOKEN = re.compile(rb"\S+")
+_WHITESPACE_RUN = re.compile(rb"\s+")
 _HEX_WORD = re.compile(rb"[0-9a-fA-F]{8}")
 
 
@@ -109,38 +110,51 @@ def _lines(data: bytes) -> Iterator[tuple[int, int, int, int]]:
 
 
 def _parse_tensor_line(data, buf, lineno, line_start, start, end, source):
-    """Decode one tensor line; fast path for the canonical layouts, token path otherwise."""
+    """Decode one tensor line: canonical layouts directly, other spacing after squeezing it."""
+    decoded = _decode_canonical(data, buf, start, end)
+    if decoded is None:
+        squeezed = _WHITESPACE_RUN.sub(b" ", data[start:end])
+        decoded = _decode_canonical(squeezed, np.frombuffer(squeezed, np.uint8), 0, len(squeezed))
+    if decoded is None:  # the line is bad: report where (columns refer to the original line)
+        return _parse_tokens(data, lineno, line_start, start, end, source)
+    name, values = decoded
+    return _decode_name(name, lineno, source), values
+
+
+def _decode_canonical(data, buf, start, end):
+    """(name bytes, float32 values) if data[start:end] is ``name count`` + one or two spaces
+    + space-separated 8-digit hex words; None if it is laid out any other way or is bad."""
     head = _HEAD.match(data, start, end)
     if head is None or (head.end() < end and data[head.end()] != _SPACE):
-        return _parse_tokens(data, lineno, line_start, start, end, source)
+        return None
     count = int(head.group(2))
     payload = head.end()
     length = end - payload
     if count == 0 and length == 0:
-        return _decode_name(head.group(1), lineno, source), np.zeros(0, dtype=np.float32)
+        return head.group(1), np.zeros(0, dtype=np.float32)
     if length == 9 * count:
         offset = payload
-    elif length == 9 * count + 1 and data[payload + 1] == _SPACE:
+    elif length == 9 * count + 1:
         offset = payload + 1
     else:
-        return _parse_tokens(data, lineno, line_start, start, end, source)
+        return None
     # Every 9th byte must be a space; bytes.fromhex skips those spaces, and it can
     # only return 4 * count bytes if the other 8 * count characters are all hex
     # digits, so the word boundaries are exactly where the format puts them.
     separators = buf[offset : offset + 9 * count : 9]
     if not (separators == _SPACE).all():
-        return _parse_tokens(data, lineno, line_start, start, end, source)
+        return None
     try:
         raw = bytes.fromhex(str(memoryview(data)[offset : offset + 9 * count], "ascii"))
     except (UnicodeDecodeError, ValueError):
-        return _parse_tokens(data, lineno, line_start, start, end, source)
+        return None
     if len(raw) != 4 * count:
-        return _parse_tokens(data, lineno, line_start, start, end, source)
-    return _decode_name(head.group(1), lineno, source), _words_to_float32(raw)
+        return None
+    return head.group(1), _words_to_float32(raw)
 
 
 def _parse_tokens(data, lineno, line_start, start, end, source):
-    """Whitespace-tolerant decode of one tensor line; raises a located WeightsError if bad."""
+    """Token-by-token decode of one tensor line; raises a WeightsError locating the problem."""
     tokens = data[start:end].split()
     name = _decode_name(tokens[0], lineno, source)
     if len(tokens) < 2:
@@ -176,10 +190,11 @@ def _parse_tokens(data, lineno, line_start, start, end, source):
     except binascii.Error:
         column, word = _first_bad_word(data, line_start, start, end)
         index = values.index(word) + 1
+        partial = index == count and len(word) < 8 and _HEX_WORD.fullmatch(word.ljust(8, b"0"))
         raise WeightsError(
             f"{source}: line {lineno}, column {column}: malformed hex word {show_bytes(word)} "
             f"in tensor {name!r} (value {index} of {count}); each value must be exactly "
-            f"8 hex digits"
+            f"8 hex digits{'; the line looks truncated' if partial else ''}"
         ) from None
     return name, _words_to_float32(raw)
 

@@ -1,0 +1,129 @@
+"""The export-weights command module: checkpoint conversion, registry models (faked), errors."""
+
+import argparse
+import sys
+import types
+
+import numpy as np
+import pytest
+import safetensors.numpy
+import torch
+
+from trtbuild.cli import export_weights as cmd
+from trtbuild.weights import WeightMap
+
+
+def parse(argv):
+    parser = argparse.ArgumentParser(prog="trtbuild")
+    cmd.add_parser(parser.add_subparsers(dest="command"))
+    return parser.parse_args(argv)
+
+
+def trained_model():
+    torch.manual_seed(11)
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4), torch.nn.ReLU())
+    model(torch.randn(2, 3, 6, 6))
+    return model
+
+
+def test_parser_registers_command_and_defaults():
+    args = parse(["export-weights", "--checkpoint", "a.pth", "--out", "a.wts"])
+    assert args.command == "export-weights" and args.func is cmd.run
+    assert args.model is None and args.seed is None and args.format is None
+
+
+def test_parser_requires_exactly_one_source(capsys):
+    with pytest.raises(SystemExit):
+        parse(["export-weights", "--out", "a.wts"])
+    with pytest.raises(SystemExit):
+        parse(["export-weights", "--model", "m", "--checkpoint", "c.pt", "--out", "a.wts"])
+
+
+def test_checkpoint_pth_to_wts(tmp_path, capsys):
+    model = trained_model()
+    src, out = tmp_path / "model.pth", tmp_path / "model.wts"
+    torch.save({"epoch": 4, "state_dict": model.state_dict()}, src)
+    assert cmd.run(parse(["export-weights", "--checkpoint", str(src), "--out", str(out)])) == 0
+    printed = capsys.readouterr().out
+    assert "wrote 6 tensors" in printed and "[wts]" in printed
+    assert "num_batches_tracked" in printed and "checkpoint['state_dict']" in printed
+    assert out.read_bytes().startswith(b"6\n0.weight 108 ")
+    wm = WeightMap.load(out)
+    for name, tensor in model.state_dict().items():
+        if tensor.is_floating_point():
+            expected = tensor.numpy()
+            np.testing.assert_array_equal(wm.get(name, expected.shape).view(np.uint32), expected.view(np.uint32))
+
+
+def test_checkpoint_wts_to_safetensors_with_explicit_format(tmp_path):
+    src, out = tmp_path / "w.wts", tmp_path / "w.bin"
+    src.write_bytes(b"2\na 2 3f800000 c0000000\nb 1 3f000000\n")
+    argv = ["export-weights", "--checkpoint", str(src), "--out", str(out), "--format", "safetensors"]
+    assert cmd.run(parse(argv)) == 0
+    back = safetensors.numpy.load_file(str(out))
+    np.testing.assert_array_equal(back["a"], [1.0, -2.0])
+    np.testing.assert_array_equal(back["b"], [0.5])
+
+
+def test_checkpoint_errors_are_reported_not_raised(tmp_path, capsys):
+    src = tmp_path / "bad.wts"
+    src.write_bytes(b"1\nw 2 3f800000 zz\n")
+    assert cmd.run(parse(["export-weights", "--checkpoint", str(src), "--out", str(tmp_path / "o.pt")])) == 1
+    err = capsys.readouterr().err
+    assert "export-weights: error:" in err and "line 2, column 14" in err and "'w'" in err
+    assert not (tmp_path / "o.pt").exists()
+
+    assert cmd.run(parse(["export-weights", "--checkpoint", str(src), "--out", str(tmp_path / "o.npy")])) == 1
+    assert "unknown weight file extension '.npy'" in capsys.readouterr().err
+
+
+def test_nonfinite_checkpoint_needs_flag(tmp_path, capsys):
+    src, out = tmp_path / "nan.pt", tmp_path / "nan.wts"
+    torch.save({"w": torch.tensor([1.0, float("nan")])}, src)
+    assert cmd.run(parse(["export-weights", "--checkpoint", str(src), "--out", str(out)])) == 1
+    assert "non-finite" in capsys.readouterr().err and not out.exists()
+    argv = ["export-weights", "--checkpoint", str(src), "--out", str(out), "--allow-nonfinite"]
+    assert cmd.run(parse(argv)) == 0
+    assert out.read_bytes() == b"1\nw 2 3f800000 7fc00000\n"
+
+
+def test_seed_with_checkpoint_is_a_usage_error(tmp_path, capsys):
+    argv = ["export-weights", "--checkpoint", "x.pth", "--out", str(tmp_path / "x.wts"), "--seed", "3"]
+    assert cmd.run(parse(argv)) == 2
+    assert "--seed only applies with --model" in capsys.readouterr().err
+
+
+@pytest.fixture
+def fake_registry(monkeypatch):
+    calls = []
+
+    def get_torch_model(name, seed):
+        calls.append((name, seed))
+        if name != "tiny":
+            raise KeyError(f"unknown model {name!r}; known: tiny")
+        torch.manual_seed(seed)
+        return torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.BatchNorm1d(2))
+
+    module = types.ModuleType("trtbuild.models.registry")
+    module.get_torch_model = get_torch_model
+    monkeypatch.setitem(sys.modules, "trtbuild.models.registry", module)
+    return calls
+
+
+@pytest.mark.parametrize("fmt, suffix", [("wts", ".wts"), ("safetensors", ".safetensors"), ("pt", ".pt")])
+def test_model_from_registry(tmp_path, fake_registry, capsys, fmt, suffix):
+    out = tmp_path / f"tiny{suffix}"
+    assert cmd.run(parse(["export-weights", "--model", "tiny", "--out", str(out), "--seed", "5"])) == 0
+    assert fake_registry == [("tiny", 5)]
+    torch.manual_seed(5)
+    expected = torch.nn.Linear(3, 2).weight.detach().numpy()
+    np.testing.assert_array_equal(WeightMap.load(out).get("0.weight", (2, 3)), expected)
+    assert ("1.num_batches_tracked" in WeightMap.load(out)) == (fmt != "wts")
+
+
+def test_model_seed_defaults_to_zero_and_unknown_model_fails(tmp_path, fake_registry, capsys):
+    assert cmd.run(parse(["export-weights", "--model", "tiny", "--out", str(tmp_path / "a.wts")])) == 0
+    assert fake_registry[-1] == ("tiny", 0)
+    assert cmd.run(parse(["export-weights", "--model", "huge", "--out", str(tmp_path / "b.wts")])) == 1
+    assert "cannot build model 'huge'" in capsys.readouterr().err
+    assert not (tmp_path / "b.wts").exists()

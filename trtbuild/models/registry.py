@@ -1,0 +1,151 @@
+"""The model zoo registry: one :class:`ModelSpec` per model, registered by the model's own module.
+
+    from trtbuild.models import registry
+    registry.names()                       # ['alexnet', 'vgg16_ssd', ...]
+    spec = registry.get("resnet50")
+    model = registry.get_torch_model("resnet50", seed=0, small=True)   # eval mode, BN randomized
+
+Adding a model is one call in its module (e.g. ``trtbuild/models/rednet.py``)::
+
+    from .registry import ModelSpec, register
+    register(ModelSpec(name="rednet", ...))
+
+and the module's name in :data:`MODEL_MODULES`. Model modules are imported lazily, the first time
+the registry is read (``MODELS``, :func:`get`, :func:`names`), so importing this module is cheap.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+from dataclasses import dataclass, field
+from typing import Callable
+
+__all__ = ["ModelSpec", "MODELS", "MODEL_MODULES", "register", "get", "names", "get_torch_model", "UnknownModelError"]
+
+#: Modules (under trtbuild.models) that register models when imported; missing ones are skipped.
+MODEL_MODULES = ("alexnet", "vgg_ssd", "resnet", "repvgg", "rednet")
+
+
+class UnknownModelError(KeyError):
+    """No model of that name is registered; the message lists the known names."""
+
+    def __str__(self) -> str:  # KeyError would print the repr of the message
+        return str(self.args[0])
+
+
+@dataclass
+class ModelSpec:
+    """Everything needed to build, run and check one zoo model.
+
+    Attributes:
+        name: registry name, e.g. ``"resnet50"``.
+        description: one line for ``trtbuild models``.
+        torch_factory: ``(seed, small) -> nn.Module`` in eval mode with BN statistics randomized.
+        build_network: ``(network, wm, input) -> {output name: ITensor}`` adding the layers to
+            ``network`` from the WeightMap ``wm`` (PyTorch state-dict names); outputs are named as
+            the keys and NOT marked. Works for fp32 and fp16 inputs.
+        input_name: name of the network input.
+        input_shape: ``(small) -> (1, C, H, W)``.
+        output_names: network output names, in the order of the torch forward's outputs.
+        value_range: range of the uniform random inputs used for parity checks.
+        layer_map: network tensor name -> torch module name whose forward output equals it (each
+            such module runs exactly once per forward), for layerwise parity.
+        uses_plugins: True if the network needs a TensorRT plugin.
+        notes: free text (e.g. what ``small`` changes).
+    """
+
+    name: str
+    description: str
+    torch_factory: Callable
+    build_network: Callable
+    input_shape: Callable
+    output_names: list
+    input_name: str = "input"
+    value_range: tuple = (-1.0, 1.0)
+    layer_map: dict = field(default_factory=dict)
+    uses_plugins: bool = False
+    notes: str = ""
+
+
+class _Registry(dict):
+    """A dict of ModelSpecs that imports the model modules on first read."""
+
+    _loaded = False
+
+    def _load(self) -> None:
+        if _Registry._loaded:
+            return
+        _Registry._loaded = True
+        for module in MODEL_MODULES:
+            full = f"{__package__}.{module}"
+            if importlib.util.find_spec(full) is not None:
+                importlib.import_module(full)
+
+    def __getitem__(self, key):
+        self._load()
+        return super().__getitem__(key)
+
+    def __contains__(self, key) -> bool:
+        self._load()
+        return super().__contains__(key)
+
+    def __iter__(self):
+        self._load()
+        return super().__iter__()
+
+    def __len__(self) -> int:
+        self._load()
+        return super().__len__()
+
+    def keys(self):
+        self._load()
+        return super().keys()
+
+    def values(self):
+        self._load()
+        return super().values()
+
+    def items(self):
+        self._load()
+        return super().items()
+
+    def get(self, key, default=None):
+        self._load()
+        return super().get(key, default)
+
+
+#: name -> ModelSpec, filled by the model modules (read it like a dict).
+MODELS: dict = _Registry()
+
+
+def register(spec: ModelSpec) -> ModelSpec:
+    """Add ``spec`` to :data:`MODELS` (a second model of the same name is an error). Returns it."""
+    if not isinstance(spec, ModelSpec):
+        raise TypeError(f"register: expected a ModelSpec, got {type(spec).__name__}")
+    if dict.__contains__(MODELS, spec.name):
+        raise ValueError(f"register: a model named '{spec.name}' is already registered")
+    dict.__setitem__(MODELS, spec.name, spec)
+    return spec
+
+
+def names() -> list[str]:
+    """Registered model names, in registration order."""
+    return list(MODELS.keys())
+
+
+def get(name: str) -> ModelSpec:
+    """The ModelSpec called ``name``; UnknownModelError lists the known names otherwise."""
+    spec = MODELS.get(name)
+    if spec is None:
+        raise UnknownModelError(f"unknown model '{name}'; known models: {', '.join(names())}")
+    return spec
+
+
+def get_torch_model(name: str, seed: int = 0, small: bool = False):
+    """The PyTorch reference model ``name``: eval mode, weights drawn under ``seed``, BatchNorm
+    statistics randomized (trtbuild.models.pytorch.randomize_bn_) so BN folding is exercised."""
+    model = get(name).torch_factory(seed, small)
+    if model.training:
+        raise RuntimeError(f"model '{name}': torch_factory returned a module in training mode")
+    return model
