@@ -115,7 +115,11 @@ def _read_safetensors(path: Path) -> tuple[dict[str, np.ndarray], list[str]]:
     from safetensors.numpy import load_file
 
     try:
-        return dict(load_file(str(path))), []
+        tensors = dict(load_file(str(path)))
+        # With ml_dtypes imported (onnx does), numpy loads bfloat16 as a non-float type:
+        # take the torch path below so bf16 is widened the same way in every process.
+        if not any(a.dtype.name == "bfloat16" for a in tensors.values()):
+            return tensors, []
     except TypeError as exc:
         if "bfloat16" not in str(exc):
             raise WeightsError(f"{path}: cannot read safetensors file: {exc}") from exc
