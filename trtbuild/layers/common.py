@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
 from trtbuild.backend import trt_of
@@ -9,6 +11,26 @@ from trtbuild.backend import trt_of
 
 class BuilderError(ValueError):
     """A builder was given parameters it cannot build; the message names the layer."""
+
+
+_KEEP: dict[int, list] = {}
+
+
+def keep_alive(network, array: np.ndarray) -> np.ndarray:
+    """Hold `array` as long as `network` lives.
+
+    Real TensorRT's trt.Weights does not copy numpy memory: the builder reads it by pointer at
+    build time, so a temporary array freed before then silently corrupts the engine.
+    """
+    key = id(network)
+    if key not in _KEEP:
+        _KEEP[key] = []
+        try:
+            weakref.finalize(network, _KEEP.pop, key, None)
+        except TypeError:  # no weakref support: keep the arrays for the life of the process
+            pass
+    _KEEP[key].append(array)
+    return array
 
 
 def named(layer, name: str):
@@ -47,8 +69,9 @@ def np_dtype(network, tensor) -> np.dtype:
 
 
 def weights(network, tensor, array) -> np.ndarray:
-    """`array` as a contiguous numpy array in the type `tensor` needs."""
-    return np.ascontiguousarray(np.asarray(array, dtype=np.float64).astype(np_dtype(network, tensor)))
+    """`array` as a contiguous numpy array in the type `tensor` needs, kept alive with the network."""
+    arr = np.ascontiguousarray(np.asarray(array, dtype=np.float64).astype(np_dtype(network, tensor)))
+    return keep_alive(network, arr)
 
 
 def constant(network, array, like, name: str):

@@ -219,11 +219,13 @@ def _pool(p, x):
 
 
 def _lrn(p, x):
-    """y = x / (k + alpha / window * sum_{window over C} x^2) ^ beta, zero-padded across channels."""
+    """y = x / (k + alpha / window * sum_{window} x^2) ^ beta, zero-padded at the edges.
+
+    TensorRT's LRN operator windows over dimension rank-3 (the C of NCHW; the D of NCDHW)."""
     x = _f(x)
-    n = p["window_size"]
-    sq = F.pad((x * x).movedim(1, -1), (n // 2, n // 2))
-    window_sum = sq.unfold(-1, n, 1).sum(-1).movedim(-1, 1)
+    n, axis = p["window_size"], x.dim() - 3
+    sq = F.pad((x * x).movedim(axis, -1), (n // 2, n // 2))
+    window_sum = sq.unfold(-1, n, 1).sum(-1).movedim(-1, axis)
     return x / torch.pow(p["k"] + p["alpha"] / n * window_sum, p["beta"])
 
 

@@ -254,9 +254,10 @@ def infer_layer(ltype, p, w, shapes, dtypes, name, plugin=None):
     if ltype == LayerType.POOLING:
         return [_pool(name, p, x, dt)], [dt]
     if ltype == LayerType.LRN:
-        _need_float(name, dt)
+        if dt != DataType.FLOAT:
+            fail(name, f"input has type {dt.name}; TensorRT's LRN supports FLOAT only (add_cast around it)")
         if len(x) < 3:
-            fail(name, f"input has rank {len(x)}; LRN needs (N, C, ...) with rank >= 3")
+            fail(name, f"input has rank {len(x)}; LRN windows over dimension rank-3 and needs rank >= 3")
         ws = p["window_size"]
         if ws < 1 or ws > 15 or ws % 2 == 0:
             fail(name, f"window_size {ws} is invalid: TensorRT's LRN needs an odd window in [1, 15] "
