@@ -1,15 +1,22 @@
 #!/usr/bin/env python3
-"""Benchmark RepVGG-A0 training form (unfused) vs re-parameterized (fused) on PyTorch CPU.
+"""Benchmark RepVGG-A0 training form (unfused) vs re-parameterized (fused) on one executor.
 
-Both forms run on the same executor (PyTorch eval mode, ``torch.inference_mode``), same
-seeded weights (BN statistics randomized so the fusion is non-trivial) and same input.
-Reports the median of ``--runs`` timed forward passes per form (taken in 5 interleaved rounds,
-the first preceded by ``--warmup`` untimed passes, later ones by 2), the
+``--executor torch`` (default): the PyTorch modules (eval mode, ``torch.inference_mode``).
+``--executor reference``: two TensorRT networks built with trtbuild on the reference backend
+from the same training-form WeightMap -- unfused (every block as 3x3 conv, 1x1 conv, three
+BatchNorm scale layers, two adds, ReLU: trtbuild.layers.repvgg.repvgg_block_unfused) and fused
+(one 3x3 conv + ReLU per block: the zoo's repvgg_a0 builder) -- each built to a plan,
+deserialized and timed with ``IExecutionContext.execute_async_v3``.
+
+Both forms use the same seeded weights (BN statistics randomized so the fusion is non-trivial)
+and the same input. Reports the median of ``--runs`` timed forward passes per form (taken in 5
+interleaved rounds, the first preceded by ``--warmup`` untimed passes, later ones by 2), the
 ratio unfused/fused, and the max abs difference between the two outputs.
 
 Example::
 
     python scripts/bench_reparam.py --size 224 --batch 1 --warmup 10 --runs 50
+    python scripts/bench_reparam.py --executor reference --size 224 --warmup 3 --runs 20
 """
 
 from __future__ import annotations
@@ -41,6 +48,51 @@ def time_forward(model: torch.nn.Module, x: torch.Tensor, warmup: int, runs: int
     return times
 
 
+class ReferenceForward:
+    """A reference-backend engine for ``build(network, input) -> {name: ITensor}`` with its input and
+    output buffers bound once; calling it runs ``execute_async_v3`` and returns the output."""
+
+    def __init__(self, build, x: torch.Tensor):
+        import trtbuild.reference as trt
+        from trtbuild.models.reference_run import CapturingLogger
+        from trtbuild.reference.runtime import device
+
+        logger = CapturingLogger(trt)
+        builder = trt.Builder(logger)
+        network = builder.create_network(1 << int(trt.NetworkDefinitionCreationFlag.STRONGLY_TYPED))
+        inp = network.add_input("input", trt.DataType.FLOAT, trt.Dims(tuple(x.shape)))
+        (out,) = build(network, inp).values()
+        out.name = "logits"
+        network.mark_output(out)
+        self.num_layers = network.num_layers
+        plan = builder.build_serialized_network(network, builder.create_builder_config())
+        engine = trt.Runtime(logger).deserialize_cuda_engine(plan) if plan is not None else None
+        if engine is None:
+            raise RuntimeError("reference build failed: " + "; ".join(m for _, m in logger.messages))
+        self.context = engine.create_execution_context()
+        self.x = x.to(device()).contiguous()
+        self.y = torch.empty(tuple(engine.get_tensor_shape("logits")), device=device())
+        self.context.set_input_shape("input", tuple(self.x.shape))
+        self.context.set_tensor_address("input", self.x.data_ptr())
+        self.context.set_tensor_address("logits", self.y.data_ptr())
+
+    def __call__(self, _x=None) -> torch.Tensor:
+        if not self.context.execute_async_v3(0):
+            raise RuntimeError("execute_async_v3 failed")
+        return self.y
+
+
+def reference_forms(model: torch.nn.Module, x: torch.Tensor):
+    """(unfused, fused) ReferenceForward engines built from ``model``'s training-form state dict."""
+    from trtbuild.models.repvgg import build_repvgg
+    from trtbuild.weights import WeightMap
+
+    wm = WeightMap.from_module(model)
+    unfused = ReferenceForward(lambda n, t: build_repvgg(n, wm, t, fused=False), x)
+    fused = ReferenceForward(lambda n, t: build_repvgg(n, wm, t, fused=True), x)
+    return unfused, fused
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--size", type=int, default=224, help="input height and width (default 224)")
@@ -50,6 +102,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (0 = leave default)")
     p.add_argument("--g4", action="store_true", help="use the groupwise (g4) layer map")
+    p.add_argument("--executor", choices=("torch", "reference"), default="torch",
+                   help="torch: the PyTorch modules; reference: TensorRT networks on trtbuild's reference backend")
     args = p.parse_args(argv)
     if args.runs < 1 or args.warmup < 0:
         p.error("--runs must be >= 1 and --warmup >= 0")
@@ -60,6 +114,10 @@ def main(argv: list[str] | None = None) -> int:
     unfused.eval()
     fused = repvgg_model_convert(unfused).eval()
     x = torch.randn(args.batch, 3, args.size, args.size, generator=torch.Generator().manual_seed(args.seed))
+    layers = ""
+    if args.executor == "reference":
+        unfused, fused = reference_forms(unfused, x)
+        layers = f"network layers: unfused {unfused.num_layers}  fused {fused.num_layers}"
 
     with torch.inference_mode():
         diff = (unfused(x) - fused(x)).abs().max().item()
@@ -75,10 +133,13 @@ def main(argv: list[str] | None = None) -> int:
 
     med_u = statistics.median(t_unfused) * 1e3
     med_f = statistics.median(t_fused) * 1e3
-    print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, "
+    print(f"executor {args.executor}, torch {torch.__version__}, threads {torch.get_num_threads()}, "
           f"input {args.batch}x3x{args.size}x{args.size}, g4={args.g4}, runs {len(t_unfused)} each")
-    print(f"params: unfused {sum(q.numel() for q in unfused.parameters()):,}  "
-          f"fused {sum(q.numel() for q in fused.parameters()):,}")
+    if layers:
+        print(layers)
+    else:
+        print(f"params: unfused {sum(q.numel() for q in unfused.parameters()):,}  "
+              f"fused {sum(q.numel() for q in fused.parameters()):,}")
     print(f"max |unfused - fused| = {diff:.3g}")
     print(f"unfused median: {med_u:.3f} ms")
     print(f"fused   median: {med_f:.3f} ms")

@@ -1,0 +1,117 @@
+#!/usr/bin/env python3
+"""Parity of every zoo model on the reference backend vs PyTorch, as a Markdown table.
+
+For each model: the PyTorch model from the registry (eval mode, weights seeded, BN statistics
+randomized), its state dict as a WeightMap, the network built layer by layer with the model's
+builder, run once in fp32 and once in fp16 (input declared HALF, so all layers and weights are
+fp16) on one uniform random input in the spec's value_range. Errors are against the fp32
+PyTorch output: max abs err, max abs err / max|ref| ("rel"), and 1 - cosine similarity (float64,
+shown as 0 when rounding makes it negative). One row per network output. TensorRT is not
+available here, so its column says "not measured".
+
+Example::
+
+    python scripts/zoo_parity_table.py                 # full size (224 / SSD 300 / RefineDet 320)
+    python scripts/zoo_parity_table.py --small         # the small test configurations
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from trtbuild.models import registry  # noqa: E402
+from trtbuild.models.reference_run import run_spec  # noqa: E402
+from trtbuild.weights import WeightMap  # noqa: E402
+
+
+def stats(y: torch.Tensor, ref: torch.Tensor) -> tuple[float, float, float]:
+    """(max abs err, max abs err / max|ref|, cosine) of ``y`` against ``ref`` in float64."""
+    y, ref = y.double(), ref.double()
+    err = (y - ref).abs().max().item()
+    cos = F.cosine_similarity(y.flatten(), ref.flatten(), dim=0).item()
+    return err, err / max(ref.abs().max().item(), 1e-30), cos
+
+
+def measure(name: str, small: bool, seed: int) -> list[dict]:
+    spec = registry.get(name)
+    model = registry.get_torch_model(name, seed=seed, small=small)
+    lo, hi = spec.value_range
+    x = torch.rand(spec.input_shape(small), generator=torch.Generator().manual_seed(seed)) * (hi - lo) + lo
+    with torch.no_grad():
+        refs = model(x)
+    refs = refs if isinstance(refs, tuple) else (refs,)
+    wm = WeightMap.from_module(model)
+    rows = {o: {"model": name, "output": o, "shape": tuple(r.shape), "max_ref": r.abs().max().item()}
+            for o, r in zip(spec.output_names, refs)}
+    info: dict = {}
+    for precision in ("fp32", "fp16"):
+        t0 = time.perf_counter()
+        out = run_spec(spec, wm, x, precision, small=small, info=info)
+        seconds = time.perf_counter() - t0
+        for o, ref in zip(spec.output_names, refs):
+            rows[o][precision] = stats(out[o].float(), ref)
+            rows[o][f"{precision}_s"] = seconds
+            rows[o]["finite_" + precision] = bool(torch.isfinite(out[o]).all())
+    unused = [k for k in wm.unused() if not k.endswith("num_batches_tracked")]
+    for r in rows.values():
+        r["layers"] = info["num_layers"]
+        r["unused"] = len(unused)
+    return list(rows.values())
+
+
+def table(rows: list[dict]) -> str:
+    head = ("| model | output | shape | layers | max\\|ref\\| | fp32 max abs | fp32 rel | fp32 1-cosine "
+            "| fp16 max abs | fp16 rel | fp16 1-cosine | TensorRT |")
+    lines = [head, "|" + "|".join(["---"] * 12) + "|"]
+    for r in rows:
+        f32, f16 = r["fp32"], r["fp16"]
+        lines.append(f"| {r['model']} | {r['output']} | {'x'.join(map(str, r['shape']))} | {r['layers']} | "
+                     f"{r['max_ref']:.3g} | {f32[0]:.2e} | {f32[1]:.2e} | {max(0.0, 1 - f32[2]):.1e} | "
+                     f"{f16[0]:.2e} | {f16[1]:.2e} | {max(0.0, 1 - f16[2]):.1e} | not measured |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--small", action="store_true", help="use the small test configurations")
+    p.add_argument("--models", nargs="*", default=None, help="model names (default: every registered model)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (0 = leave default)")
+    args = p.parse_args(argv)
+    if args.threads > 0:
+        torch.set_num_threads(args.threads)
+    names = args.models or registry.names()
+    print(f"backend: reference (PyTorch {torch.__version__}, {torch.get_num_threads()} threads, "
+          f"device {'cuda' if torch.cuda.is_available() else 'cpu'}); size: {'small' if args.small else 'full'}; "
+          f"seed {args.seed}")
+    print("command: python scripts/zoo_parity_table.py" + (" --small" if args.small else "")
+          + (f" --models {' '.join(args.models)}" if args.models else "")
+          + (f" --seed {args.seed}" if args.seed else ""))
+    rows = []
+    for name in names:
+        spec = registry.get(name)
+        if spec.uses_plugins:
+            print(f"{name}: uses a plugin; measured by its own helper's script", file=sys.stderr)
+        t0 = time.perf_counter()
+        got = measure(name, args.small, args.seed)
+        rows += got
+        print(f"{name}: input {'x'.join(map(str, spec.input_shape(args.small)))}, {got[0]['layers']} layers, "
+              f"build+run fp32 {got[0]['fp32_s']:.1f} s, fp16 {got[0]['fp16_s']:.1f} s, unused weights "
+              f"{got[0]['unused']}, total {time.perf_counter() - t0:.1f} s", file=sys.stderr)
+        if not all(r["finite_fp16"] and r["finite_fp32"] for r in got):
+            print(f"{name}: NON-FINITE values in the output", file=sys.stderr)
+    print()
+    print(table(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

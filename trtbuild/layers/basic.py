@@ -1,0 +1,308 @@
+"""Basic layer builders: convolution, activation, pooling, linear, reshape and add.
+
+Each builder is a plain function ``(network, tensor, params..., name) -> ITensor`` that names every
+layer it adds (``name`` or ``name/part``) and that layer's output tensor, and runs unchanged on the
+real ``tensorrt`` module and on ``trtbuild.reference``. Weights are numpy arrays in PyTorch layout
+(any float dtype); they are converted to the input tensor's type, so fp16 networks work.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from trtbuild.backend import trt_of
+from trtbuild.reparam import fold_conv_bn
+
+from .common import BuilderError, constant, out, weights
+
+__all__ = ["conv", "relu", "max_pool", "avg_pool", "adaptive_avg_pool", "global_avg_pool", "linear", "flatten",
+           "add", "conv_bn", "conv_bn_relu", "pool_output_size", "read_conv_weight",
+           "read_linear"]
+
+
+def _ntuple(value, n: int, what: str, name: str) -> tuple[int, ...]:
+    """An int or a length-n sequence of ints as an n-tuple."""
+    if isinstance(value, (int, np.integer)):
+        return (int(value),) * n
+    vals = tuple(int(v) for v in value)
+    if len(vals) != n:
+        raise BuilderError(f"layer '{name}': {what}={tuple(value)} has {len(vals)} values; "
+                           f"expected {n} (one per spatial dim)")
+    return vals
+
+
+def _shape(x) -> tuple[int, ...]:
+    return tuple(int(d) for d in x.shape)
+
+
+def conv(network, x, weight, bias, name: str, stride=1, padding=0, dilation=1, groups: int = 1):
+    """Convolution with a PyTorch-layout weight ``[out, in/groups, *kernel]`` (1-D, 2-D or 3-D by its rank).
+
+    ``bias`` is ``[out]`` or None. ``stride``, ``padding`` (symmetric) and ``dilation`` are ints or
+    per-spatial-dim tuples, as in ``torch.nn.ConvNd``. Adds one layer named ``name``.
+    """
+    w = np.asarray(weight)
+    nsp = w.ndim - 2
+    if nsp not in (1, 2, 3):
+        raise BuilderError(f"layer '{name}': conv weight must be [out, in/groups, *kernel] with 1 to 3 kernel dims, "
+                           f"got shape {w.shape}")
+    shape = _shape(x)
+    if len(shape) != nsp + 2:
+        raise BuilderError(f"layer '{name}': a {nsp}-D conv needs a rank-{nsp + 2} input (N, C, ...), "
+                           f"got '{x.name}' with shape {shape}")
+    groups = int(groups)
+    out_ch = w.shape[0]
+    if groups < 1 or out_ch % groups:
+        raise BuilderError(f"layer '{name}': groups={groups} must be >= 1 and divide the {out_ch} output channels")
+    if shape[1] >= 0 and shape[1] != w.shape[1] * groups:
+        raise BuilderError(f"layer '{name}': input '{x.name}' has {shape[1]} channels but the weight {w.shape} "
+                           f"with groups={groups} expects {w.shape[1] * groups}")
+    if bias is not None and np.asarray(bias).size != out_ch:
+        raise BuilderError(f"layer '{name}': bias has {np.asarray(bias).size} values; expected {out_ch}")
+    trt = trt_of(network)
+    kernel = weights(network, x, w)
+    ks = trt.Dims(w.shape[2:])
+    if bias is None:
+        layer = network.add_convolution_nd(x, out_ch, ks, trt.Weights(kernel))
+    else:
+        layer = network.add_convolution_nd(x, out_ch, ks, trt.Weights(kernel),
+                                           trt.Weights(weights(network, x, np.asarray(bias).reshape(-1))))
+    if layer is None:
+        return out(layer, name)
+    layer.stride_nd = trt.Dims(_ntuple(stride, nsp, "stride", name))
+    layer.padding_nd = trt.Dims(_ntuple(padding, nsp, "padding", name))
+    layer.dilation_nd = trt.Dims(_ntuple(dilation, nsp, "dilation", name))
+    layer.num_groups = groups
+    return out(layer, name)
+
+
+def relu(network, x, name: str):
+    """ReLU activation (one layer named ``name``)."""
+    trt = trt_of(network)
+    return out(network.add_activation(x, trt.ActivationType.RELU), name)
+
+
+def pool_output_size(size: int, kernel: int, stride: int, padding: int, ceil_mode: bool) -> int:
+    """PyTorch's pooling output size, including its rule that with ``ceil_mode`` a last window
+    starting entirely in the right padding is dropped."""
+    span = size + 2 * padding - kernel
+    if span < 0:
+        return 0
+    o = (-(-span // stride) if ceil_mode else span // stride) + 1
+    if ceil_mode and (o - 1) * stride >= size + padding:
+        o -= 1
+    return o
+
+
+def _pool(network, x, ptype, kernel, stride, padding, name, ceil_mode, count_include_pad=True):
+    shape = _shape(x)
+    if isinstance(kernel, (int, np.integer)):
+        nsp = len(shape) - 2
+    else:
+        nsp = len(tuple(kernel))
+    if nsp not in (1, 2, 3) or len(shape) < nsp + 2:
+        raise BuilderError(f"layer '{name}': pooling needs an (N, C, *spatial) input with 1 to 3 spatial dims, "
+                           f"got '{x.name}' with shape {shape} and kernel {kernel}")
+    ks = _ntuple(kernel, nsp, "kernel", name)
+    st = ks if stride is None else _ntuple(stride, nsp, "stride", name)
+    pd = _ntuple(padding, nsp, "padding", name)
+    if any(2 * p > k for p, k in zip(pd, ks)):
+        raise BuilderError(f"layer '{name}': padding {pd} must be at most half the kernel {ks} (as in PyTorch)")
+    trt = trt_of(network)
+    mode = trt.PaddingMode.EXPLICIT_ROUND_DOWN
+    post = pd
+    if ceil_mode:
+        sizes = shape[-nsp:]
+        if any(s < 0 for s in sizes):
+            raise BuilderError(f"layer '{name}': ceil_mode needs known spatial sizes, got {shape}")
+        torch_out = [pool_output_size(s, k, t, p, True) for s, k, t, p in zip(sizes, ks, st, pd)]
+        down = [pool_output_size(s, k, t, p, False) for s, k, t, p in zip(sizes, ks, st, pd)]
+        rounded_up = [max(-(-(s + 2 * p - k) // t), 0) + 1 for s, k, t, p in zip(sizes, ks, st, pd)]
+        if torch_out == rounded_up:
+            mode = trt.PaddingMode.EXPLICIT_ROUND_UP
+        elif torch_out != down:
+            # Some dims keep the extra window, others drop it: pad those dims' right side explicitly
+            # so ROUND_DOWN yields PyTorch's sizes (max pooling ignores padding, so this is exact).
+            if ptype != trt.PoolingType.MAX:
+                raise BuilderError(f"layer '{name}': ceil_mode output {torch_out} mixes kept and dropped last "
+                                   "windows; only max pooling supports that")
+            post = tuple(max(p, (o - 1) * t + k - s - p) for s, k, t, p, o in zip(sizes, ks, st, pd, torch_out))
+        # else: PyTorch dropped every extra window, so ROUND_DOWN gives exactly its output.
+    layer = network.add_pooling_nd(x, ptype, trt.Dims(ks))
+    if layer is None:
+        return out(layer, name)
+    layer.stride_nd = trt.Dims(st)
+    layer.pre_padding = trt.Dims(pd)
+    layer.post_padding = trt.Dims(post)
+    layer.padding_mode = mode
+    if ptype == trt.PoolingType.AVERAGE:
+        layer.average_count_excludes_padding = not count_include_pad
+    return out(layer, name)
+
+
+def max_pool(network, x, kernel, stride, padding, name: str, ceil_mode: bool = False):
+    """Max pooling as ``torch.nn.MaxPoolNd(kernel, stride, padding, ceil_mode=...)`` (``stride=None``
+    means ``stride=kernel``). ``ceil_mode`` maps to PaddingMode.EXPLICIT_ROUND_UP, except where PyTorch
+    drops a last window that would start in the right padding (then ROUND_DOWN gives its exact size)."""
+    return _pool(network, x, trt_of(network).PoolingType.MAX, kernel, stride, padding, name, ceil_mode)
+
+
+def avg_pool(network, x, kernel, stride, padding, name: str, ceil_mode: bool = False, count_include_pad: bool = True):
+    """Average pooling as ``torch.nn.AvgPoolNd`` (same arguments; ``count_include_pad`` default True)."""
+    return _pool(network, x, trt_of(network).PoolingType.AVERAGE, kernel, stride, padding, name, ceil_mode,
+                 count_include_pad)
+
+
+def global_avg_pool(network, x, name: str):
+    """Mean over every dim after the channel dim, keeping them as size 1 (``AdaptiveAvgPoolNd(1)``)."""
+    rank = len(x.shape)
+    if rank < 3:
+        raise BuilderError(f"layer '{name}': global average pooling needs (N, C, *spatial), got '{x.name}' {_shape(x)}")
+    trt = trt_of(network)
+    axes = sum(1 << i for i in range(2, rank))
+    return out(network.add_reduce(x, trt.ReduceOperation.AVG, axes, True), name)
+
+
+def _adaptive_matrix(n_in: int, n_out: int) -> np.ndarray:
+    """[n_out, n_in] averaging matrix of PyTorch's adaptive pooling windows
+    (window i covers [floor(i*n_in/n_out), ceil((i+1)*n_in/n_out)))."""
+    m = np.zeros((n_out, n_in), dtype=np.float64)
+    for i in range(n_out):
+        start, end = (i * n_in) // n_out, -(-((i + 1) * n_in) // n_out)
+        m[i, start:end] = 1.0 / (end - start)
+    return m
+
+
+def adaptive_avg_pool(network, x, output_size, name: str):
+    """``torch.nn.AdaptiveAvgPool2d(output_size)`` on a 4-D input with known spatial size.
+
+    Output 1x1: a mean reduction. Same size: an identity layer (free in TensorRT), so the result is
+    always a tensor named ``name``. Input divisible by
+    the output: one pooling layer with kernel = stride = in/out. Otherwise the exact PyTorch windows
+    as two matrix multiplies by constant averaging matrices (``P_h @ x @ P_w^T``, layers ``name/rows``,
+    ``name/cols`` and their constants).
+    """
+    shape = _shape(x)
+    if len(shape) != 4 or any(d < 0 for d in shape[2:]):
+        raise BuilderError(f"layer '{name}': adaptive_avg_pool needs an (N, C, H, W) input with known H, W, "
+                           f"got '{x.name}' {shape}")
+    oh, ow = _ntuple(output_size, 2, "output_size", name)
+    h, w = shape[2:]
+    if (oh, ow) == (h, w):
+        return out(network.add_identity(x), name)
+    if (oh, ow) == (1, 1):
+        return global_avg_pool(network, x, name)
+    if h % oh == 0 and w % ow == 0:
+        k = (h // oh, w // ow)
+        return avg_pool(network, x, k, k, 0, name)
+    trt = trt_of(network)
+    rows = constant(network, _adaptive_matrix(h, oh).reshape(1, 1, oh, h), x, f"{name}/rows_matrix")
+    cols = constant(network, _adaptive_matrix(w, ow).reshape(1, 1, ow, w), x, f"{name}/cols_matrix")
+    none, tr = trt.MatrixOperation.NONE, trt.MatrixOperation.TRANSPOSE
+    y = out(network.add_matrix_multiply(rows, none, x, none), f"{name}/rows")
+    return out(network.add_matrix_multiply(y, none, cols, tr), name)
+
+
+def flatten(network, x, name: str):
+    """Reshape (N, ...) to (N, -1) with a shuffle layer, as ``torch.flatten(x, 1)``."""
+    layer = network.add_shuffle(x)
+    if layer is not None:
+        layer.reshape_dims = trt_of(network).Dims((0, -1))
+    return out(layer, name)
+
+
+def linear(network, x, weight, bias, name: str):
+    """``torch.nn.Linear``: ``y = x @ W^T + b`` with ``weight`` [out, in] and ``bias`` [out] or None.
+
+    Inputs of rank > 2 are flattened first (layer ``name/flatten``). The weight is a constant
+    (``name/weight``) multiplied with op TRANSPOSE (``name/matmul``, or ``name`` without bias); the
+    bias a [1, out] constant (``name/bias``) added elementwise (``name``).
+    """
+    w = np.asarray(weight)
+    if w.ndim != 2:
+        raise BuilderError(f"layer '{name}': linear weight must be [out, in], got shape {w.shape}")
+    if len(x.shape) > 2:
+        x = flatten(network, x, f"{name}/flatten")
+    shape = _shape(x)
+    if len(shape) != 2:
+        raise BuilderError(f"layer '{name}': linear needs an (N, in) input, got '{x.name}' {shape}")
+    if shape[1] >= 0 and shape[1] != w.shape[1]:
+        raise BuilderError(f"layer '{name}': input '{x.name}' has {shape[1]} features but the weight {w.shape} "
+                           f"expects {w.shape[1]}")
+    trt = trt_of(network)
+    wt = constant(network, w, x, f"{name}/weight")
+    mm = network.add_matrix_multiply(x, trt.MatrixOperation.NONE, wt, trt.MatrixOperation.TRANSPOSE)
+    if bias is None:
+        return out(mm, name)
+    b = np.asarray(bias).reshape(-1)
+    if b.size != w.shape[0]:
+        raise BuilderError(f"layer '{name}': bias has {b.size} values; expected {w.shape[0]}")
+    y = out(mm, f"{name}/matmul")
+    bt = constant(network, b.reshape(1, -1), x, f"{name}/bias")
+    return out(network.add_elementwise(y, bt, trt.ElementWiseOperation.SUM), name)
+
+
+def add(network, a, b, name: str):
+    """Elementwise sum ``a + b`` (one layer)."""
+    return out(network.add_elementwise(a, b, trt_of(network).ElementWiseOperation.SUM), name)
+
+
+def read_conv_weight(wm, key: str, out_channels: int, in_channels: int, kernel) -> tuple[np.ndarray, int]:
+    """Read conv weight ``key`` as ``[out, in/groups, *kernel]`` and infer ``groups`` from its size.
+
+    Works with weights stored flat (tensorrtx .wts files keep every tensor 1-D): the element count
+    ``out * (in/groups) * prod(kernel)`` gives ``in/groups``. ``kernel`` is a tuple (or an int for
+    a square 2-D kernel). Returns ``(weight, groups)``; a size that fits no group count raises
+    BuilderError naming the weight.
+    """
+    ks = (int(kernel),) * 2 if isinstance(kernel, (int, np.integer)) else tuple(int(k) for k in kernel)
+    size = int(np.prod(wm.shape_of(key)))
+    per_out = out_channels * int(np.prod(ks))
+    per_group = size // per_out if per_out and size % per_out == 0 else 0
+    if per_group < 1 or in_channels % per_group:
+        raise BuilderError(f"weight '{key}' has {size} values (shape {wm.shape_of(key)}), which is not "
+                           f"{out_channels} out x (in/groups) x kernel {ks} for {in_channels} input channels and any "
+                           "group count")
+    return wm.get(key, (out_channels, per_group) + ks), in_channels // per_group
+
+
+def read_linear(wm, prefix: str) -> tuple[np.ndarray, np.ndarray]:
+    """``(<prefix>.weight as [out, in], <prefix>.bias [out])``; works with flat (.wts) storage too."""
+    b = wm.get(f"{prefix}.bias")
+    b = b.reshape(-1)
+    return wm.get(f"{prefix}.weight", (b.size, -1)), b
+
+
+def conv_bn(network, x, wm, conv_prefix: str, bn_prefix: str, name: str, stride=1, padding=0, dilation=1,
+            groups: int | None = None, eps: float = 1e-5, kernel=None):
+    """Conv followed by eval-mode BatchNorm, folded into ONE conv layer named ``name``.
+
+    Reads ``<conv_prefix>.weight`` (and ``.bias`` if present) and ``<bn_prefix>.{weight,bias,
+    running_mean,running_var}`` from the WeightMap ``wm``; folds with trtbuild.reparam.fold_conv_bn
+    (float64 arithmetic). ``eps`` is the BatchNorm's eps (not stored in state dicts). With
+    ``kernel`` given, the conv weight may be stored flat (see :func:`read_conv_weight`); otherwise
+    its stored shape is used. ``groups=None`` infers the group count from the weight size.
+    """
+    out_ch = int(np.prod(wm.shape_of(f"{bn_prefix}.weight")))
+    in_ch = int(x.shape[1])
+    key = f"{conv_prefix}.weight"
+    if kernel is None:
+        kernel = wm.shape_of(key)[2:]
+        if not kernel:
+            raise BuilderError(f"layer '{name}': {key} is stored flat {wm.shape_of(key)}; pass kernel= to conv_bn")
+    w, inferred = read_conv_weight(wm, key, out_ch, in_ch, kernel)
+    if groups is not None and groups != inferred:
+        raise BuilderError(f"layer '{name}': groups={groups} but {key} {wm.shape_of(key)} with {in_ch} input "
+                           f"channels implies groups={inferred}")
+    b = wm.get(f"{conv_prefix}.bias", (out_ch,)) if wm.has(f"{conv_prefix}.bias") else None
+    bn = [wm.get(f"{bn_prefix}.{k}", (out_ch,)) for k in ("weight", "bias", "running_mean", "running_var")]
+    wf, bf = fold_conv_bn(w, b, *bn, eps, name=name)
+    return conv(network, x, wf, bf, name, stride=stride, padding=padding, dilation=dilation, groups=inferred)
+
+
+def conv_bn_relu(network, x, wm, conv_prefix: str, bn_prefix: str, name: str, relu_name: str | None = None,
+                 **conv_args):
+    """:func:`conv_bn` then ReLU (layer ``relu_name``, default ``name + "/relu"``)."""
+    y = conv_bn(network, x, wm, conv_prefix, bn_prefix, name, **conv_args)
+    return relu(network, y, relu_name or f"{name}/relu")
+
