@@ -11,8 +11,12 @@
 
 #include <cstdint>
 
+// tests/host_emulation.cpp compiles these kernels with a host compiler (it supplies __half and the
+// thread-index built-ins) to check them on machines without a GPU.
+#ifndef TRTBUILD_INVOLUTION_HOST_EMULATION
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
+#endif
 
 namespace trtbuild
 {

@@ -1,16 +1,12 @@
 /*
- * TensorRT IPluginV3 plugin "Involution": implementation. See involution_plugin.h.
+ * TensorRT IPluginV3 plugin "Involution": the plugin object. The creator, field parsing and error
+ * logging are in involution_plugin_creator.cpp. See involution_plugin.h.
  */
 #include "involution_plugin.h"
 
 #include "involution_kernels.h"
 
-#include <atomic>
-#include <cstdio>
-#include <cstring>
 #include <exception>
-#include <limits>
-#include <new>
 #include <sstream>
 
 using nvinfer1::DataType;
@@ -20,8 +16,6 @@ using nvinfer1::DimsExprs;
 using nvinfer1::DynamicPluginTensorDesc;
 using nvinfer1::IDimensionExpr;
 using nvinfer1::IExprBuilder;
-using nvinfer1::ILogger;
-using nvinfer1::ILoggerFinder;
 using nvinfer1::IPluginCapability;
 using nvinfer1::IPluginResourceContext;
 using nvinfer1::IPluginV3;
@@ -31,7 +25,6 @@ using nvinfer1::PluginFieldCollection;
 using nvinfer1::PluginFieldType;
 using nvinfer1::PluginTensorDesc;
 using nvinfer1::TensorFormat;
-using nvinfer1::TensorRTPhase;
 
 namespace trtbuild
 {
@@ -43,19 +36,10 @@ namespace
 constexpr int32_t kNB_INPUTS = 2;
 constexpr int32_t kNB_OUTPUTS = 1;
 
-std::atomic<ILoggerFinder*> gLoggerFinder{nullptr};
-
 bool isSupportedType(DataType type) noexcept
 {
     return type == DataType::kFLOAT || type == DataType::kHALF;
 }
-
-//! The field names, in the order the creator advertises them.
-constexpr char const* kFIELD_KERNEL_SIZE = "kernel_size";
-constexpr char const* kFIELD_STRIDE = "stride";
-constexpr char const* kFIELD_PADDING = "padding";
-constexpr char const* kFIELD_DILATION = "dilation";
-constexpr char const* kFIELD_GROUPS = "groups";
 
 std::string dimsToString(Dims const& d)
 {
@@ -100,59 +84,6 @@ IDimensionExpr const* outputExtentExpr(
 }
 
 } // namespace
-
-char const* validateInvolutionAttributes(InvolutionAttributes const& a) noexcept
-{
-    if (a.kernelSize < 1)
-    {
-        return "field kernel_size must be >= 1";
-    }
-    if (a.stride < 1)
-    {
-        return "field stride must be >= 1";
-    }
-    if (a.padding < 0)
-    {
-        return "field padding must be >= 0";
-    }
-    if (a.dilation < 1)
-    {
-        return "field dilation must be >= 1";
-    }
-    if (a.groups < 1)
-    {
-        return "field groups must be >= 1";
-    }
-    return nullptr;
-}
-
-void setInvolutionLoggerFinder(ILoggerFinder* finder) noexcept
-{
-    gLoggerFinder.store(finder);
-}
-
-void logInvolutionError(std::string const& message) noexcept
-{
-    try
-    {
-        std::string const text = std::string("[trtbuild::Involution plugin] ") + message;
-        ILoggerFinder* finder = gLoggerFinder.load();
-        ILogger* logger = finder != nullptr ? finder->findLogger() : nullptr;
-        if (logger != nullptr)
-        {
-            logger->log(ILogger::Severity::kERROR, text.c_str());
-        }
-        else
-        {
-            std::fprintf(stderr, "%s\n", text.c_str());
-        }
-    }
-    catch (...)
-    {
-        // Logging must never throw out of a noexcept TensorRT callback; nothing else can be done.
-        std::fputs("[trtbuild::Involution plugin] failed to format an error message\n", stderr);
-    }
-}
 
 // ---------------------------------------------------------------------------------------------
 // InvolutionPlugin
@@ -225,10 +156,12 @@ std::string InvolutionPlugin::checkDims(Dims const& x, Dims const& w, Dims const
         return err.str();
     }
     int64_t const kk = static_cast<int64_t>(mAttrs.kernelSize) * mAttrs.kernelSize;
-    if (w.nbDims != 5)
+    // w is (N, G, K*K, Ho, Wo) or, same memory, (N, G*K*K, Ho, Wo).
+    bool const flatW = w.nbDims == 4;
+    if (w.nbDims != 5 && !flatW)
     {
-        err << "input w must be 5-D (N, G, K*K, Ho, Wo) = (N, " << mAttrs.groups << ", " << kk
-            << ", Ho, Wo), got " << dimsToString(w);
+        err << "input w must be (N, G, K*K, Ho, Wo) = (N, " << mAttrs.groups << ", " << kk
+            << ", Ho, Wo) or (N, G*K*K, Ho, Wo), got " << dimsToString(w);
         return err.str();
     }
     int64_t const n = x.d[0];
@@ -243,12 +176,17 @@ std::string InvolutionPlugin::checkDims(Dims const& x, Dims const& w, Dims const
         err << "batch of w " << dimsToString(w) << " differs from batch of x " << dimsToString(x);
         return err.str();
     }
-    if (w.d[1] >= 0 && w.d[1] != mAttrs.groups)
+    if (flatW && w.d[1] >= 0 && w.d[1] != mAttrs.groups * kk)
+    {
+        err << "4-D w must have groups*kernel_size^2 (" << mAttrs.groups * kk << ") channels, got " << dimsToString(w);
+        return err.str();
+    }
+    if (!flatW && w.d[1] >= 0 && w.d[1] != mAttrs.groups)
     {
         err << "w dim 1 must equal groups (" << mAttrs.groups << "), got " << dimsToString(w);
         return err.str();
     }
-    if (w.d[2] >= 0 && w.d[2] != kk)
+    if (!flatW && w.d[2] >= 0 && w.d[2] != kk)
     {
         err << "w dim 2 must equal kernel_size^2 (" << kk << "), got " << dimsToString(w);
         return err.str();
@@ -267,9 +205,10 @@ std::string InvolutionPlugin::checkDims(Dims const& x, Dims const& w, Dims const
                 << ", dilation=" << mAttrs.dilation << ", padding=" << mAttrs.padding;
             return err.str();
         }
-        if (w.d[axis + 1] >= 0 && w.d[axis + 1] != expected)
+        int32_t const wAxis = flatW ? axis : axis + 1;
+        if (w.d[wAxis] >= 0 && w.d[wAxis] != expected)
         {
-            err << "w " << dimsToString(w) << " must have output extent " << expected << " on dim " << axis + 1
+            err << "w " << dimsToString(w) << " must have output extent " << expected << " on dim " << wAxis
                 << " for x " << dimsToString(x);
             return err.str();
         }
@@ -342,10 +281,11 @@ int32_t InvolutionPlugin::getOutputShapes(DimsExprs const* inputs, int32_t nbInp
         }
         DimsExprs const& x = inputs[0];
         DimsExprs const& w = inputs[1];
-        if (x.nbDims != 4 || w.nbDims != 5)
+        if (x.nbDims != 4 || (w.nbDims != 5 && w.nbDims != 4))
         {
             std::ostringstream err;
-            err << "getOutputShapes: x must be 4-D (N, C, H, W) and w 5-D (N, G, K*K, Ho, Wo); got ranks "
+            err << "getOutputShapes: x must be 4-D (N, C, H, W) and w (N, G, K*K, Ho, Wo) or (N, G*K*K, Ho, Wo); "
+                   "got ranks "
                 << x.nbDims << " and " << w.nbDims;
             logInvolutionError(err.str());
             return 1;
@@ -356,10 +296,15 @@ int32_t InvolutionPlugin::getOutputShapes(DimsExprs const* inputs, int32_t nbInp
             logInvolutionError("getOutputShapes: channels of x must be divisible by groups");
             return 1;
         }
-        if ((w.d[1]->isConstant() && w.d[1]->getConstantValue() != mAttrs.groups)
-            || (w.d[2]->isConstant() && w.d[2]->getConstantValue() != kk))
+        bool const badW = w.nbDims == 5
+            ? (w.d[1]->isConstant() && w.d[1]->getConstantValue() != mAttrs.groups)
+                || (w.d[2]->isConstant() && w.d[2]->getConstantValue() != kk)
+            : w.d[1]->isConstant() && w.d[1]->getConstantValue() != mAttrs.groups * kk;
+        if (badW)
         {
-            logInvolutionError("getOutputShapes: w must have shape (N, groups, kernel_size^2, Ho, Wo)");
+            logInvolutionError(
+                "getOutputShapes: w must have shape (N, groups, kernel_size^2, Ho, Wo) or (N, groups*kernel_size^2, "
+                "Ho, Wo)");
             return 1;
         }
         DimsExprs& o = outputs[0];
@@ -503,134 +448,6 @@ IPluginV3* InvolutionPlugin::attachToContext(IPluginResourceContext* /*context*/
 PluginFieldCollection const* InvolutionPlugin::getFieldsToSerialize() noexcept
 {
     return &mSerializedCollection;
-}
-
-// ---------------------------------------------------------------------------------------------
-// InvolutionPluginCreator
-// ---------------------------------------------------------------------------------------------
-
-InvolutionPluginCreator::InvolutionPluginCreator()
-{
-    mFieldNames = {
-        PluginField(kFIELD_KERNEL_SIZE, nullptr, PluginFieldType::kINT32, 1),
-        PluginField(kFIELD_STRIDE, nullptr, PluginFieldType::kINT32, 1),
-        PluginField(kFIELD_PADDING, nullptr, PluginFieldType::kINT32, 1),
-        PluginField(kFIELD_DILATION, nullptr, PluginFieldType::kINT32, 1),
-        PluginField(kFIELD_GROUPS, nullptr, PluginFieldType::kINT32, 1),
-    };
-    mFieldCollection.nbFields = static_cast<int32_t>(mFieldNames.size());
-    mFieldCollection.fields = mFieldNames.data();
-}
-
-char const* InvolutionPluginCreator::getPluginName() const noexcept
-{
-    return kINVOLUTION_PLUGIN_NAME;
-}
-
-char const* InvolutionPluginCreator::getPluginVersion() const noexcept
-{
-    return kINVOLUTION_PLUGIN_VERSION;
-}
-
-char const* InvolutionPluginCreator::getPluginNamespace() const noexcept
-{
-    return kINVOLUTION_PLUGIN_NAMESPACE;
-}
-
-PluginFieldCollection const* InvolutionPluginCreator::getFieldNames() noexcept
-{
-    return &mFieldCollection;
-}
-
-IPluginV3* InvolutionPluginCreator::createPlugin(
-    char const* name, PluginFieldCollection const* fc, TensorRTPhase /*phase*/) noexcept
-{
-    try
-    {
-        std::string const layer = name != nullptr ? name : "<unnamed>";
-        if (fc == nullptr || (fc->nbFields > 0 && fc->fields == nullptr))
-        {
-            logInvolutionError("createPlugin(" + layer + "): no plugin fields given");
-            return nullptr;
-        }
-        InvolutionAttributes attrs;
-        bool haveKernelSize = false;
-        bool haveGroups = false;
-        for (int32_t i = 0; i < fc->nbFields; ++i)
-        {
-            PluginField const& field = fc->fields[i];
-            std::string const fieldName = field.name != nullptr ? field.name : "";
-            int32_t* target = nullptr;
-            if (fieldName == kFIELD_KERNEL_SIZE)
-            {
-                target = &attrs.kernelSize;
-                haveKernelSize = true;
-            }
-            else if (fieldName == kFIELD_STRIDE)
-            {
-                target = &attrs.stride;
-            }
-            else if (fieldName == kFIELD_PADDING)
-            {
-                target = &attrs.padding;
-            }
-            else if (fieldName == kFIELD_DILATION)
-            {
-                target = &attrs.dilation;
-            }
-            else if (fieldName == kFIELD_GROUPS)
-            {
-                target = &attrs.groups;
-                haveGroups = true;
-            }
-            else
-            {
-                logInvolutionError("createPlugin(" + layer + "): unknown field '" + fieldName
-                    + "' (expected kernel_size, stride, padding, dilation, groups)");
-                return nullptr;
-            }
-            if (field.data == nullptr || field.length != 1)
-            {
-                logInvolutionError("createPlugin(" + layer + "): field '" + fieldName + "' must hold one value");
-                return nullptr;
-            }
-            if (field.type == PluginFieldType::kINT32)
-            {
-                *target = *static_cast<int32_t const*>(field.data);
-            }
-            else if (field.type == PluginFieldType::kINT64)
-            {
-                int64_t const value = *static_cast<int64_t const*>(field.data);
-                if (value < std::numeric_limits<int32_t>::min() || value > std::numeric_limits<int32_t>::max())
-                {
-                    logInvolutionError("createPlugin(" + layer + "): field '" + fieldName + "' is out of int32 range");
-                    return nullptr;
-                }
-                *target = static_cast<int32_t>(value);
-            }
-            else
-            {
-                logInvolutionError("createPlugin(" + layer + "): field '" + fieldName + "' must be of type kINT32");
-                return nullptr;
-            }
-        }
-        if (!haveKernelSize || !haveGroups)
-        {
-            logInvolutionError("createPlugin(" + layer + "): fields kernel_size and groups are required");
-            return nullptr;
-        }
-        if (char const* invalid = validateInvolutionAttributes(attrs))
-        {
-            logInvolutionError("createPlugin(" + layer + "): " + invalid);
-            return nullptr;
-        }
-        return new InvolutionPlugin(attrs);
-    }
-    catch (std::exception const& e)
-    {
-        logInvolutionError(std::string("createPlugin: ") + e.what());
-    }
-    return nullptr;
 }
 
 } // namespace plugin

@@ -1,7 +1,8 @@
 /*
  * TensorRT IPluginV3 plugin "Involution" (version "1", namespace "trtbuild").
  *
- * Inputs : x (N, C, H, W), w (N, G, K*K, Ho, Wo); both FP32 or both FP16, linear (NCHW) format.
+ * Inputs : x (N, C, H, W), w (N, G, K*K, Ho, Wo) or, same memory, (N, G*K*K, Ho, Wo) (the kernel
+ *          generator's conv output, no reshape needed); both FP32 or both FP16, linear format.
  * Output : out (N, C, Ho, Wo), same type as the inputs.
  * Fields : kernel_size, stride, padding, dilation, groups (kINT32, one value each).
  *
@@ -24,6 +25,13 @@ namespace plugin
 constexpr char const* kINVOLUTION_PLUGIN_NAME = "Involution";
 constexpr char const* kINVOLUTION_PLUGIN_VERSION = "1";
 constexpr char const* kINVOLUTION_PLUGIN_NAMESPACE = "trtbuild";
+
+//! The field names, in the order the creator advertises them.
+constexpr char const* kFIELD_KERNEL_SIZE = "kernel_size";
+constexpr char const* kFIELD_STRIDE = "stride";
+constexpr char const* kFIELD_PADDING = "padding";
+constexpr char const* kFIELD_DILATION = "dilation";
+constexpr char const* kFIELD_GROUPS = "groups";
 
 //! The plugin's creation-time attributes (its PluginFields).
 struct InvolutionAttributes
