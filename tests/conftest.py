@@ -1,0 +1,98 @@
+"""Shared fixtures: build a tiny strongly typed network with trtbuild.reference and run it the
+way TensorRT code does (serialize, deserialize, raw addresses, execute_async_v3)."""
+
+from __future__ import annotations
+
+import enum
+
+import pytest
+import torch
+
+import trtbuild.reference as trt
+from trtbuild.reference.runtime import device
+
+STRONGLY_TYPED = 1 << int(trt.NetworkDefinitionCreationFlag.STRONGLY_TYPED)
+
+#: torch dtype of each TensorRT DataType (written out here, not taken from the code under test).
+TORCH_OF = {
+    trt.DataType.FLOAT: torch.float32, trt.DataType.HALF: torch.float16, trt.DataType.BF16: torch.bfloat16,
+    trt.DataType.INT32: torch.int32, trt.DataType.INT64: torch.int64, trt.DataType.BOOL: torch.bool,
+    trt.DataType.INT8: torch.int8, trt.DataType.UINT8: torch.uint8,
+}
+
+
+class CapturingLogger(trt.ILogger):
+    """Keeps every message, so tests can check what TensorRT-style failures logged."""
+
+    def __init__(self):
+        super().__init__()
+        self.messages: list[tuple[int, str]] = []
+
+    def log(self, severity, msg):
+        self.messages.append((int(severity), str(msg)))
+
+    @property
+    def errors(self) -> list[str]:
+        return [m for s, m in self.messages if s <= int(trt.ILogger.ERROR)]
+
+
+def run_plan(plan, feeds: dict, logger: CapturingLogger | None = None) -> dict[str, torch.Tensor]:
+    """Deserialize `plan`, bind `feeds` (name -> tensor, already in the engine's dtype) and the
+    outputs by address, execute, and return the outputs on the CPU."""
+    logger = logger or CapturingLogger()
+    engine = trt.Runtime(logger).deserialize_cuda_engine(plan)
+    assert engine is not None, logger.errors
+    context = engine.create_execution_context()
+    buffers = {}
+    for name, value in feeds.items():
+        buffers[name] = torch.as_tensor(value).to(device()).contiguous()
+        context.set_input_shape(name, tuple(buffers[name].shape))
+        context.set_tensor_address(name, buffers[name].data_ptr())
+    outputs = {}
+    for i in range(engine.num_io_tensors):
+        name = engine.get_tensor_name(i)
+        if engine.get_tensor_mode(name) == trt.TensorIOMode.OUTPUT:
+            outputs[name] = torch.empty(tuple(context.get_tensor_shape(name)),
+                                        dtype=TORCH_OF[engine.get_tensor_dtype(name)], device=device())
+            context.set_tensor_address(name, outputs[name].data_ptr())
+    assert context.execute_async_v3(0)
+    return {k: v.cpu() for k, v in outputs.items()}
+
+
+class RefNet:
+    """A reference network under construction, with build and run helpers."""
+
+    def __init__(self):
+        self.logger = CapturingLogger()
+        self.builder = trt.Builder(self.logger)
+        self.network = self.builder.create_network(STRONGLY_TYPED)
+        self.config = self.builder.create_builder_config()
+
+    def input(self, name: str, shape, dtype=trt.float32):
+        return self.network.add_input(name, dtype, shape)
+
+    def build(self):
+        """build_serialized_network: plan bytes, or None (with an error in self.logger)."""
+        return self.builder.build_serialized_network(self.network, self.config)
+
+    def run(self, feeds: dict, **outputs) -> dict[str, torch.Tensor]:
+        """Name and mark each `outputs` tensor (keyword = output name), build and run."""
+        for name, tensor in outputs.items():
+            tensor.name = name
+            self.network.mark_output(tensor)
+        plan = self.build()
+        assert plan is not None, f"build failed: {self.logger.errors}"
+        return run_plan(plan, feeds, self.logger)
+
+
+@pytest.fixture
+def refnet() -> RefNet:
+    """A fresh strongly typed reference network."""
+    return RefNet()
+
+
+def pytest_make_parametrize_id(config, val, argname):
+    """Show TensorRT enum members by name in test ids (CLIP, SAME_UPPER) instead of numbers."""
+    if isinstance(val, enum.Enum) and type(val).__module__.startswith("trtbuild.reference"):
+        return val.name
+    return None

@@ -1,0 +1,286 @@
+"""trtbuild.reference against NVIDIA's real TensorRT Python bindings (10.16 and 11.4).
+
+The bindings wheels are downloaded with pip (cached; see tests/conformance/trt_bindings.py) and
+imported in a subprocess with empty stand-ins for the TensorRT libraries, which is enough to read
+every class, method signature and enum value. The test skips only when the wheels cannot be
+downloaded or gcc is missing.
+
+Checked: every name in trtbuild.reference.__all__ exists in both versions; every public member a
+reference class defines exists on the real class with a compatible kind; method parameter names
+match a real overload; enum values equal both versions (with the documented exemption table);
+trtbuild's own code uses nothing TensorRT 11 removed and names its flags instead of numbering them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import trtbuild
+import trtbuild.reference as trt
+from conformance import compare, reference_surface, source_scan, trt_bindings
+
+VERSIONS = tuple(trt_bindings.VERSIONS)  # ("10", "11")
+_LIGHT = reference_surface.surface(trt, with_instances=False)  # for test ids only
+CLASSES = sorted(_LIGHT["classes"])
+ENUMS = sorted(n for n, e in _LIGHT["classes"].items() if e["kind"] == "enum")
+CONSTRUCTIBLE = [c for c in CLASSES if _LIGHT["classes"][c]["init"] is not None]
+
+#: Enum values that differ between TensorRT 10 and 11. The reference follows 11; trtbuild's code
+#: must use the names (test_flags_are_named). test_version_table_is_current re-reads the real
+#: values, so this table cannot go stale.
+VERSION_DEPENDENT = {
+    ("NetworkDefinitionCreationFlag", "STRONGLY_TYPED"): {"10": 1, "11": 0},
+    ("NetworkDefinitionCreationFlag", "PREFER_JIT_PYTHON_PLUGINS"): {"10": 2, "11": 1},
+    ("NetworkDefinitionCreationFlag", "PREFER_AOT_PYTHON_PLUGINS"): {"10": 3, "11": 2},
+}
+
+#: Parameters that pybind11 lists as required after defaulted ones (not expressible in Python),
+#: for which the reference uses a None default and raises TypeError when omitted
+#: (test_add_scale_nd_requires_channel_axis checks that).
+REQUIRED_AFTER_DEFAULTS = {("INetworkDefinition", "add_scale_nd"): frozenset({"channel_axis"})}
+
+#: Departures of the reference from the real API found by this test. Each is excluded from the
+#: bulk checks and tested alone in test_known_departure, marked xfail(strict=True): fixing the
+#: reference makes that test XPASS (fail) so the entry gets removed here.
+KNOWN_DEPARTURES = {
+    ("Dims", "nbDims"): "reference bug: trt.Dims has no nbDims in the Python bindings (use len(dims)); "
+                        "code using .nbDims runs on the reference and fails on TensorRT",
+    ("ICudaEngine", "create_execution_context"): "reference bug: signature is (*args); TensorRT's is "
+                                                 "(strategy=STATIC) or (runtime_config=...), so keyword calls differ",
+    ("IPluginRegistry", "get_creator"): "reference bug: first parameter is named 'name'; TensorRT names it 'type' "
+                                        "(get_creator(type, version, plugin_namespace=''))",
+    ("ILogger", "min_severity"): "reference bug: ILogger.__init__ sets min_severity, which only trt.Logger has; "
+                                 "a custom ILogger reading self.min_severity fails on TensorRT",
+    ("Weights", "__init__"): "reference bug: Weights(a=None, *args) accepts neither Weights(type=...) nor "
+                             "Weights(type, ptr, count) as TensorRT's overloads do",
+    ("IPluginV3", "__init__"): "reference departure: IPluginV3(name, fields, creator) while TensorRT's is IPluginV3() "
+                               "(subclassed by Python plugins); lead to decide fix or documented exemption",
+}
+
+
+@pytest.fixture(scope="module")
+def ref() -> dict:
+    """The reference surface, with the instance attributes of sample objects."""
+    return reference_surface.surface(trt)
+
+
+@pytest.fixture(scope="module")
+def real_api() -> dict[str, dict]:
+    """{"10": dump, "11": dump} of the real bindings; skips where they cannot be downloaded."""
+    try:
+        return {v: trt_bindings.api(v) for v in VERSIONS}
+    except trt_bindings.BindingsUnavailable as e:
+        pytest.skip(f"NVIDIA's TensorRT bindings wheels are unavailable here: {e}")
+
+
+def _member_problems(ref, cls: str, member: str, real_api) -> list[str]:
+    """Problems of one reference member (or "__init__") in both versions; none if the reference
+    no longer defines it."""
+    entry = ref["classes"][cls]
+    if member != "__init__" and member not in entry["members"]:
+        return []
+    out = []
+    for v in VERSIONS:
+        real_class = real_api[v]["classes"].get(cls)
+        if member == "__init__":
+            if real_class is not None and real_class["init"] is not None and entry["init"] is not None:
+                out += compare.signature_problems(f"TensorRT {v}: {cls}()", entry["init"], real_class["init"])
+        else:
+            out += compare.member_problems(cls, member, entry["members"][member], real_class, v,
+                                           REQUIRED_AFTER_DEFAULTS.get((cls, member), frozenset()))
+    return out
+
+
+def test_version_and_all_are_consistent():
+    assert trt.__version__ == "reference"
+    assert len(set(trt.__all__)) == len(trt.__all__)
+    assert all(hasattr(trt, name) for name in trt.__all__)
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_every_exported_name_exists(ref, real_api, version):
+    api = real_api[version]
+    missing = [n for n in ref["classes"] if "." not in n and n not in api["classes"]]
+    missing += [n for n in ref["functions"] if n not in api["functions"]]
+    missing += [n for n in ref["values"] if n not in api["values"]]
+    assert not missing, f"trtbuild.reference exports names TensorRT {version} lacks: {missing}"
+    wrong = {n: (v["int"], api["values"][n].get("int")) for n, v in ref["values"].items()
+             if api["values"][n].get("int") != v["int"]}
+    assert not wrong, f"module-level values differ from TensorRT {version} (reference, real): {wrong}"
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_module_functions_signatures(ref, real_api, version):
+    problems = []
+    for name, params in ref["functions"].items():
+        real = real_api[version]["functions"].get(name)
+        problems += compare.signature_problems(f"TensorRT {version}: {name}", params, real)
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize("cls", CLASSES)
+def test_class_members(ref, real_api, cls):
+    """Every public member the reference defines exists on the real class, with a compatible kind
+    and (for methods) matching parameter names, in both versions."""
+    problems = []
+    for member in ref["classes"][cls]["members"]:
+        if (cls, member) in KNOWN_DEPARTURES:
+            continue
+        problems += _member_problems(ref, cls, member, real_api)
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize("cls", [c for c in CONSTRUCTIBLE if (c, "__init__") not in KNOWN_DEPARTURES])
+def test_constructor_parameters(ref, real_api, cls):
+    """Where TensorRT lets users construct the class, the reference constructor takes the same
+    parameter names (classes TensorRT creates internally are skipped)."""
+    problems = _member_problems(ref, cls, "__init__", real_api)
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize("cls", ENUMS)
+def test_enum_values(ref, real_api, cls):
+    problems = []
+    for v in VERSIONS:
+        problems += compare.enum_problems(cls, ref["classes"][cls]["enum"], real_api[v]["classes"].get(cls), v,
+                                          VERSION_DEPENDENT)
+    assert not problems, "\n".join(problems)
+
+
+def test_version_table_is_current(ref, real_api):
+    """The exemption table says what both real versions hold, and the reference follows 11."""
+    for (cls, member), values in VERSION_DEPENDENT.items():
+        for v in VERSIONS:
+            assert real_api[v]["classes"][cls]["enum"][member] == values[v], (cls, member, v)
+        assert values["10"] != values["11"], f"{cls}.{member} no longer differs; drop it from the table"
+        assert int(getattr(getattr(trt, cls), member)) == values["11"], (cls, member)
+    # nothing else differs between 10 and 11 among the members the reference mirrors
+    for cls in ENUMS:
+        for member in ref["classes"][cls]["enum"]:
+            if (cls, member) in VERSION_DEPENDENT:
+                continue
+            vals = {v: real_api[v]["classes"][cls]["enum"].get(member) for v in VERSIONS}
+            assert vals["10"] == vals["11"], f"{cls}.{member} differs between versions {vals}: add it to VERSION_DEPENDENT"
+
+
+def test_add_scale_nd_requires_channel_axis():
+    """The one REQUIRED_AFTER_DEFAULTS entry: omitting channel_axis fails, as on TensorRT."""
+    network = trt.Builder(trt.Logger()).create_network(1 << int(trt.NetworkDefinitionCreationFlag.STRONGLY_TYPED))
+    x = network.add_input("x", trt.float32, (1, 2, 3, 3))
+    with pytest.raises(TypeError, match="channel_axis"):
+        network.add_scale_nd(x, trt.ScaleMode.UNIFORM)
+
+
+@pytest.mark.parametrize("cls,member", [
+    pytest.param(c, m, marks=pytest.mark.xfail(strict=True, raises=AssertionError, reason=reason), id=f"{c}.{m}")
+    for (c, m), reason in KNOWN_DEPARTURES.items()])
+def test_known_departure(ref, real_api, cls, member):
+    problems = _member_problems(ref, cls, member, real_api)
+    assert not problems, "\n".join(problems)
+
+
+# -- trtbuild's own code ----------------------------------------------------------------------
+TRTBUILD_ROOT = Path(trtbuild.__file__).parent
+
+
+@pytest.fixture(scope="module")
+def removed(real_api) -> source_scan.RemovedApi:
+    return source_scan.removed_between(real_api["10"], real_api["11"])
+
+
+def test_removed_set_is_what_tensorrt_11_removed(removed, real_api):
+    """The computed set holds the removals trtbuild's rules name (guards against a broken dump)."""
+    assert {"IInt8Calibrator", "IInt8EntropyCalibrator2", "IAlgorithmSelector"} <= removed.classes
+    assert {"FP16", "BF16", "INT8", "OBEY_PRECISION_CONSTRAINTS"} <= removed.members["BuilderFlag"]
+    assert {"set_output_type", "precision"} <= removed.members["ILayer"]
+    assert "EXPLICIT_BATCH" in removed.members["NetworkDefinitionCreationFlag"]
+    assert {"set_output_type", "platform_has_fast_fp16", "EXPLICIT_BATCH", "precision"} <= removed.anywhere
+    # the pre-10 table really is gone from both versions
+    for v in VERSIONS:
+        api = real_api[v]
+        names = set(api["classes"]) | set(api["functions"]) | set(api["values"])
+        for entry in api["classes"].values():
+            names |= set(entry["members"])
+        assert not source_scan.REMOVED_BEFORE_10 & names, (v, source_scan.REMOVED_BEFORE_10 & names)
+        assert not [n for n in names if n.startswith(source_scan.REMOVED_PREFIXES)]
+
+
+def test_scanner_flags_removed_apis(removed):
+    """The ast scan catches each pattern (so test_trtbuild_uses_no_removed_api can fail)."""
+    bad = {
+        "config.set_flag(trt.BuilderFlag.FP16)": "BuilderFlag.FP16",
+        "f = trt.BuilderFlag.INT8": "BuilderFlag.INT8",
+        "layer.set_output_type(0, trt.float16)": "set_output_type",
+        "layer.precision = trt.float16": "precision",
+        "setattr(layer, 'precision', trt.float16)": "precision",
+        "n = builder.create_network(1 << int(trt.NetworkDefinitionCreationFlag.EXPLICIT_BATCH))": "EXPLICIT_BATCH",
+        "ok = builder.platform_has_fast_fp16": "platform_has_fast_fp16",
+        "class C(trt.IInt8EntropyCalibrator2): pass": "IInt8EntropyCalibrator2",
+        "from tensorrt import IInt8Calibrator": "IInt8Calibrator",
+        "engine = builder.build_engine(network, config)": "build_engine",
+        "context.execute_async_v2(bindings, stream)": "execute_async_v2",
+        "i = engine.get_binding_index('x')": "get_binding_",
+        "c = network.add_convolution(x, 8, (3, 3), w, b)": "add_convolution",
+        "p = network.add_pooling(x, trt.PoolingType.MAX, (2, 2))": "add_pooling",
+        "f = network.add_fully_connected(x, 10, w, b)": "add_fully_connected",
+        "n = builder.create_network(1)": "create_network",
+        "n = builder.create_network(1 << 0)": "create_network",
+        "config.set_flag(1)": "set_flag",
+        "flag = trt.NetworkDefinitionCreationFlag(0)": "NetworkDefinitionCreationFlag",
+    }
+    for code, needle in bad.items():
+        findings = source_scan.scan_source(code, "<test>", removed)
+        assert findings, f"not flagged: {code}"
+        assert any(needle in f.why or needle in f.code for f in findings), (code, [str(f) for f in findings])
+    clean = "\n".join([
+        "n = builder.create_network(1 << int(trt.NetworkDefinitionCreationFlag.STRONGLY_TYPED))",
+        "p = network.add_pooling_nd(x, trt.PoolingType.MAX, (2, 2))",
+        "c = network.add_convolution_nd(x, 8, (3, 3), w, b)",
+        "precision = args.precision",
+        "dt = trt.DataType.INT8",
+        "config.set_flag(trt.BuilderFlag.TF32)",
+        "context.execute_async_v3(0)",
+    ])
+    assert source_scan.scan_source(clean, "<test>", removed) == []
+
+
+def test_trtbuild_uses_no_removed_api(removed):
+    findings = [f for f in source_scan.scan_tree(TRTBUILD_ROOT, removed) if f.kind == "removed"]
+    assert not findings, "trtbuild uses TensorRT APIs that TensorRT 11 removed:\n" + "\n".join(map(str, findings))
+
+
+def test_flags_are_named(removed):
+    """create_network / BuilderFlag / set_flag never get a number (flag values differ between 10 and 11)."""
+    findings = [f for f in source_scan.scan_tree(TRTBUILD_ROOT, removed) if f.kind == "flag-number"]
+    assert not findings, "\n".join(map(str, findings))
+
+
+# -- the helpers themselves (no download needed) ----------------------------------------------
+def test_pybind_signature_parser():
+    from conformance.dump_api import parse_pybind_doc
+
+    doc = ("add_scale(self: tensorrt.INetworkDefinition, input: tensorrt.ITensor, mode: tensorrt.ScaleMode, "
+           "shift: tensorrt.Weights = None) -> tensorrt.IScaleLayer\n\n    Adds a scale layer.\n")
+    assert parse_pybind_doc("add_scale", doc) == [[["input", False], ["mode", False], ["shift", True]]]
+    overloaded = ("__init__(*args, **kwargs)\nOverloaded function.\n\n"
+                  "1. __init__(self: tensorrt.Weights, type: tensorrt.DataType = <DataType.FLOAT: 0>) -> None\n\n"
+                  "    Initializes an empty Weights object. 2. __init__(x) in prose is not an overload\n\n"
+                  "2. __init__(self: tensorrt.Weights, m: Dict[str, List[int]], sep: str = ', ', arg0: int) -> None\n")
+    assert parse_pybind_doc("__init__", overloaded) == [
+        [["type", True]], [["m", False], ["sep", True], ["arg0", False]]]
+    assert parse_pybind_doc("get", "Initialize self.  See help(type(self)) for accurate signature.") is None
+    assert parse_pybind_doc("f", "f(self: A) -> None") == [[]]
+
+
+def test_signature_comparison_rules():
+    ov = [["input", False], ["mode", False], ["shift", True]]
+    assert compare.names_match([["input", False], ["mode", False]], ov)  # trailing default omitted
+    assert not compare.names_match([["input", False]], ov)  # required 'mode' omitted
+    assert not compare.names_match([["x", False], ["mode", False], ["shift", True]], ov)
+    assert not compare.names_match([["*args", False]], [["strategy", True]])
+    assert compare.names_match([["order", True]], [["arg0", False]])  # positional-only matches any name
+    two_overloads = [[["name", True]], [["name", False], ["data", False]]]
+    assert compare.default_problems([["name", True], ["data", True]], two_overloads) == []
+    assert compare.default_problems([["a", True]], [[["a", False]]]) == ["a"]
