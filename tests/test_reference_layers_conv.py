@@ -147,10 +147,6 @@ def test_deconvolution_dilation(refnet):
     close(y, F.conv_transpose2d(x, w, dilation=2))
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="reference bug: IDeconvolutionLayer ignores padding_mode (infer.py _conv and execute.py _deconv "
-                          "use pre/post padding only); TensorRT's SAME_* deconvolution gives O = min(I*S, (I-1)*S + DK) "
-                          "with P = max(DK - S, 0) cropped")
 @pytest.mark.parametrize("mode", [PM.SAME_UPPER, PM.SAME_LOWER])
 def test_deconvolution_same_padding(refnet, mode):
     x, w = randn(1, 1, 4, 4), randn(1, 1, 3, 3)  # I=4, S=2, DK=3: O = min(8, 9) = 8, P = 1
@@ -251,11 +247,6 @@ def test_average_pooling_same_padding_excluded_from_count(refnet):
     close(y, total / count)
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="reference bug: with SAME_* padding and average_count_excludes_padding=False the reference "
-                          "leaves the implicit SAME padding out of the count (execute.py _pool counts only "
-                          "pre/post_padding); TensorRT: 'the denominator is the overlap between the pooling window and the "
-                          "padded input'")
 def test_average_pooling_same_padding_included_in_count(refnet):
     x = randn(1, 1, 6, 6)
     layer = refnet.network.add_pooling_nd(refnet.input("x", tuple(x.shape)), P.AVERAGE, (3, 3))

@@ -310,9 +310,6 @@ def test_activation_alpha_beta_default_to_zero(refnet):
     close(y, [[0.0, 0.0, 0.0, 1.5]])
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="reference bug: CLIP uses torch.clamp(x, alpha, beta), which returns beta when alpha > beta; "
-                          "TensorRT documents f(x) = max(alpha, min(beta, x)) = alpha")
 def test_activation_clip_with_alpha_above_beta_follows_the_formula(refnet):
     x = np.array([[-5.0, 0.0, 5.0]], np.float32)
     layer = refnet.network.add_activation(refnet.input("x", x.shape), A.CLIP)

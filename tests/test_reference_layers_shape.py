@@ -148,10 +148,6 @@ def test_slice_fill_mode_defaults_to_zero(refnet):
     close(y, [[0.0, 0.0, 10.0, 11.0, 12.0, 13.0, 14.0, 0.0, 0.0]])
 
 
-@pytest.mark.xfail(strict=True, raises=trt.NetworkError,
-                   reason="reference bug: ISliceLayer.set_input(4, fill) raises 'input index 4 out of range' (ILayer."
-                          "set_input only replaces existing inputs); TensorRT's docs: FILL takes its value from the fifth "
-                          "input, and set_input beyond get_nb_inputs() grows the input list with null inputs")
 def test_slice_fill_mode_uses_the_fifth_input(refnet):
     x = torch.arange(10.0, 15.0).reshape(1, 5)
     layer = refnet.network.add_slice(refnet.input("x", (1, 5)), (0, -2), (1, 9), (1, 1))
@@ -185,9 +181,6 @@ def test_padding_negative_trims(refnet):
     close(y, expected)
 
 
-@pytest.mark.xfail(strict=True, raises=pytest.fail.Exception,
-                   reason="reference bug: add_padding_nd accepts 3-D padding; TensorRT documents "
-                          "pre_padding_nd/post_padding_nd: 'Only 2 dimensions currently supported'")
 def test_padding_rejects_three_dimensions(refnet):
     t = refnet.input("x", (1, 2, 3, 4, 5))
     with pytest.raises(trt.NetworkError):
@@ -226,9 +219,6 @@ def test_matmul_matrix_vector_and_vector_matrix(refnet):
     close(out["vm"], torch.einsum("bj,bjk->bk", v, m2), atol=1e-5)
 
 
-@pytest.mark.xfail(strict=True, raises=RuntimeError,
-                   reason="reference bug: execute.py _matmul with op0 = op1 = VECTOR squeezes (-1) then (-2), leaving "
-                          "(B, 1) where shape inference says (B,); execute_async_v3 then fails copying the output")
 def test_matmul_vector_vector_gives_scalars(refnet):
     """vector * vector -> scalar (per batch): (2, 4) . (2, 4) -> (2,)."""
     v, w = randn(2, 4), randn(2, 4)

@@ -126,9 +126,6 @@ def test_set_input_shape_outside_the_profile_is_rejected(shape):
     assert n.logger.errors
 
 
-@pytest.mark.xfail(strict=True, raises=trt.NetworkError,
-                   reason="reference departure: IExecutionContext.set_input_shape raises NetworkError for a shape "
-                          "outside the profile; TensorRT returns False and reports the error through the logger")
 def test_set_input_shape_outside_the_profile_returns_false():
     n, context = _context_for_dynamic_net()
     assert context.set_input_shape("x", (5, 3, 4)) is False

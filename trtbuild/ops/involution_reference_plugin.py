@@ -64,7 +64,8 @@ class InvolutionReferencePlugin(_ref.IPluginV3):
         self.params = parse_involution_fields(fields, name)
         # What gets serialized: the normalized int32 fields, exactly as the C++ plugin serializes them.
         normalized = {k: np.array([v], dtype=np.int32) for k, v in self.params.items()}
-        super().__init__(name, normalized, creator)
+        super().__init__()
+        self._setup(name, normalized, creator)
 
     def _describe(self) -> str:
         p = self.params

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import logging
 from enum import IntEnum
 from typing import TYPE_CHECKING, Iterable
@@ -43,10 +44,6 @@ class Dims(tuple):
             raise NetworkError(f"Dims {dims} has rank {len(dims)}; TensorRT allows at most {cls.MAX_DIMS}")
         return super().__new__(cls, dims)
 
-    @property
-    def nbDims(self) -> int:  # noqa: N802 - mirrors the C++ field name TensorRT's Dims exposes
-        return len(self)
-
     @staticmethod
     def _is_dynamic(dims) -> "bool":
         return any(d < 0 for d in dims)
@@ -80,12 +77,31 @@ class Weights:
     """An array of weights. Unlike TensorRT (which holds a reference until the build), the
     reference keeps its own contiguous copy, so the caller's array may be freed at once."""
 
-    def __init__(self, a=None, *args):
-        if a is None or isinstance(a, (DataType, IntEnum)):
-            self._dtype = DataType(a) if a is not None else DataType.FLOAT
-            self._array = np.zeros((0,), dtype=_DT_TO_NP.get(self._dtype, np.float32))
+    def __init__(self, *args, **kwargs):
+        """Weights(type=DataType.FLOAT) -> empty; Weights(type, ptr, count) -> copy of host memory;
+        Weights(a) -> copy of numpy array `a` (TensorRT's three overloads)."""
+        if "a" in kwargs:
+            args = (kwargs.pop("a"),) + args
+        if "type" in kwargs:
+            args = (kwargs.pop("type"),) + args
+        for k in ("ptr", "count"):
+            if k in kwargs:
+                args = args + (kwargs.pop(k),)
+        if kwargs:
+            raise TypeError(f"Weights(): unexpected arguments {sorted(kwargs)}")
+        if not args or isinstance(args[0], (DataType, IntEnum)):
+            self._dtype = DataType(args[0]) if args else DataType.FLOAT
+            if len(args) == 3:
+                count = int(args[2])
+                n = int(count * self._dtype.itemsize)
+                raw = (ctypes.c_uint8 * n).from_address(int(args[1])) if n else b""
+                self._array = np.frombuffer(bytes(raw), dtype=_DT_TO_NP[self._dtype]).copy()
+            elif len(args) <= 1:
+                self._array = np.zeros((0,), dtype=_DT_TO_NP.get(self._dtype, np.float32))
+            else:
+                raise TypeError("Weights(type, ptr, count) takes exactly three arguments")
             return
-        arr = np.asarray(a)
+        arr = np.asarray(args[0])
         if arr.dtype == np.float64:
             raise NetworkError("Weights: float64 arrays are not a TensorRT weight type; convert to float32 (or float16) first")
         if arr.dtype not in _NP_TO_DT:
@@ -220,7 +236,7 @@ class ILogger:
     VERBOSE = Severity.VERBOSE
 
     def __init__(self):
-        self.min_severity = ILogger.Severity.WARNING
+        pass
 
     def log(self, severity, msg: str) -> None:  # pragma: no cover - abstract
         raise NotImplementedError

@@ -120,9 +120,10 @@ def _activation(p, x):
     if t == ActivationType.SOFTSIGN:
         return x / (1 + x.abs())
     if t == ActivationType.SOFTPLUS:
-        return a * torch.log1p(torch.exp(b * x))
-    if t == ActivationType.CLIP:
-        return torch.clamp(x, a, b)
+        bx = b * x  # a*log(1+exp(bx)), written so large bx does not overflow to inf
+        return a * (torch.clamp_min(bx, 0) + torch.log1p(torch.exp(-bx.abs())))
+    if t == ActivationType.CLIP:  # TensorRT: max(alpha, min(beta, x)), so alpha wins if alpha > beta
+        return torch.clamp(torch.clamp(x, max=b), min=a)
     if t == ActivationType.HARD_SIGMOID:
         return torch.clamp(a * x + b, 0, 1)
     if t == ActivationType.SCALED_TANH:
@@ -176,6 +177,20 @@ def _conv(p, w, x):
                       dilation=tuple(p["dilation_nd"]), groups=g)
 
 
+def deconv_crop(p, i: int, size: int) -> tuple[int, int]:
+    """(pre, post) trimmed from a deconvolution's full output along spatial dim i.
+
+    SAME_* modes follow NvInfer.h: O = min(I*S, (I-1)*S + DK), trimming P = max(DK - S, 0)
+    split like convolution SAME padding (the extra element goes last for SAME_UPPER)."""
+    mode = PaddingMode(p["padding_mode"])
+    if mode in (PaddingMode.SAME_UPPER, PaddingMode.SAME_LOWER):
+        dk = p["dilation_nd"][i] * (p["kernel_size_nd"][i] - 1) + 1
+        total = max(dk - p["stride_nd"][i], 0)
+        small, big = total // 2, total - total // 2
+        return (small, big) if mode == PaddingMode.SAME_UPPER else (big, small)
+    return p["pre_padding"][i], p["post_padding"][i]
+
+
 def _deconv(p, w, x):
     x = _f(x)
     ks, g, k = tuple(p["kernel_size_nd"]), p["num_groups"], p["num_output_maps"]
@@ -185,7 +200,7 @@ def _deconv(p, w, x):
                      dilation=tuple(p["dilation_nd"]), groups=g)
     crop = []
     for i in range(nsp):
-        pre, post = p["pre_padding"][i], p["post_padding"][i]
+        pre, post = deconv_crop(p, i, x.shape[2 + i])
         crop.append(slice(pre, y.shape[2 + i] - post))
     return y[(slice(None), slice(None), *crop)]
 
@@ -208,8 +223,9 @@ def _pool(p, x):
         if p["average_count_excludes_padding"]:
             count = avgp(_pad_spatial(torch.ones_like(xs), pads), ws, stride) * math.prod(ws)
         else:
-            # the explicit padding counts; extra rows added by ROUND_UP do not
-            base = [(pr, po) for pr, po in zip(p["pre_padding"], p["post_padding"])]
+            # the padding counts (explicit, or SAME's implicit padding); rows added by ROUND_UP do not
+            same = PaddingMode(p["padding_mode"]) in (PaddingMode.SAME_UPPER, PaddingMode.SAME_LOWER)
+            base = pads if same else [(pr, po) for pr, po in zip(p["pre_padding"], p["post_padding"])]
             ones = _pad_spatial(torch.ones_like(xs), base, value=1.0)
             extra = [(a - b0, c - d0) for (a, c), (b0, d0) in zip(pads, base)]
             count = avgp(_pad_spatial(ones, extra), ws, stride) * math.prod(ws)
@@ -308,10 +324,10 @@ def _matmul(p, a, b):
     if op1 == MatrixOperation.VECTOR:
         b = b.unsqueeze(-1)
     y = torch.matmul(a, b)
-    if op1 == MatrixOperation.VECTOR:
-        y = y.squeeze(-1)
-    if op0 == MatrixOperation.VECTOR:
+    if op0 == MatrixOperation.VECTOR:  # a was (..., 1, K): drop the row dim first
         y = y.squeeze(-2)
+    if op1 == MatrixOperation.VECTOR:  # b was (..., K, 1): its column dim is now last
+        y = y.squeeze(-1)
     return y
 
 

@@ -46,8 +46,8 @@ class PlanGraph:
         dtypes = {t["id"]: DataType(t["dtype"]) for t in self.header["inputs"]}
         for ltype, entry, weights, plugin in self.layers:
             meta = _WeightMeta(weights)
-            outs, dts = infer_layer(ltype, entry["params"], meta, [shapes[i] for i in entry["inputs"]],
-                                    [dtypes[i] for i in entry["inputs"]], entry["name"], plugin=plugin)
+            outs, dts = infer_layer(ltype, entry["params"], meta, [shapes.get(i) for i in entry["inputs"]],
+                                    [dtypes.get(i) for i in entry["inputs"]], entry["name"], plugin=plugin)
             for o, s, d in zip(entry["outputs"], outs, dts):
                 shapes[o["id"]], dtypes[o["id"]] = tuple(s), d
         return shapes
@@ -64,7 +64,7 @@ class PlanGraph:
         for t in self.header["inputs"]:
             values[t["id"]] = feeds[t["name"]].to(device)
         for (ltype, entry, _, plugin), weights in zip(self.layers, self._weights_on(device)):
-            outs = run_layer(ltype, entry["params"], weights, [values[i] for i in entry["inputs"]],
+            outs = run_layer(ltype, entry["params"], weights, [values.get(i) for i in entry["inputs"]],
                              [DataType(o["dtype"]) for o in entry["outputs"]], plugin=plugin)
             for o, v in zip(entry["outputs"], outs):
                 values[o["id"]] = v

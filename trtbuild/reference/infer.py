@@ -115,8 +115,13 @@ def _conv(ltype, name, p, w, shape, dtype):
             o = _window_out(size, ks[i], stride[i], dil[i], pre[i], post[i], p["padding_mode"])
             if o == 0:
                 fail(name, f"spatial dim {i}: input {size} is smaller than the dilated kernel {dil[i] * (ks[i] - 1) + 1} after padding")
+        elif size < 0:
+            o = -1
         else:
-            o = -1 if size < 0 else (size - 1) * stride[i] + dil[i] * (ks[i] - 1) + 1 - pre[i] - post[i]
+            from .execute import deconv_crop
+
+            a, b = deconv_crop(p, i, size)
+            o = (size - 1) * stride[i] + dil[i] * (ks[i] - 1) + 1 - a - b
         out.append(o)
     return tuple(out)
 
@@ -309,6 +314,15 @@ def infer_layer(ltype, p, w, shapes, dtypes, name, plugin=None):
         return [tuple(out)], [dt]
     if ltype == LayerType.SLICE:
         st, sz, sd = p["start"], p["shape"], p["stride"]
+        if any(s is not None for s in shapes[1:4]) or (len(shapes) > 5 and shapes[5] is not None):
+            fail(name, "dynamic start/size/stride/axes inputs are not supported by the reference backend")
+        if len(shapes) > 4 and shapes[4] is not None:
+            if p["mode"] != 3:
+                fail(name, "a fill value (input 4) is only allowed with SampleMode.FILL")
+            if len(shapes[4]) != 0 and tuple(shapes[4]) != (1,) * len(shapes[4]):
+                fail(name, f"the fill value (input 4) must be a scalar, got shape {tuple(shapes[4])}")
+            if dtypes[4] != dt:
+                fail(name, f"the fill value has type {dtypes[4].name}, the input {dt.name}")
         if not len(st) == len(sz) == len(sd) == len(x):
             fail(name, f"start/shape/stride {tuple(st)}/{tuple(sz)}/{tuple(sd)} must each have rank {len(x)}")
         for i, (a, n, s, d) in enumerate(zip(st, sz, sd, x)):
@@ -317,7 +331,9 @@ def infer_layer(ltype, p, w, shapes, dtypes, name, plugin=None):
         return [tuple(sz)], [dt]
     if ltype == LayerType.PADDING:
         pre, post = p["pre_padding_nd"], p["post_padding_nd"]
-        if len(pre) != len(post) or len(pre) > len(x):
+        if len(pre) != 2 or len(post) != 2:
+            fail(name, f"pre/post padding {tuple(pre)}/{tuple(post)}: TensorRT's padding layer supports exactly 2 dimensions (the last two)")
+        if len(pre) > len(x):
             fail(name, f"pre/post padding {tuple(pre)}/{tuple(post)} do not fit the input rank {len(x)}")
         lead = len(x) - len(pre)
         out = list(x[:lead]) + [d + a + b if d >= 0 else -1 for d, a, b in zip(x[lead:], pre, post)]

@@ -96,9 +96,15 @@ class ILayer:
     def get_output(self, index: int):
         return self._outputs[index] if 0 <= index < len(self._outputs) else None
 
+    #: how many inputs set_input may address; TensorRT's slice takes up to 6 (start, size, stride, fill, axes)
+    _MAX_INPUTS = 1
+
     def set_input(self, index: int, tensor) -> None:
-        if not 0 <= index < len(self._inputs):
-            raise NetworkError(f"layer '{self.name}': input index {index} out of range (it has {len(self._inputs)} inputs)")
+        limit = max(len(self._inputs), self._MAX_INPUTS)
+        if not 0 <= index < limit:
+            raise NetworkError(f"layer '{self.name}': input index {index} out of range (it takes at most {limit} inputs)")
+        while len(self._inputs) <= index:  # as in TensorRT, skipped optional inputs stay empty
+            self._inputs.append(None)
         self._inputs[index] = tensor
         self._network._touch()
 
@@ -113,7 +119,8 @@ class ILayer:
             from .infer import infer_layer
 
             shapes, dtypes = infer_layer(self._TYPE, self._params, self._weights,
-                                         [t.shape for t in self._inputs], [t.dtype for t in self._inputs],
+                                         [t.shape if t is not None else None for t in self._inputs],
+                                         [t.dtype if t is not None else None for t in self._inputs],
                                          self.name, plugin=getattr(self, "_plugin", None))
             self._cache = (stamp, [Dims(s) for s in shapes], list(dtypes))
         return self._cache[1], self._cache[2]
@@ -231,6 +238,7 @@ class IConcatenationLayer(ILayer):
 
 class ISliceLayer(ILayer):
     _TYPE = LayerType.SLICE
+    _MAX_INPUTS = 6
     start = _param("start", "dims")
     shape = _param("shape", "dims")
     stride = _param("stride", "dims")

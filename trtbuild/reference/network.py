@@ -4,7 +4,7 @@ names and defaults, and the checks TensorRT applies when a layer is added."""
 from __future__ import annotations
 
 from .core import Dims, ITensor, NetworkError, Permutation, as_weights
-from .enums import (DataType, MatrixOperation, NetworkDefinitionCreationFlag, PaddingMode, SampleMode)
+from .enums import (DataType, LayerType, MatrixOperation, NetworkDefinitionCreationFlag, PaddingMode, SampleMode)
 from . import layers as L
 
 _IDENTITY = tuple(range(Dims.MAX_DIMS))
@@ -233,6 +233,6 @@ class INetworkDefinition:
             raise NetworkError(f"network '{self.name}': input/output tensor names must be unique, repeated: {sorted(dup)}")
         for layer in self._layers:
             for i, t in enumerate(layer._inputs):
-                if t is None:
+                if t is None and (i == 0 or layer._TYPE != LayerType.SLICE):
                     raise NetworkError(f"layer '{layer.name}': input {i} is not set")
             layer._infer()

@@ -33,7 +33,7 @@ def _topological(network) -> list:
             return
         seen.add(id(layer))
         for t in layer._inputs:
-            if id(t) in produced_by:
+            if t is not None and id(t) in produced_by:
                 visit(produced_by[id(t)])
         order.append(layer)
 
@@ -58,7 +58,7 @@ def serialize_network(network, profiles: list[dict], extra: dict) -> bytes:
     for layer in layers:
         shapes, dtypes = layer._infer()
         entry = {"type": layer._TYPE.name, "name": layer.name, "params": layer._params,
-                 "inputs": [tid(t) for t in layer._inputs],
+                 "inputs": [tid(t) if t is not None else -1 for t in layer._inputs],
                  "outputs": [{"id": tid(t), "name": t.name, "dtype": int(d), "shape": list(s)}
                              for t, s, d in zip(layer._outputs, shapes, dtypes)],
                  "weights": {}}

@@ -31,7 +31,13 @@ class PluginFieldCollection(list):
 class IPluginV3:
     """Base class of reference plugins."""
 
-    def __init__(self, name: str, fields: dict[str, np.ndarray], creator: "IPluginCreatorV3One"):
+    def __init__(self):
+        self._name = ""
+        self._fields: dict[str, np.ndarray] = {}
+        self._creator = None
+
+    def _setup(self, name: str, fields: dict, creator: "IPluginCreatorV3One") -> None:
+        """Record what the plan serializes: the plugin name, its fields and its creator."""
         self._name = name
         self._fields = {k: np.asarray(v) for k, v in fields.items()}
         self._creator = creator
@@ -76,8 +82,8 @@ class IPluginRegistry:
         key = (creator.name, str(creator.plugin_version), creator.plugin_namespace)
         return self._creators.pop(key, None) is not None
 
-    def get_creator(self, name: str, version: str, plugin_namespace: str = ""):
-        return self._creators.get((name, str(version), plugin_namespace))
+    def get_creator(self, type: str, version: str, plugin_namespace: str = ""):  # noqa: A002 - TensorRT's name
+        return self._creators.get((type, str(version), plugin_namespace))
 
     @property
     def all_creators(self) -> list:

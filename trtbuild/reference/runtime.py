@@ -38,7 +38,8 @@ def _wrap(address: int, shape, dtype: DataType, dev: torch.device) -> torch.Tens
 
 
 class ICudaEngine:
-    def __init__(self, header: dict, graph: PlanGraph):
+    def __init__(self, header: dict, graph: PlanGraph, logger: ILogger):
+        self._logger = logger
         self._header = header
         self._graph = graph
         self._io = [(t, TensorIOMode.INPUT) for t in header["inputs"]] + [(t, TensorIOMode.OUTPUT) for t in header["outputs"]]
@@ -96,7 +97,7 @@ class ICudaEngine:
             return [shape, shape, shape]
         return [Dims(s) for s in profiles[profile_index][name]]
 
-    def create_execution_context(self, *args) -> "IExecutionContext":
+    def create_execution_context(self, strategy=None) -> "IExecutionContext":
         return IExecutionContext(self)
 
     def serialize(self):
@@ -127,8 +128,9 @@ class IExecutionContext:
             raise NetworkError(f"set_input_shape: '{name}' is not an input")
         shape = tuple(Dims(shape))
         reason = check_profile(name, shape, self.engine.get_tensor_profile_shape(name, 0))
-        if reason:
-            raise NetworkError(f"set_input_shape: {reason}")
+        if reason:  # TensorRT logs the error and returns False
+            self.engine._logger.log(ILogger.ERROR, f"IExecutionContext::setInputShape: {reason}")
+            return False
         self._shapes[name] = shape
         self._out_shapes = None
         return True
@@ -204,7 +206,7 @@ class Runtime:
         try:
             header, arrays = deserialize_plan(serialized_engine)
             header["_plan_bytes"] = bytes(serialized_engine)
-            return ICudaEngine(header, PlanGraph(header, arrays))
+            return ICudaEngine(header, PlanGraph(header, arrays), self.logger)
         except (PlanError, NetworkError, KeyError, ValueError) as e:
             self.logger.log(ILogger.ERROR, f"deserialize_cuda_engine: {e}")
             return None

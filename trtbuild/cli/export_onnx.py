@@ -1,0 +1,93 @@
+"""``trtbuild export-onnx``: build a zoo model on the reference backend and write it as ONNX.
+
+    trtbuild export-onnx resnet50 --out resnet50.onnx [--weights resnet50.wts] [--precision fp16]
+                         [--opset 17] [--small]
+
+The network is the one the TensorRT builders record (same layers, names and weights); the file
+passes onnx.checker (full_check) and strict shape inference and is written atomically. Without
+--weights the registry's PyTorch model (seed 0) provides the weights. `trtexec --onnx=FILE`
+builds it with TensorRT (plugin layers need their plugin library loaded: --staticPlugins/--dynamicPlugins).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections import Counter
+from pathlib import Path
+
+NAME = "export-onnx"
+
+
+def add_parser(subparsers) -> argparse.ArgumentParser:
+    """Register the ``export-onnx`` sub-command."""
+    from trtbuild.onnx_export.export import DEFAULT_OPSET, MAX_OPSET, MIN_OPSET
+
+    p = subparsers.add_parser(NAME, help="export a zoo model's network to ONNX (checked; atomic write)",
+                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("model", help="model name from the registry (see `trtbuild models`)")
+    p.add_argument("--out", type=Path, required=True, help="ONNX file to write")
+    p.add_argument("--weights", type=Path, default=None,
+                   help="weight file (.wts, .safetensors, .pt); default: the registry's PyTorch model, seed 0")
+    p.add_argument("--precision", choices=("fp32", "fp16"), default="fp32",
+                   help="network input type: fp16 makes every layer and weight FLOAT16 (default fp32)")
+    p.add_argument("--opset", type=int, default=DEFAULT_OPSET,
+                   help=f"ONNX opset, {MIN_OPSET}..{MAX_OPSET} (default {DEFAULT_OPSET}, see docs/onnx.md)")
+    p.add_argument("--small", action="store_true", help="the model's small test configuration")
+    p.set_defaults(func=run)
+    return p
+
+
+def run(args: argparse.Namespace) -> int:
+    """Build, export, check and write; print a summary. 0 on success, 1 on errors."""
+    print("backend: reference (the ONNX export lowers the network recorded on trtbuild's reference backend; "
+          "TensorRT is not needed)")
+    import trtbuild.reference as trt
+    from trtbuild.models import registry
+    from trtbuild.models.reference_run import build_spec_network
+    from trtbuild.onnx_export import OnnxExportError, export_onnx
+    from trtbuild.weights import WeightMap, WeightsError
+
+    try:
+        spec = registry.get(args.model)
+    except KeyError as e:
+        return _fail(str(e))
+    try:
+        if args.weights is not None:
+            wm = WeightMap.load(args.weights)
+        else:
+            wm = WeightMap.from_module(registry.get_torch_model(spec.name, seed=0, small=args.small))
+        if spec.uses_plugins:
+            import trtbuild.ops  # noqa: F401 - registers the reference plugins
+        network = trt.Builder(trt.Logger()).create_network(1 << int(trt.NetworkDefinitionCreationFlag.STRONGLY_TYPED))
+        network.name = spec.name
+        outs = build_spec_network(network, spec, wm, args.precision, args.small)
+        for name in spec.output_names:
+            outs[name].name = name
+            network.mark_output(outs[name])
+        model = export_onnx(network, args.out, opset=args.opset)
+    except (OnnxExportError, WeightsError, ValueError, OSError, RuntimeError) as e:
+        return _fail(str(e))
+    ops = Counter(n.op_type for n in model.graph.node)
+    size = args.out.stat().st_size
+    print(f"wrote {args.out} ({size / 1e6:.1f} MB): model '{spec.name}' {args.precision}, opset {args.opset}, "
+          f"{network.num_layers} layers -> {len(model.graph.node)} nodes, {len(model.graph.initializer)} initializers")
+    print("inputs:  " + ", ".join(f"{i.name} {_shape(i)}" for i in model.graph.input))
+    print("outputs: " + ", ".join(f"{o.name} {_shape(o)}" for o in model.graph.output))
+    print("operators: " + ", ".join(f"{op} x{n}" for op, n in sorted(ops.items())))
+    custom = sorted({f"{n.domain}::{n.op_type}" for n in model.graph.node if n.domain})
+    if custom:
+        print("plugin nodes (TensorRT's parser maps them to registered plugins; onnxruntime cannot run them): "
+              + ", ".join(custom))
+    print("checked: onnx.checker full_check and strict shape inference passed")
+    return 0
+
+
+def _shape(v) -> str:
+    dims = [str(d.dim_value) if d.HasField("dim_value") else (d.dim_param or "?") for d in v.type.tensor_type.shape.dim]
+    return "[" + ", ".join(dims) + "]"
+
+
+def _fail(message: str) -> int:
+    print(f"trtbuild {NAME}: error: {message}", file=sys.stderr)
+    return 1
