@@ -1,0 +1,245 @@
+"""trtbuild.engine build_plan on the reference backend: precision, fp32 I/O casts, dynamic batch,
+workspace, timing cache, progress monitor, logging bridge and build errors."""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import pytest
+import torch
+
+import trtbuild.reference as trt
+from trtbuild.engine import BuildError, Engine, build_plan, make_logger, make_progress_monitor
+from trtbuild.reference.plan import deserialize_plan
+
+from test_engine_support import TINY_SHAPE, TinyNet, tiny_define
+
+
+@pytest.fixture(scope="module")
+def net():
+    return TinyNet(seed=1)
+
+
+def _io(plan):
+    return {t["name"]: t["dtype"] for t in plan.info["inputs"] + plan.info["outputs"]}
+
+
+def test_fp32_plan_runs_and_matches_torch(net):
+    plan = build_plan(trt, tiny_define(net), input_shape=TINY_SHAPE, progress=False)
+    assert isinstance(plan, bytes)
+    assert _io(plan) == {"input": "FLOAT", "y": "FLOAT"}
+    x = torch.rand(TINY_SHAPE) * 2 - 1
+    out = Engine(plan, trt)(x)["y"]
+    torch.testing.assert_close(out, net(x), rtol=1e-5, atol=1e-6)
+
+
+def test_fp16_keeps_fp32_io_by_default_with_casts(net):
+    plan = build_plan(trt, tiny_define(net), input_shape=TINY_SHAPE, precision="fp16", progress=False)
+    assert _io(plan) == {"input": "FLOAT", "y": "FLOAT"}
+    header, _ = deserialize_plan(plan)
+    casts = [layer["name"] for layer in header["layers"] if layer["type"] == "CAST"]
+    assert casts == ["input/to_fp16", "y/to_fp32"]
+    conv = next(layer for layer in header["layers"] if layer["name"] == "conv1")
+    assert conv["outputs"][0]["dtype"] == int(trt.DataType.HALF)  # the model really computes in fp16
+    x = torch.rand(TINY_SHAPE) * 2 - 1
+    out = Engine(plan, trt)(x)["y"]
+    assert out.dtype == torch.float32
+    expected = net(x)
+    err = (out - expected).abs().max().item()
+    assert 0 < err < 2e-2 * expected.abs().max().item()  # fp16 rounding is visible but small
+
+
+def test_native_io_takes_and_returns_half(net):
+    plan = build_plan(trt, tiny_define(net), input_shape=TINY_SHAPE, precision="fp16", fp32_io=False, progress=False)
+    assert _io(plan) == {"input": "HALF", "y": "HALF"}
+    engine = Engine(plan, trt)
+    out = engine(torch.rand(TINY_SHAPE).half())["y"]
+    assert out.dtype == torch.float16
+
+
+def test_bf16_network_without_weights():
+    def define(network, x):
+        r = network.add_activation(x, trt.ActivationType.RELU)
+        r.name = "relu"
+        return {"y": r.get_output(0)}
+
+    plan = build_plan(trt, define, input_shape=(2, 5), precision="bf16", progress=False)
+    header, _ = deserialize_plan(plan)
+    assert [layer["outputs"][0]["dtype"] for layer in header["layers"]] == [
+        int(trt.DataType.BF16), int(trt.DataType.BF16), int(trt.DataType.FLOAT)]
+    x = torch.tensor([[1.00390625, -2.0, 3.0, 0.5, -0.1]] * 2)
+    out = Engine(plan, trt)(x)["y"]
+    torch.testing.assert_close(out, torch.relu(x).bfloat16().float())  # 1.0039 rounds to 1.0 in bf16
+    assert out[0, 0].item() == 1.0
+
+
+def test_dynamic_batch_profile(net):
+    plan = build_plan(trt, tiny_define(net), input_shape=TINY_SHAPE, batch=(1, 2, 4), progress=False)
+    assert plan.info["inputs"][0]["shape"] == [-1, 3, 8, 8]
+    assert plan.info["profile"] == {"input": {"min": [1, 3, 8, 8], "opt": [2, 3, 8, 8], "max": [4, 3, 8, 8]}}
+    engine = Engine(plan, trt)
+    for n in (1, 3, 4):
+        x = torch.rand(n, 3, 8, 8)
+        torch.testing.assert_close(engine(x)["y"], net(x), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("batch", [(0, 1, 2), (2, 1, 4), (1, 2), "abc"])
+def test_bad_batch_profile(net, batch):
+    with pytest.raises(ValueError, match="batch"):
+        build_plan(trt, tiny_define(net), input_shape=TINY_SHAPE, batch=batch, progress=False)
+
+
+def test_bad_precision(net):
+    with pytest.raises(ValueError, match="precision 'int8'"):
+        build_plan(trt, tiny_define(net), input_shape=TINY_SHAPE, precision="int8")
+
+
+def test_workspace_limit_reaches_the_builder(net):
+    plan = build_plan(trt, tiny_define(net), input_shape=TINY_SHAPE, workspace=64 << 20, progress=False)
+    header, _ = deserialize_plan(plan)
+    assert header["workspace_limit"] == 64 << 20
+    assert plan.info["workspace"] == 64 << 20
+
+
+def test_timing_cache_written_reused_and_grows(net, tmp_path):
+    cache = tmp_path / "timing.cache"
+    build_plan(trt, tiny_define(net), input_shape=TINY_SHAPE, timing_cache=cache, progress=False)
+    first = cache.read_bytes()
+    assert first.startswith(b"TRTBREF-TIMING")
+    n_first = len(trt.IBuilderConfig().create_timing_cache(first)._entries)
+    assert n_first == 3  # one entry per layer: conv1, relu1, conv2
+
+    def other(network, x):  # a different network adds its own entries to the same cache
+        r = network.add_activation(x, trt.ActivationType.SIGMOID)
+        r.name = "sig"
+        return {"z": r.get_output(0)}
+
+    build_plan(trt, other, input_shape=TINY_SHAPE, timing_cache=cache, progress=False)
+    entries = trt.IBuilderConfig().create_timing_cache(cache.read_bytes())._entries
+    assert len(entries) == n_first + 1
+    assert not list(tmp_path.glob(".*.tmp"))  # atomic write left no temp file
+
+
+def test_corrupt_timing_cache_is_replaced_with_a_warning(net, tmp_path, caplog):
+    cache = tmp_path / "timing.cache"
+    cache.write_bytes(b"garbage")
+    with caplog.at_level(logging.WARNING, logger="trtbuild.engine"):
+        build_plan(trt, tiny_define(net), input_shape=TINY_SHAPE, timing_cache=cache, progress=False)
+    assert "unusable" in caplog.text
+    assert cache.read_bytes().startswith(b"TRTBREF-TIMING")
+
+
+def test_progress_monitor_sees_the_build_phases(net):
+    plan = build_plan(trt, tiny_define(net), input_shape=TINY_SHAPE, progress=False)
+    assert plan.info["build_phases"] == ["Building reference plan"]
+    monitor = make_progress_monitor(trt, enabled=False)
+    assert isinstance(monitor, trt.IProgressMonitor)
+    monitor.phase_start("outer", None, 2)
+    monitor.phase_start("inner", "outer", 3)
+    assert monitor.step_complete("inner", 0) is True
+    monitor.cancel()
+    assert monitor.step_complete("inner", 1) is False
+    monitor.phase_finish("inner")
+    assert monitor.phases == ["outer", "inner"] and monitor.steps == {"outer": 0, "inner": 2}
+
+
+def test_progress_bars_are_drawn(net, capsys):
+    import io
+
+    stream = io.StringIO()
+    monitor = make_progress_monitor(trt, enabled=True, stream=stream)
+    monitor.phase_start("Building", None, 4)
+    for i in range(4):
+        monitor.step_complete("Building", i)
+    monitor.phase_finish("Building")
+    assert "Building" in stream.getvalue() and "4/4" in stream.getvalue()
+
+
+def test_logger_forwards_to_python_logging_and_captures_errors(caplog):
+    logger = make_logger(trt)
+    assert isinstance(logger, trt.ILogger)
+    with caplog.at_level(logging.INFO, logger="trtbuild.tensorrt"):
+        logger.log(trt.ILogger.INFO, "hello info")
+        logger.log(trt.ILogger.ERROR, "bad thing")
+    assert "hello info" in caplog.text and "bad thing" in caplog.text
+    assert logger.errors == ["bad thing"]
+    logger.clear()
+    assert logger.error_text() == "no error message was logged"
+
+
+def test_failed_build_raises_build_error_quoting_tensorrt(net, tmp_path):
+    inner = tiny_define(net)
+    cache = tmp_path / "timing.cache"
+    build_plan(trt, inner, input_shape=TINY_SHAPE, progress=False, timing_cache=cache)
+    cache_before = cache.read_bytes()
+
+    def define(network, x):  # names the model output like an intermediate that is also marked
+        return {"conv1": inner(network, x)["y"]}
+
+    with pytest.raises(BuildError) as info:
+        build_plan(trt, define, input_shape=TINY_SHAPE, progress=False, extra_outputs=["conv1"], timing_cache=cache)
+    assert cache.read_bytes() == cache_before  # a failed build does not rewrite the timing cache
+    msg = str(info.value)
+    assert msg.startswith("reference failed to build network 'trtbuild'")
+    assert "must be unique, repeated: ['conv1']" in msg  # TensorRT's logged error, quoted
+
+
+def test_builder_returning_none_is_reported_with_its_log(net, monkeypatch):
+    def fail(self, network, config):  # what real TensorRT does: log errors, return None
+        self.logger.log(trt.ILogger.ERROR, "Error Code 4: Internal Error (out of workspace)")
+        self.logger.log(trt.ILogger.ERROR, "second message")
+        return None
+
+    monkeypatch.setattr(trt.Builder, "build_serialized_network", fail)
+    with pytest.raises(BuildError, match=r"out of workspace\); second message"):
+        build_plan(trt, tiny_define(net), input_shape=TINY_SHAPE, progress=False)
+
+
+def test_layer_errors_name_the_layer(net):
+    def define(network, x):
+        c = network.add_convolution_nd(x, 4, (3, 3), trt.Weights(np.zeros((4, 3, 3, 3), np.float32)))
+        c.name = "bad_conv"
+        c.num_groups = 2  # 3 input channels are not divisible by 2
+        return {"y": c.get_output(0)}
+
+    with pytest.raises(ValueError, match="layer 'bad_conv': num_groups=2 must divide input channels 3"):
+        build_plan(trt, define, input_shape=TINY_SHAPE, progress=False)
+
+
+def test_extra_outputs_in_network_order_and_unknown_names(net):
+    plan = build_plan(trt, tiny_define(net), input_shape=TINY_SHAPE, progress=False, extra_outputs=["relu1", "conv1"])
+    assert list(plan.info["extra_outputs"]) == ["conv1", "relu1"]
+    assert [t["name"] for t in plan.info["outputs"]] == ["y", "conv1", "relu1"]
+    with pytest.raises(BuildError, match="nope"):
+        build_plan(trt, tiny_define(net), input_shape=TINY_SHAPE, progress=False, extra_outputs=["nope"])
+
+
+def test_raw_definition_adds_its_own_inputs():
+    def define(network):
+        x = network.add_input("a", trt.DataType.FLOAT, (2, 3))
+        u = network.add_unary(x, trt.UnaryOperation.ABS)
+        u.name = "abs"
+        return {"abs_out": u.get_output(0)}
+
+    plan = build_plan(trt, define, progress=False)
+    out = Engine(plan, trt)(a=torch.tensor([[-1.0, 2.0, -3.0]] * 2))
+    assert out["abs_out"].tolist() == [[1.0, 2.0, 3.0]] * 2
+
+
+def test_raw_definition_with_dynamic_batch():
+    def define(network, batch_dim=-1):
+        x = network.add_input("a", trt.DataType.FLOAT, (batch_dim, 3))
+        u = network.add_unary(x, trt.UnaryOperation.NEG)
+        u.name = "neg"
+        return {"neg_out": u.get_output(0)}
+
+    plan = build_plan(trt, define, batch=(1, 2, 5), progress=False)
+    out = Engine(plan, trt)(a=torch.ones(5, 3))["neg_out"]
+    assert out.shape == (5, 3) and out.eq(-1).all()
+    with pytest.raises(ValueError, match="input 'a' \\(2, 3\\) has a static batch dimension"):
+        build_plan(trt, lambda network: define(network, 2), batch=(1, 2, 5), progress=False)
+    with pytest.raises(ValueError, match="pass batch=\\(min, opt, max\\)"):
+        build_plan(trt, define, progress=False)
+    with pytest.raises(ValueError, match="needs input_shape"):
+        build_plan(trt, lambda network, x: {}, progress=False)

@@ -1,0 +1,166 @@
+"""trtbuild.parity.compare against hand-computed values, and the report renderings."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from trtbuild.parity import Report, compare, compare_tensor, default_tolerances
+
+
+def test_element_fails_only_if_it_exceeds_both_tolerances():
+    expected = np.array([1.0, 100.0, 0.0, 10.0])
+    actual = np.array([1.5, 100.5, 0.05, 10.0])
+    # diffs 0.5, 0.5, 0.05, 0; atol 0.1, rtol 0.01 -> rtol bounds 0.01, 1.0, 0, 0.1
+    s = compare_tensor("t", actual, expected, atol=0.1, rtol=0.01)
+    assert s.failed == 1 and not s.passed  # only element 0 exceeds both 0.1 and 0.01
+    assert s.max_abs == pytest.approx(0.5)
+    assert s.mean_abs == pytest.approx((0.5 + 0.5 + 0.05) / 4)
+    assert s.max_rel == math.inf  # 0.05 off an expected 0
+    assert s.mean_rel == pytest.approx((0.5 + 0.005 + 0.0) / 3)  # over nonzero expected
+    # smallest atol passing with rtol=0.01: elements failing rtol are 0 (0.5) and 2 (0.05) -> 0.5
+    assert s.min_atol == pytest.approx(0.5)
+    # smallest rtol passing with atol=0.1: elements over atol are 0 (rel 0.5) and 1 (rel 0.005) -> 0.5
+    assert s.min_rtol == pytest.approx(0.5)
+    assert compare_tensor("t", actual, expected, atol=s.min_atol, rtol=0.01).passed
+    assert compare_tensor("t", actual, expected, atol=0.1, rtol=s.min_rtol).passed
+    assert not compare_tensor("t", actual, expected, atol=0.1, rtol=0.49).passed
+
+
+def test_percentile_cosine_and_relative_l2():
+    expected = np.arange(1, 201, dtype=np.float64)
+    actual = expected.copy()
+    actual[-1] += 3.0  # one element off by 3, rel 0.015
+    actual[-2] += 2.0  # one off by 2, rel 2/199
+    s = compare_tensor("t", actual, expected, atol=0.0, rtol=0.0)
+    assert s.failed == 2 and s.count == 200
+    assert s.p99_abs == 2.0  # the 99th percentile of 198 zeros, a 2 and a 3 (no interpolation) is 2
+    assert s.max_rel == pytest.approx(0.015)
+    cos = float(actual @ expected / (np.linalg.norm(actual) * np.linalg.norm(expected)))
+    assert s.cosine == pytest.approx(cos)
+    assert s.rel_l2 == pytest.approx(np.sqrt(13.0) / np.linalg.norm(expected))
+    assert s.expected_max_abs == 200.0
+
+
+def test_nan_and_inf_counts_are_separate():
+    expected = np.array([np.nan, np.inf, 1.0, 2.0, 3.0])
+    actual = np.array([np.nan, np.inf, np.nan, -np.inf, 3.0])
+    s = compare_tensor("t", actual, expected, atol=1e-3, rtol=1e-3)
+    assert (s.nan_actual, s.nan_expected, s.inf_actual, s.inf_expected) == (2, 1, 2, 1)
+    assert s.failed == 2  # NaN vs 1.0 and -inf vs 2.0; matching NaN and matching inf pass
+    assert s.max_abs == math.inf and s.min_atol == math.inf and s.rel_l2 == math.inf
+
+
+def test_inf_expected_with_finite_actual_fails():
+    s = compare_tensor("t", np.array([1e30]), np.array([np.inf]), atol=1.0, rtol=1.0)
+    assert s.failed == 1
+
+
+def test_identical_and_all_zero():
+    s = compare_tensor("t", torch.zeros(3, 4), torch.zeros(3, 4), atol=0, rtol=0)
+    assert s.passed and s.cosine == 1.0 and s.rel_l2 == 0.0 and s.max_rel == 0.0
+    s = compare_tensor("t", torch.ones(3), torch.zeros(3), atol=0, rtol=0)
+    assert not s.passed and s.cosine == 0.0
+
+
+def test_half_and_bfloat16_inputs():
+    x = torch.tensor([1.0, 2.0, 3.0])
+    s = compare_tensor("t", x.bfloat16(), x, atol=0, rtol=0)
+    assert s.passed  # exactly representable
+    s = compare_tensor("t", torch.tensor([1.0009765625]).half(), torch.tensor([1.0]), atol=0, rtol=5e-4)
+    assert not s.passed and s.max_rel == pytest.approx(0.0009765625)
+
+
+def test_relative_atol_scales_with_expected():
+    expected = np.array([0.001, -0.002, 0.0005])
+    actual = expected + np.array([1e-5, 0.0, 0.0])
+    absolute = compare_tensor("t", actual, expected, atol=1e-4, rtol=0.0)
+    relative = compare_tensor("t", actual, expected, atol=1e-4, rtol=0.0, atol_relative=True)
+    assert absolute.passed and absolute.atol == 1e-4
+    assert relative.atol == pytest.approx(2e-7) and not relative.passed  # 1e-4 * max|expected| = 2e-7 < 1e-5
+
+
+def test_shape_mismatch_and_missing_output():
+    s = compare_tensor("t", np.zeros((2, 3)), np.zeros((3, 3)), 1, 1)
+    assert not s.passed and "shape mismatch" in s.note
+    s = compare_tensor("t", np.zeros((6,)), np.zeros((2, 3)), 1, 1)
+    assert s.passed and "compared flattened" in s.note
+    report = compare({"a": np.zeros(2)}, {"a": np.zeros(2), "b": np.ones(2)}, 1e-3, 1e-3)
+    assert [r.passed for r in report.outputs] == [True, False] and not report.passed
+    assert "missing from the actual outputs" in report.outputs[1].note
+    with pytest.raises(ValueError, match="no expected"):
+        compare({"a": np.zeros(2)}, {"a": np.zeros(2)}, names=["zzz"])
+    with pytest.raises(ValueError, match="must be >= 0"):
+        compare({}, {}, atol=-1)
+
+
+def test_histogram_counts_every_element():
+    rng = np.random.default_rng(0)
+    expected = rng.random(1000)
+    actual = expected + np.where(rng.random(1000) < 0.5, 0.0, 10.0 ** rng.uniform(-8, -2, 1000))
+    actual[0] = np.nan
+    s = compare_tensor("t", actual, expected, 1e-3, 1e-3)
+    h = s.hist
+    assert h["zeros"] + h["nonfinite"] + sum(h["counts"]) == 1000
+    assert h["nonfinite"] == 1 and len(h["edges"]) == len(h["counts"]) + 1
+
+
+def test_default_tolerances():
+    assert default_tolerances("fp16") == (1e-2, 1e-2)
+    with pytest.raises(ValueError, match="int8"):
+        default_tolerances("int8")
+
+
+@pytest.fixture
+def report():
+    expected = {"logits": np.linspace(-1, 1, 50), "boxes": np.ones((2, 4))}
+    actual = {"logits": expected["logits"] + 1e-3, "boxes": np.ones((2, 4)) * 1.5}
+    return compare(actual, expected, atol=1e-2, rtol=1e-2, meta={"model": "m<1>", "backend": "reference",
+                                                                  "precision": "fp16"})
+
+
+def test_table(report):
+    text = report.to_table()
+    lines = text.splitlines()
+    assert lines[0] == "parity: model=m<1> backend=reference precision=fp16 atol=0.01 rtol=0.01"
+    row = next(line for line in lines if line.startswith("boxes"))
+    assert row.split()[-1] == "FAIL" and "8/8" in row
+    assert next(line for line in lines if line.startswith("logits")).split()[-1] == "PASS"
+    assert lines[-1] == "result: FAIL (failing outputs: boxes)"
+
+
+def test_json(report, tmp_path):
+    path = tmp_path / "sub" / "r.json"
+    report.to_json(path)
+    data = json.loads(path.read_text())
+    assert data["passed"] is False and data["atol_mode"] == "absolute"
+    boxes = data["outputs"][1]
+    assert boxes["name"] == "boxes" and boxes["max_abs"] == pytest.approx(0.5) and boxes["failed"] == 8
+    assert data["outputs"][0]["max_rel"] == "inf" or data["outputs"][0]["max_rel"] > 0
+
+
+def test_html_has_tables_and_inline_svg(report, tmp_path):
+    text = report.to_html(tmp_path / "r.html")
+    assert (tmp_path / "r.html").read_text() == text
+    assert text.startswith("<!DOCTYPE html>") and text.count("<svg") == 2
+    assert "m&lt;1&gt;" in text and "<script" not in text
+    assert 'class="fail"' in text
+
+
+def test_png_only_with_matplotlib(report, tmp_path):
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        assert report.to_png(tmp_path / "r.png") is False
+        assert not (tmp_path / "r.png").exists()
+    else:
+        assert report.to_png(tmp_path / "r.png") is True
+        assert (tmp_path / "r.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_empty_report_does_not_pass():
+    assert not Report([], 1e-3, 1e-3).passed

@@ -1,0 +1,87 @@
+"""Zoo models through trtbuild.engine + trtbuild.parity on the reference backend (small variants):
+build -> serialize -> load -> run -> parity, plus .wts weights (flat tensors) and missing weights."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import trtbuild.reference as trt
+
+registry = pytest.importorskip("trtbuild.models.registry", reason="the model registry is not available")
+
+from trtbuild.engine import build_and_save, build_model, load_engine  # noqa: E402
+from trtbuild.engine.model import export_seeded_weights, load_model_weights  # noqa: E402
+from trtbuild.parity import check_model_parity, load_weights_into  # noqa: E402
+from trtbuild.weights import WeightMap, WeightsError  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def alexnet_wts(tmp_path_factory):
+    path = tmp_path_factory.mktemp("w") / "alexnet-small.wts"
+    export_seeded_weights("alexnet", path, seed=3, small=True)
+    return path
+
+
+@pytest.mark.parametrize("precision", ["fp32", "fp16"])
+def test_alexnet_small_parity_with_layers(precision):
+    report = check_model_parity("alexnet", trt, precision=precision, small=True, layerwise=True)
+    assert report.passed, report.to_table()
+    spec = registry.get("alexnet")
+    assert [r.name for r in report.layers][:3] == ["features.0", "features.1", "features.2"]
+    assert len(report.layers) == len(spec.layer_map) and report.first_jump is None
+    if precision == "fp32":
+        assert report.outputs[0].max_abs < 1e-5
+    else:
+        assert report.outputs[0].max_abs > 0  # fp16 really rounds
+
+
+def test_full_pipeline_from_wts_file(alexnet_wts, tmp_path):
+    """.wts stores tensors flat; the engine restores shapes from the PyTorch model."""
+    wm = WeightMap.load(alexnet_wts)
+    assert wm.shape_of("features.0.weight") == (12 * 3 * 11 * 11,)
+    assert load_model_weights(registry.get("alexnet"), wm, small=True).shape_of("features.0.weight") == (12, 3, 11, 11)
+    out, sidecar = build_and_save("alexnet", alexnet_wts, tmp_path / "a.engine", trt, "fp32", small=True,
+                                  batch=(1, 2, 2), progress=False)
+    assert sidecar["weights"]["path"] == str(alexnet_wts) and sidecar["model"] == "alexnet"
+    engine = load_engine(out)
+    report = check_model_parity("alexnet", trt, weights=alexnet_wts, engine=engine, small=True, batch=2)
+    assert report.passed and report.meta["batch"] == 2
+
+
+def test_wrong_weights_fail_parity(alexnet_wts):
+    """The engine gets seed-3 weights; the PyTorch side keeps seed 0: parity must fail."""
+    plan = build_model("alexnet", alexnet_wts, trt, "fp32", small=True, progress=False)
+    from trtbuild.engine import Engine
+
+    engine = Engine(plan, trt, sidecar=plan.info)
+    report = check_model_parity("alexnet", trt, engine=engine, small=True, weights_seed=0)
+    assert not report.passed and report.outputs[0].cosine < 0.99
+
+
+def test_missing_weights_name_the_path(tmp_path):
+    missing = tmp_path / "nope.wts"
+    with pytest.raises(WeightsError, match=str(missing)):
+        build_model("alexnet", missing, trt, small=True, progress=False)
+
+
+def test_load_weights_into_reports_missing_tensors():
+    module = registry.get_torch_model("alexnet", small=True)
+    wm = WeightMap.from_module(module)
+    partial = WeightMap({k: v for k, v in wm.items() if k != "classifier.6.bias"})
+    with pytest.raises(ValueError, match="lack 1 tensors .*classifier.6.bias"):
+        load_weights_into(module, partial)
+    fresh = registry.get_torch_model("alexnet", seed=9, small=True)
+    load_weights_into(fresh, wm)
+    torch.testing.assert_close(fresh.state_dict()["features.0.weight"], module.state_dict()["features.0.weight"])
+
+
+def test_layerwise_with_engine_file_is_refused(alexnet_wts, tmp_path):
+    out, _ = build_and_save("alexnet", alexnet_wts, tmp_path / "a.engine", trt, "fp32", small=True, progress=False)
+    with pytest.raises(ValueError, match="omit --engine"):
+        check_model_parity("alexnet", trt, engine=out, small=True, layerwise=True)
+
+
+def test_unknown_model():
+    with pytest.raises(ValueError, match="unknown model 'alexnot'; known models: alexnet"):
+        check_model_parity("alexnot", trt)

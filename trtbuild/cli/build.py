@@ -1,0 +1,119 @@
+"""``trtbuild build``: build a registry model into an engine file plus its JSON sidecar.
+
+    trtbuild build alexnet                                  # weights/alexnet.wts (exported if missing)
+    trtbuild build resnet50 --weights r50.wts --precision fp16 --batch 1,8,32 --timing-cache trt.cache
+
+Precision comes from the input type (strongly typed network). The engine keeps float32 input
+and output tensors unless --native-io is given (then fp16/bf16 engines take and return
+half/bfloat16 tensors). The engine is written atomically: a failed build leaves existing files alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from trtbuild.cli import add_backend_option
+
+MIB = 1 << 20
+
+
+def parse_batch(text: str | None):
+    """"MIN,OPT,MAX" -> (min, opt, max); "N" -> (N, N, N); None -> None (static batch 1)."""
+    if text is None:
+        return None
+    try:
+        parts = [int(p) for p in text.split(",")]
+    except ValueError:
+        raise ValueError(f"--batch {text!r}: expected MIN,OPT,MAX integers (e.g. 1,4,8)") from None
+    if len(parts) == 1:
+        parts *= 3
+    if len(parts) != 3:
+        raise ValueError(f"--batch {text!r}: expected 1 or 3 comma-separated integers (MIN,OPT,MAX)")
+    from trtbuild.engine import check_batch
+
+    return check_batch(parts)
+
+
+def parse_range(text: str | None):
+    """"LO,HI" -> (lo, hi); None -> None."""
+    if text is None:
+        return None
+    try:
+        lo, hi = (float(p) for p in text.split(","))
+    except ValueError:
+        raise ValueError(f"--range {text!r}: expected LO,HI such as -1,1") from None
+    if not lo < hi:
+        raise ValueError(f"--range {text!r}: LO must be smaller than HI")
+    return lo, hi
+
+
+def human_bytes(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return str(n)  # pragma: no cover
+
+
+def add_common_model_options(p: argparse.ArgumentParser) -> None:
+    """Options shared by build, parity and demo."""
+    p.add_argument("--weights", default=None,
+                   help="weight file (.wts/.safetensors/.pt); default weights/<model>[-small].wts, "
+                        "exported from the seeded PyTorch model if missing")
+    p.add_argument("--small", action="store_true", help="the small variant of the model (fast tests)")
+    p.add_argument("--precision", choices=("fp32", "fp16", "bf16"), default=None,
+                   help="type the network computes in (default fp32); set by the input type, never by builder flags")
+    add_backend_option(p)
+
+
+def add_parser(subparsers) -> argparse.ArgumentParser:
+    """Register ``build``."""
+    p = subparsers.add_parser("build", help="build a model into an engine file (+ JSON sidecar)",
+                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("model", help="model name (see `trtbuild models`)")
+    add_common_model_options(p)
+    p.add_argument("--out", default=None, help="engine path (default engines/<model>[-small]-<precision>.engine)")
+    p.add_argument("--batch", default=None, metavar="MIN,OPT,MAX",
+                   help="dynamic batch optimization profile (input declared with batch -1); default static batch 1")
+    p.add_argument("--workspace", type=int, default=None, metavar="MiB", help="workspace memory-pool limit in MiB")
+    p.add_argument("--timing-cache", default=None, metavar="PATH",
+                   help="timing cache file, loaded if present and updated after the build")
+    p.add_argument("--seed", type=int, default=0, help="seed of the PyTorch model when exporting weights (default 0)")
+    p.add_argument("--native-io", action="store_true",
+                   help="fp16/bf16 engines take and return fp16/bf16 tensors (default: float32 I/O with casts inside)")
+    p.add_argument("--tf32", action="store_true", help="allow TF32 for float32 math on real TensorRT (default off)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.set_defaults(func=run)
+    return p
+
+
+def run(args) -> int:
+    """Build and save; print the backend first, then what was written."""
+    from trtbuild.engine import build_and_save, default_engine_path, ensure_weights, get_spec, select_backend
+
+    trt, line = select_backend(args.backend)
+    print(line, flush=True)
+    spec = get_spec(args.model)
+    precision = args.precision or "fp32"
+    batch = parse_batch(args.batch)
+    weights, exported = ensure_weights(spec.name, args.weights, args.seed, args.small)
+    print(f"weights: {weights}" + (f" (exported from the seeded PyTorch model, seed {args.seed})" if exported else ""),
+          flush=True)
+    out = args.out or default_engine_path(spec.name, precision, args.small)
+    start = time.perf_counter()
+    path, sidecar = build_and_save(
+        spec.name, weights, out, trt, precision, small=args.small, batch=batch,
+        workspace=args.workspace * MIB if args.workspace is not None else None, timing_cache=args.timing_cache,
+        progress=False if args.no_progress else None, fp32_io=not args.native_io, tf32=args.tf32)
+    elapsed = time.perf_counter() - start
+    print(f"built {spec.name}{' (small)' if args.small else ''} [{precision}] in {elapsed:.1f} s: "
+          f"{path} ({human_bytes(sidecar['engine_bytes'])}) + sidecar {path}.json")
+    for kind in ("inputs", "outputs"):
+        print(f"{kind}: " + ", ".join(f"{t['name']} {t['shape']} {t['dtype']}" for t in sidecar[kind]))
+    if sidecar.get("profile"):
+        for name, prof in sidecar["profile"].items():
+            print(f"profile {name}: min {prof['min']} opt {prof['opt']} max {prof['max']}")
+    if args.timing_cache:
+        print(f"timing cache: {args.timing_cache}")
+    return 0

@@ -1,0 +1,94 @@
+"""``trtbuild demo``: the whole pipeline on one seeded model, ending in a parity report.
+
+    trtbuild demo                      # AlexNet (full size, 224x224)
+    trtbuild demo --model resnet18 --small --precision fp16 --layerwise
+
+Steps: write the seeded PyTorch model's weights to weights/<model>[-small].wts (reused if
+present), build the engine on the default backend, save it atomically with its sidecar under
+engines/, load it back (sidecar and checksum checked), run it, and compare it with PyTorch using
+the same weights and inputs. Exit code 1 if parity fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+from .build import add_common_model_options, human_bytes
+
+
+def add_parser(subparsers) -> argparse.ArgumentParser:
+    """Register ``demo``."""
+    p = subparsers.add_parser("demo", help="export weights, build, save, load and check parity of a demo model",
+                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", default="alexnet", help="model name (default alexnet; see `trtbuild models`)")
+    add_common_model_options(p)
+    p.add_argument("--seed", type=int, default=0, help="seed of the model weights and of the inputs (default 0)")
+    p.add_argument("--layerwise", action="store_true", help="add a layerwise comparison (builds a second engine in memory)")
+    p.add_argument("--out", default=None, help="engine path (default engines/<model>[-small]-<precision>.engine)")
+    p.add_argument("--html", default=None, metavar="PATH", help="also write an HTML parity report")
+    p.set_defaults(func=run)
+    return p
+
+
+class _Clock:
+    def __init__(self):
+        self.start = time.perf_counter()
+        self.last = self.start
+
+    def lap(self) -> str:
+        now = time.perf_counter()
+        text = f"{now - self.last:.1f} s"
+        self.last = now
+        return text
+
+
+def run(args) -> int:
+    """Run the demo; print each step with its time, then the parity table."""
+    from trtbuild.engine import (default_engine_path, ensure_weights, get_spec, load_engine, make_sidecar,
+                                 save_engine, select_backend)
+    from trtbuild.engine.model import build_model, registry
+    from trtbuild.parity import check_model_parity, load_weights_into
+    from trtbuild.weights import WeightMap
+
+    trt, line = select_backend(args.backend)
+    print(line, flush=True)
+    clock = _Clock()
+    spec = get_spec(args.model)
+    precision = args.precision or "fp32"
+    label = f"{spec.name}{' (small)' if args.small else ''}"
+    weights_path, exported = ensure_weights(spec.name, args.weights, args.seed, args.small)
+    wm = WeightMap.load(weights_path)
+    print(f"[1/4] weights: {weights_path} ({'exported from the seeded PyTorch model' if exported else 'existing file'}, "
+          f"{len(wm)} tensors) [{clock.lap()}]", flush=True)
+
+    plan = build_model(spec, wm, trt, precision, small=args.small, progress=None)
+    out = Path(args.out) if args.out else default_engine_path(spec.name, precision, args.small)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    save_engine(out, plan, make_sidecar(trt, plan, weights_path=weights_path))
+    print(f"[2/4] built {label} [{precision}] and saved {out} ({human_bytes(len(plan))}) + {out}.json "
+          f"[{clock.lap()}]", flush=True)
+    del plan
+
+    engine = load_engine(out)
+    print(f"[3/4] loaded {out} on {engine.backend} (sidecar and sha256 checked) [{clock.lap()}]", flush=True)
+
+    module = load_weights_into(registry().get_torch_model(spec.name, seed=args.seed, small=args.small), wm)
+    report = check_model_parity(spec.name, trt, engine=engine, precision=precision, small=args.small,
+                                seed=args.seed, module=module)
+    report.meta["engine"] = str(out)
+    if args.layerwise:  # a saved engine has only the model outputs: layers come from an in-memory build
+        layer_report = check_model_parity(spec.name, trt, weights=wm, precision=precision, small=args.small,
+                                          seed=args.seed, module=module, layerwise=True)
+        report.layers, report.first_jump, report.first_failure = (layer_report.layers, layer_report.first_jump,
+                                                                  layer_report.first_failure)
+        report.meta["jump_factor"] = layer_report.meta.get("jump_factor")
+    print(f"[4/4] parity against PyTorch (same weights, seeded inputs{'; layers from an in-memory engine' if args.layerwise else ''}) "
+          f"[{clock.lap()}]\n", flush=True)
+    print(report.to_table())
+    if args.html:
+        report.to_html(args.html)
+        print(f"wrote {args.html}")
+    print(f"\ndemo finished in {time.perf_counter() - clock.start:.1f} s: parity {'PASS' if report.passed else 'FAIL'}")
+    return 0 if report.passed else 1

@@ -1,0 +1,47 @@
+"""``trtbuild models``: list the model zoo (ModelSpecs of trtbuild.models.registry)."""
+
+from __future__ import annotations
+
+import argparse
+
+from trtbuild.cli import add_backend_option
+
+
+def add_parser(subparsers) -> argparse.ArgumentParser:
+    """Register ``models``."""
+    p = subparsers.add_parser("models", help="list the models trtbuild can build",
+                              description="List the registered models with their input shapes and outputs.")
+    p.add_argument("--verbose-notes", action="store_true", help="also print each model's notes")
+    add_backend_option(p)
+    p.set_defaults(func=run)
+    return p
+
+
+def models_table(verbose_notes: bool = False) -> str:
+    """The registry as aligned text: name, input (full / small), outputs, layerwise layers, plugins."""
+    from trtbuild.engine.model import registry
+
+    reg = registry()
+    header = ["model", "input (full)", "input (--small)", "outputs", "layers", "plugins", "description"]
+    rows = []
+    for name in reg.names():
+        spec = reg.get(name)
+        rows.append([name, "x".join(map(str, spec.input_shape(False))), "x".join(map(str, spec.input_shape(True))),
+                     ",".join(spec.output_names), str(len(spec.layer_map)), "yes" if spec.uses_plugins else "no",
+                     spec.description])
+    widths = [max(len(r[i]) for r in [header] + rows) for i in range(len(header))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in [header, ["-" * w for w in widths]] + rows]
+    if verbose_notes:
+        lines += [""] + [f"{n}: {reg.get(n).notes}" for n in reg.names() if reg.get(n).notes]
+    return "\n".join(lines)
+
+
+def run(args) -> int:
+    """Print which backend would build the models, then the models table."""
+    from trtbuild.engine.model import registry, select_backend
+
+    _, line = select_backend(args.backend)
+    print(line)
+    print(f"{len(registry().names())} models (layers = tensors compared by `trtbuild parity --layerwise`)")
+    print(models_table(args.verbose_notes))
+    return 0

@@ -1,0 +1,270 @@
+"""Build a serialized engine (plan) from a network definition, on real TensorRT or the reference.
+
+    plan = build_plan(trt, define, input_name="input", input_shape=(1, 3, 224, 224),
+                      precision="fp16", batch=(1, 4, 8), timing_cache="trt.cache")
+
+Precision is chosen the strongly typed way: the network computes in the type of the tensor the
+model builder receives (fp32 / fp16 / bf16); BuilderFlag.FP16 is never used (TensorRT 11 removed
+it). By default (`fp32_io=True`) the engine keeps float32 I/O: the float32 input is cast to the
+compute type first thing, and every non-float32 output is cast back to float32 at the end, which
+is what most callers want. With `fp32_io=False` the input itself is HALF/BF16 and the outputs have
+whatever type the model produces.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import os
+from pathlib import Path
+from types import ModuleType
+from typing import Callable, Iterable, Mapping
+
+from trtbuild.backend import backend_name
+
+from .errors import BuildError
+from .logging_bridge import make_logger
+from .progress import make_progress_monitor
+from .serialize import atomic_write_bytes
+
+log = logging.getLogger("trtbuild.engine")
+
+PRECISIONS = {"fp32": "FLOAT", "fp16": "HALF", "bf16": "BF16"}
+
+
+class Plan(bytes):
+    """Serialized engine bytes with `.info`, a JSON-able description of the build
+    (precision, inputs, outputs, profile, extra outputs) that becomes part of the sidecar.
+    build_plan returns a Plan, or the reference's IHostMemory (also bytes) with `.info` set."""
+
+    info: dict
+
+    def __new__(cls, data, info: dict):
+        obj = super().__new__(cls, data)
+        obj.info = info
+        return obj
+
+
+def check_precision(precision: str) -> str:
+    """Return the precision if it is one of fp32/fp16/bf16, else raise ValueError."""
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision {precision!r} is not supported; choose one of {', '.join(PRECISIONS)}")
+    return precision
+
+
+def check_batch(batch) -> tuple[int, int, int] | None:
+    """Validate a (min, opt, max) batch profile; None means a static batch."""
+    if batch is None:
+        return None
+    try:
+        mn, opt, mx = (int(b) for b in batch)
+    except (TypeError, ValueError):
+        raise ValueError(f"batch must be (min, opt, max) integers, got {batch!r}") from None
+    if not 1 <= mn <= opt <= mx:
+        raise ValueError(f"batch profile needs 1 <= min <= opt <= max, got min={mn}, opt={opt}, max={mx}")
+    return mn, opt, mx
+
+
+def dtype_name(dt) -> str:
+    """TensorRT DataType name (FLOAT, HALF, BF16, ...) of a real or reference DataType."""
+    return getattr(dt, "name", str(dt).split(".")[-1])
+
+
+def describe_tensor(t) -> dict:
+    return {"name": t.name, "shape": [int(d) for d in t.shape], "dtype": dtype_name(t.dtype)}
+
+
+def tensors_by_name(network) -> dict[str, tuple[int, object]]:
+    """{tensor name: (producing layer index or -1 for inputs, tensor)} for every tensor of the network."""
+    found: dict[str, tuple[int, object]] = {}
+    for i in range(network.num_inputs):
+        t = network.get_input(i)
+        found[t.name] = (-1, t)
+    for li in range(network.num_layers):
+        layer = network.get_layer(li)
+        for j in range(layer.num_outputs):
+            t = layer.get_output(j)
+            found.setdefault(t.name, (li, t))
+    return found
+
+
+def _takes_input(define: Callable) -> bool:
+    try:
+        params = [p for p in inspect.signature(define).parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty]
+    except (TypeError, ValueError):
+        return True
+    return len(params) >= 2
+
+
+def _load_timing_cache(trt: ModuleType, config, path: Path | None):
+    if path is None:
+        return None
+    data = path.read_bytes() if path.is_file() else b""
+    cache = None
+    try:
+        cache = config.create_timing_cache(data)
+    except Exception as e:  # real TensorRT raises or returns None on a foreign/corrupt cache
+        log.warning("timing cache %s is unusable (%s); starting a new one", path, e)
+    if cache is None:
+        cache = config.create_timing_cache(b"")
+    if not config.set_timing_cache(cache, False):
+        log.warning("timing cache %s was made on another device or TensorRT version; starting a new one", path)
+        cache = config.create_timing_cache(b"")
+        config.set_timing_cache(cache, False)
+    log.info("timing cache %s: %s", path, f"loaded {len(data)} bytes" if data else "new")
+    return cache
+
+
+def _add_model(trt, network, define, input_name, input_shape, precision, fp32_io, batch):
+    """Add the input, the casts and the model; return ({output name: tensor}, input tensor)."""
+    compute = getattr(trt.DataType, PRECISIONS[precision])
+    shape = tuple(int(d) for d in input_shape)
+    if batch is not None:
+        shape = (-1,) + shape[1:]
+    x = network.add_input(input_name, trt.DataType.FLOAT if fp32_io else compute, shape)
+    if x is None:
+        raise BuildError(f"TensorRT rejected input '{input_name}' with shape {shape}")
+    h = x
+    if x.dtype != compute:
+        cast = network.add_cast(x, compute)
+        cast.name = f"{input_name}/to_{precision}"
+        h = cast.get_output(0)
+        h.name = cast.name
+    outputs = define(network, h)
+    if not isinstance(outputs, Mapping):
+        outputs = {"output": outputs}
+    return dict(outputs), x
+
+
+def _finish_outputs(trt, network, outputs: dict, fp32_io: bool, extra: dict):
+    """Name, cast (fp32 I/O) and mark the model outputs and the extra (layerwise) outputs."""
+    for name, t in outputs.items():
+        if t is None:
+            raise BuildError(f"the network definition returned None for output '{name}'")
+        if fp32_io and t.dtype in (trt.DataType.HALF, trt.DataType.BF16):
+            t.name = f"{name}/{dtype_name(t.dtype).lower()}"
+            cast = network.add_cast(t, trt.DataType.FLOAT)
+            cast.name = f"{name}/to_fp32"
+            t = cast.get_output(0)
+        t.name = name
+        network.mark_output(t)
+    for t in extra.values():
+        network.mark_output(t)
+
+
+def build_plan(trt: ModuleType, define, *, weights=None, input_name: str | None = None, input_shape=None,
+               precision: str = "fp32", fp32_io: bool = True, batch=None, workspace: int | None = None,
+               timing_cache: str | os.PathLike | None = None, progress: bool | None = True,
+               extra_outputs: Iterable[str] = (), tf32: bool = False, small: bool = False,
+               network_name: str | None = None) -> bytes:
+    """Build and serialize a strongly typed network; return the plan bytes (a `Plan` with `.info`).
+
+    define: one of
+      * a ModelSpec (from trtbuild.models.registry) together with `weights` (WeightMap or path);
+      * `f(network, x) -> {name: ITensor}` with `input_shape` (NCHW, batch 1): build_plan adds the
+        input (and its cast), and names, casts and marks the returned outputs;
+      * `f(network) -> {name: ITensor} | None`: f adds inputs and handles types itself; returned
+        tensors are marked (f may also mark outputs itself).
+    precision: "fp32" | "fp16" | "bf16", the type the model computes in. fp32_io: see module doc.
+    batch: (min, opt, max) for a dynamic batch dimension (input declared with -1), or None.
+    workspace: memory-pool limit for MemoryPoolType.WORKSPACE in bytes.
+    timing_cache: file loaded if present and rewritten atomically after a successful build.
+    progress: True draws tqdm bars, None only on a terminal, False none.
+    extra_outputs: names of intermediate tensors to mark as outputs too (layerwise parity).
+    tf32: allow TF32 for float32 math on real TensorRT (cleared by default for exact fp32).
+    Raises BuildError quoting TensorRT's errors if the build fails; nothing is written then.
+    """
+    check_precision(precision)
+    batch = check_batch(batch)
+    spec = define if hasattr(define, "build_network") else None
+    model_name = None
+    if spec is not None:
+        from trtbuild.weights import WeightMap
+
+        wm = weights if isinstance(weights, WeightMap) else WeightMap.load(weights) if weights is not None else None
+        if wm is None:
+            raise ValueError(f"model '{spec.name}': build_plan needs weights (a WeightMap or a weight file path)")
+        model_name, input_name = spec.name, spec.input_name
+        input_shape = spec.input_shape(small)
+        order = list(spec.output_names)
+
+        def define(network, x, _spec=spec, _wm=wm):  # noqa: F811 - the spec becomes a plain definition
+            outs = _spec.build_network(network, _wm, x)
+            missing = [n for n in order if n not in outs]
+            if missing:
+                raise BuildError(f"model '{_spec.name}': build_network returned no tensor for outputs {missing}")
+            return {n: outs[n] for n in order}
+    logger = make_logger(trt)
+    builder = trt.Builder(logger)
+    network = builder.create_network(1 << int(trt.NetworkDefinitionCreationFlag.STRONGLY_TYPED))
+    network.name = network_name or model_name or "trtbuild"
+    config = builder.create_builder_config()
+    if input_shape is not None or spec is not None:
+        outputs, _ = _add_model(trt, network, define, input_name or "input", input_shape, precision, fp32_io, batch)
+    elif _takes_input(define):
+        raise ValueError("build_plan: a definition f(network, x) needs input_shape (NCHW with batch 1)")
+    else:
+        outputs = define(network) or {}
+    by_name = tensors_by_name(network)
+    extra_names = list(dict.fromkeys(extra_outputs))
+    unknown = [n for n in extra_names if n not in by_name]
+    if unknown:
+        raise BuildError(f"extra outputs {unknown} are not tensors of network '{network.name}' "
+                         f"(it has {len(by_name)} tensors, e.g. {list(by_name)[:8]})")
+    extra_names.sort(key=lambda n: by_name[n][0])  # network order
+    extra = {n: by_name[n][1] for n in extra_names}
+    _finish_outputs(trt, network, dict(outputs), fp32_io and (input_shape is not None or spec is not None), extra)
+    if network.num_outputs == 0:
+        raise BuildError(f"network '{network.name}' has no outputs: return them from the definition or mark them")
+
+    profile_info = None
+    if batch is not None or any(d < 0 for i in range(network.num_inputs) for d in network.get_input(i).shape):
+        if batch is None:
+            raise ValueError("the network has dynamic input dimensions; pass batch=(min, opt, max)")
+        profile = builder.create_optimization_profile()
+        profile_info = {}
+        for i in range(network.num_inputs):
+            t = network.get_input(i)
+            dims = list(t.shape)
+            if dims[0] >= 0:
+                raise ValueError(f"input '{t.name}' {tuple(dims)} has a static batch dimension; declare it as -1 "
+                                 "to build with a batch profile")
+            if any(d < 0 for d in dims[1:]):
+                raise ValueError(f"input '{t.name}' {tuple(dims)}: only the batch dimension may be dynamic")
+            shapes = [tuple([b] + dims[1:]) for b in batch]
+            profile.set_shape(t.name, *shapes)
+            profile_info[t.name] = {"min": list(shapes[0]), "opt": list(shapes[1]), "max": list(shapes[2])}
+        config.add_optimization_profile(profile)
+    if workspace is not None:
+        config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, int(workspace))
+    if not tf32:
+        config.clear_flag(trt.BuilderFlag.TF32)
+    cache_path = Path(timing_cache) if timing_cache is not None else None
+    _load_timing_cache(trt, config, cache_path)
+    monitor = make_progress_monitor(trt, progress)
+    config.progress_monitor = monitor
+
+    logger.clear()
+    try:
+        serialized = builder.build_serialized_network(network, config)
+    finally:
+        monitor.close()
+    if serialized is None:
+        raise BuildError(f"{backend_name(trt)} failed to build network '{network.name}': {logger.error_text()}")
+    if cache_path is not None:
+        cache = config.get_timing_cache()
+        if cache is not None:
+            atomic_write_bytes(cache_path, cache.serialize())
+    info = {
+        "model": model_name, "network": network.name, "precision": precision,
+        "fp32_io": bool(fp32_io), "small": bool(small) if spec is not None else None,
+        "inputs": [describe_tensor(network.get_input(i)) for i in range(network.num_inputs)],
+        "outputs": [describe_tensor(network.get_output(i)) for i in range(network.num_outputs)],
+        "profile": profile_info, "workspace": workspace, "tf32": bool(tf32),
+        "extra_outputs": {n: t.name for n, t in extra.items()}, "build_phases": list(monitor.phases),
+    }
+    if isinstance(serialized, bytes) and hasattr(serialized, "__dict__"):
+        serialized.info = info  # the reference's IHostMemory is bytes: avoid copying a large plan
+        return serialized
+    return Plan(memoryview(serialized), info)

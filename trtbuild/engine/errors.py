@@ -1,0 +1,21 @@
+"""Exceptions of trtbuild.engine; each message is one sentence saying what is wrong and what to do."""
+
+
+class EngineError(RuntimeError):
+    """Base class for engine build/load/run failures."""
+
+
+class BuildError(EngineError):
+    """TensorRT (or the reference) could not build the network; the message quotes its log."""
+
+
+class EngineFileError(EngineError):
+    """An engine file or its sidecar is missing, truncated, changed or not an engine."""
+
+
+class EngineCompatibilityError(EngineError):
+    """The engine was built for another TensorRT version, backend or GPU architecture."""
+
+
+class EngineInputError(EngineError, ValueError):
+    """Inputs given to Engine.run have the wrong name, shape, dtype or device."""

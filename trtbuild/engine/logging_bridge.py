@@ -1,0 +1,75 @@
+"""Route TensorRT's log (real or reference) to Python logging and keep its error messages.
+
+TensorRT reports most failures by logging an ERROR and returning None (a failed build, an engine
+it cannot deserialize). `CapturingLogger` forwards every message to the Python logger
+"trtbuild.tensorrt" and remembers the ERROR / INTERNAL_ERROR ones, so the caller can raise an
+exception that quotes them instead of a bare "got None".
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from types import ModuleType
+
+LOGGER_NAME = "trtbuild.tensorrt"
+
+# TensorRT's ILogger.Severity values (the same in 10.x, 11.x and the reference).
+_INTERNAL_ERROR, _ERROR, _WARNING, _INFO, _VERBOSE = 0, 1, 2, 3, 4
+_PY_LEVEL = {_INTERNAL_ERROR: logging.CRITICAL, _ERROR: logging.ERROR, _WARNING: logging.WARNING,
+             _INFO: logging.INFO, _VERBOSE: logging.DEBUG}
+
+_classes: dict[int, type] = {}
+
+
+def _severity_for(py_logger: logging.Logger) -> int:
+    """The most verbose TensorRT severity that the Python logger would actually emit."""
+    level = py_logger.getEffectiveLevel()
+    for severity in (_VERBOSE, _INFO, _WARNING, _ERROR):
+        if _PY_LEVEL[severity] >= level:
+            return severity
+    return _ERROR  # errors are always delivered so that they can be captured
+
+
+def _logger_class(trt: ModuleType) -> type:
+    """A subclass of `trt.ILogger` for this module (real TensorRT or the reference)."""
+    cls = _classes.get(id(trt))
+    if cls is not None:
+        return cls
+
+    class CapturingLogger(trt.ILogger):
+        """Forwards TensorRT's messages to logging.getLogger("trtbuild.tensorrt") and keeps errors."""
+
+        def __init__(self, name: str = LOGGER_NAME):
+            trt.ILogger.__init__(self)
+            self.py_logger = logging.getLogger(name)
+            self.errors: list[str] = []
+            self._lock = threading.Lock()  # TensorRT may log from its worker threads
+            self.min_severity = trt.ILogger.Severity(_severity_for(self.py_logger))
+
+        def log(self, severity, msg):  # noqa: D401 - TensorRT's callback signature
+            sev = int(severity)
+            if sev <= _ERROR:
+                with self._lock:
+                    self.errors.append(str(msg))
+            level = _PY_LEVEL.get(sev, logging.DEBUG)
+            if self.py_logger.isEnabledFor(level):
+                self.py_logger.log(level, "%s", msg)
+
+        def clear(self) -> None:
+            """Forget the errors captured so far (call before an operation you want to check)."""
+            with self._lock:
+                self.errors.clear()
+
+        def error_text(self, default: str = "no error message was logged") -> str:
+            """The captured errors joined into one string, or `default`."""
+            with self._lock:
+                return "; ".join(self.errors) if self.errors else default
+
+    _classes[id(trt)] = CapturingLogger
+    return CapturingLogger
+
+
+def make_logger(trt: ModuleType, name: str = LOGGER_NAME):
+    """A logger for trt.Builder / trt.Runtime that forwards to Python logging and captures errors."""
+    return _logger_class(trt)(name)

@@ -1,0 +1,157 @@
+"""Registry models -> engines: default paths, seeded weight export, build + save in one call.
+
+    trt, line = select_backend("auto")       # line: "backend: reference — TensorRT is not available (...)"
+    plan = build_model("alexnet", "weights/alexnet.wts", trt, precision="fp16", batch=(1, 2, 4))
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+import numpy as np
+from pathlib import Path
+from types import ModuleType
+
+from trtbuild.backend import BackendError, is_reference, load_trt, requested_backend
+
+from .build import Plan, build_plan
+from .device import device_info
+from .serialize import make_sidecar, save_engine
+
+log = logging.getLogger("trtbuild.engine")
+
+WEIGHTS_DIR = Path("weights")
+ENGINES_DIR = Path("engines")
+#: Format of automatically exported weights (tensorrtx's text format; safetensors also works).
+DEFAULT_WEIGHTS_EXT = ".wts"
+
+
+def registry():
+    """trtbuild.models.registry, with a clear error while it is unavailable."""
+    try:
+        from trtbuild.models import registry as reg
+    except ImportError as e:
+        raise RuntimeError(f"the model registry trtbuild.models.registry cannot be imported ({e})") from None
+    return reg
+
+
+def get_spec(name: str):
+    """The ModelSpec called `name`; ValueError listing the known names otherwise."""
+    reg = registry()
+    try:
+        return reg.get(name)
+    except KeyError:
+        raise ValueError(f"unknown model {name!r}; known models: {', '.join(reg.names())}") from None
+
+
+def select_backend(choice: str | None = None) -> tuple[ModuleType, str]:
+    """(trt module, first output line saying which backend runs and why)."""
+    trt = load_trt(choice)
+    if not is_reference(trt):
+        dev = device_info(trt)
+        return trt, f"backend: tensorrt {trt.__version__} on {dev['gpu']} (compute capability {dev['compute_capability']})"
+    if requested_backend(choice) == "reference":
+        return trt, "backend: reference (PyTorch) — chosen with --backend reference or TRTBUILD_BACKEND; TensorRT is not used"
+    try:
+        load_trt("tensorrt")
+        reason = "unknown reason"
+    except BackendError as e:
+        reason = str(e).split("; ")[0]  # the cause, without the advice
+    return trt, f"backend: reference (PyTorch) — TensorRT is not available ({reason})"
+
+
+def _suffix(small: bool) -> str:
+    return "-small" if small else ""
+
+
+def default_weights_path(model: str, small: bool = False, ext: str | None = None) -> Path:
+    """weights/<model>[-small].wts (or another extension)."""
+    return WEIGHTS_DIR / f"{model}{_suffix(small)}{ext or DEFAULT_WEIGHTS_EXT}"
+
+
+def default_engine_path(model: str, precision: str = "fp32", small: bool = False) -> Path:
+    """engines/<model>[-small]-<precision>.engine"""
+    return ENGINES_DIR / f"{model}{_suffix(small)}-{precision}.engine"
+
+
+def export_seeded_weights(model: str, path: str | os.PathLike, seed: int = 0, small: bool = False):
+    """Write the seeded registry model's weights to `path` (atomic); return the torch module."""
+    from trtbuild.weights import export_weights
+
+    module = registry().get_torch_model(model, seed=seed, small=small)
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    report = export_weights(module, path)
+    log.info("%s", report.summary())
+    return module
+
+
+def ensure_weights(model: str, path: str | os.PathLike | None, seed: int = 0, small: bool = False,
+                   ext: str | None = None) -> tuple[Path, bool]:
+    """(weights path, exported?): use `path` if given (it must exist), else the default path,
+    exporting the seeded model's weights there first if the file is missing."""
+    if path is not None:
+        return Path(path), False  # a missing explicit file surfaces as WeightsError naming it
+    target = default_weights_path(model, small, ext)
+    if target.is_file():
+        return target, False
+    export_seeded_weights(model, target, seed, small)
+    return target, True
+
+
+def torch_state_shapes(spec, small: bool = False) -> dict[str, tuple]:
+    """{state_dict name: shape} of the registry model's PyTorch module (made on the meta device,
+    so no memory is allocated and no weights are drawn)."""
+    import torch
+
+    try:
+        with torch.device("meta"):
+            module = spec.torch_factory(0, small)
+    except Exception:  # a factory that cannot run on meta: make it for real
+        module = spec.torch_factory(0, small)
+    return {k: tuple(v.shape) for k, v in module.state_dict().items()}
+
+
+def load_model_weights(spec, weights, small: bool = False):
+    """A WeightMap for `spec` from a path or WeightMap, with flat arrays (tensorrtx .wts files
+    store every tensor 1-D) reshaped to the PyTorch model's shapes, so builders that read
+    `wm.get(name)` without a shape see 4-D conv weights. Missing files raise WeightsError."""
+    from trtbuild.weights import WeightMap
+
+    wm = weights if isinstance(weights, WeightMap) else WeightMap.load(weights)
+    stored = {k: a for k, a in wm.items()}
+    if not any(a.ndim == 1 for a in stored.values()):
+        return wm
+    shapes = torch_state_shapes(spec, small)
+    changed = {}
+    for name, arr in stored.items():
+        want = shapes.get(name)
+        if want is not None and arr.ndim == 1 and len(want) != 1 and arr.size == int(np.prod(want)):
+            changed[name] = arr.reshape(want)
+    if not changed:
+        return wm
+    log.info("%s: restored the shapes of %d flat tensors from the PyTorch model", wm.source, len(changed))
+    return WeightMap({**stored, **changed}, source=wm.source, notes=wm.notes, allow_nonfinite=True)
+
+
+def build_model(model, weights, trt: ModuleType, precision: str = "fp32", *, small: bool = False,
+                batch=None, workspace: int | None = None, timing_cache=None, progress: bool | None = True,
+                fp32_io: bool = True, extra_outputs=(), tf32: bool = False) -> Plan:
+    """Build the registry model `model` (name or ModelSpec) with weights (path or WeightMap)."""
+    spec = get_spec(model) if isinstance(model, str) else model
+    plan = build_plan(trt, spec, weights=load_model_weights(spec, weights, small), precision=precision, small=small, batch=batch,
+                      workspace=workspace, timing_cache=timing_cache, progress=progress, fp32_io=fp32_io,
+                      extra_outputs=extra_outputs, tf32=tf32)
+    return plan
+
+
+def build_and_save(model: str, weights_path, out_path, trt: ModuleType, precision: str = "fp32", **kw) -> tuple[Path, dict]:
+    """Build `model` and write the engine and its sidecar atomically; return (path, sidecar).
+
+    If the build fails nothing on disk is touched."""
+    plan = build_model(model, weights_path, trt, precision, **kw)
+    sidecar = make_sidecar(trt, plan, weights_path=weights_path)
+    out = Path(out_path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    save_engine(out, plan, sidecar)
+    return out, sidecar

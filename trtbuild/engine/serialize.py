@@ -1,0 +1,225 @@
+"""Write engines atomically with a JSON sidecar; read them back with version/GPU/checksum checks.
+
+    save_engine("engines/alexnet.engine", plan, sidecar)   # writes alexnet.engine + alexnet.engine.json
+    plan, sidecar = read_engine_file("engines/alexnet.engine", trt)   # raises before TensorRT is called
+
+The sidecar `<engine>.json` records the trtbuild and TensorRT versions ("reference" for the
+reference backend), the GPU name and compute capability ("cpu" for the reference on CPU), the
+precision, the I/O tensors, the optimization profile and the sha256 of the weights and engine.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import json
+import logging
+import os
+import secrets
+from pathlib import Path
+from types import ModuleType
+from typing import Callable
+
+from trtbuild import __version__
+from trtbuild.backend import is_reference
+
+from .device import CPU, device_info
+from .errors import EngineCompatibilityError, EngineFileError
+
+log = logging.getLogger("trtbuild.engine")
+
+SIDECAR_FORMAT = 1
+REFERENCE_MAGIC = b"TRTBREF"
+
+
+def sidecar_path(engine_path: str | os.PathLike) -> Path:
+    """`<engine>.json` next to the engine file."""
+    p = Path(engine_path)
+    return p.with_name(p.name + ".json")
+
+
+def sha256_bytes(data) -> str:
+    """Hex sha256 of bytes-like `data`."""
+    return hashlib.sha256(memoryview(data)).hexdigest()
+
+
+def sha256_file(path: str | os.PathLike) -> str:
+    """Hex sha256 of a file, read in chunks."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 22), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _write_temp(target: Path, write: Callable) -> Path:
+    """Write a fsynced temp file next to `target` and return its path (the caller renames it)."""
+    if not target.parent.is_dir():
+        raise EngineFileError(f"cannot write {target}: directory {target.parent} does not exist")
+    if target.is_dir():
+        raise EngineFileError(f"cannot write {target}: it is a directory")
+    tmp = target.parent / f".{target.name}.{secrets.token_hex(6)}.tmp"
+    try:
+        with open(tmp, "xb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return tmp
+
+
+def atomic_write_bytes(path: str | os.PathLike, data) -> Path:
+    """Replace `path` with `data` atomically (temp file in the same directory + os.replace)."""
+    target = Path(path)
+    tmp = _write_temp(target, lambda f: f.write(memoryview(data)))
+    try:
+        os.replace(tmp, target)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return target
+
+
+def make_sidecar(trt: ModuleType, plan, info: dict | None = None, weights_path: str | os.PathLike | None = None,
+                 **extra) -> dict:
+    """The sidecar dict for `plan` built with `trt`.
+
+    `info` describes the build (build_plan attaches it to the plan as `plan.info`: precision,
+    inputs, outputs, profile...). `weights_path`, if given, is hashed. `extra` keys are added.
+    engine_sha256 / engine_bytes are filled in by save_engine, which hashes what it writes.
+    """
+    info = dict(info if info is not None else getattr(plan, "info", {}) or {})
+    dev = device_info(trt)
+    sidecar = {
+        "format": SIDECAR_FORMAT,
+        "trtbuild_version": __version__,
+        "backend": "reference" if is_reference(trt) else "tensorrt",
+        "tensorrt_version": str(trt.__version__),
+        "gpu": dev["gpu"],
+        "compute_capability": dev["compute_capability"],
+        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        **info,
+        "weights": None,
+        "engine_sha256": None,
+        "engine_bytes": len(plan),
+    }
+    if weights_path is not None:
+        sidecar["weights"] = {"path": str(weights_path), "sha256": sha256_file(weights_path)}
+    sidecar.update(extra)
+    return sidecar
+
+
+def save_engine(path: str | os.PathLike, plan, sidecar: dict) -> Path:
+    """Write `plan` to `path` and `sidecar` to `<path>.json`, both atomically.
+
+    Both files are completely written to temp files before either is renamed into place, so an
+    error leaves an existing engine and sidecar untouched. engine_sha256/engine_bytes are
+    recomputed from `plan`.
+    """
+    target = Path(path)
+    side = dict(sidecar)
+    side["engine_sha256"] = sha256_bytes(plan)
+    side["engine_bytes"] = len(plan)
+    text = json.dumps(side, indent=2) + "\n"
+    tmp_engine = _write_temp(target, lambda f: f.write(memoryview(plan)))
+    try:
+        tmp_side = _write_temp(sidecar_path(target), lambda f: f.write(text.encode()))
+    except BaseException:
+        tmp_engine.unlink(missing_ok=True)
+        raise
+    try:
+        os.replace(tmp_engine, target)
+        os.replace(tmp_side, sidecar_path(target))
+    except BaseException:
+        tmp_engine.unlink(missing_ok=True)
+        tmp_side.unlink(missing_ok=True)
+        raise
+    return target
+
+
+def read_sidecar(engine_path: str | os.PathLike) -> dict | None:
+    """The sidecar of `engine_path`, or None if there is none. A corrupt sidecar is an error."""
+    side = sidecar_path(engine_path)
+    if not side.is_file():
+        return None
+    try:
+        data = json.loads(side.read_text())
+    except (ValueError, UnicodeDecodeError) as e:
+        raise EngineFileError(f"engine sidecar {side} is not valid JSON ({e}); rebuild the engine or delete the sidecar") from None
+    if not isinstance(data, dict) or "tensorrt_version" not in data:
+        raise EngineFileError(f"engine sidecar {side} lacks 'tensorrt_version', so it is not a trtbuild sidecar")
+    return data
+
+
+def sidecar_backend(sidecar: dict) -> str:
+    """"reference" or "tensorrt": which backend built the engine the sidecar describes."""
+    return "reference" if sidecar.get("tensorrt_version") == "reference" else sidecar.get("backend", "tensorrt")
+
+
+def check_compatible(sidecar: dict, trt: ModuleType, engine_path: str | os.PathLike = "engine",
+                     current_device: dict | None = None) -> None:
+    """Raise EngineCompatibilityError (one sentence) if the sidecar names another backend,
+    TensorRT version or GPU architecture than `trt` and this machine. Calls nothing in TensorRT."""
+    built_backend = sidecar_backend(sidecar)
+    here_backend = "reference" if is_reference(trt) else "tensorrt"
+    built_version = str(sidecar.get("tensorrt_version"))
+    if built_backend != here_backend:
+        built = f"TensorRT {built_version}" if built_backend == "tensorrt" else "the reference backend"
+        raise EngineCompatibilityError(
+            f"{engine_path} was built by {built} but is being loaded with the {here_backend} backend; "
+            f"use --backend {built_backend} or rebuild it with `trtbuild build`")
+    if built_backend == "tensorrt" and built_version != str(trt.__version__):
+        raise EngineCompatibilityError(
+            f"{engine_path} was built with TensorRT {built_version} but TensorRT {trt.__version__} is installed; "
+            "engines only load in the TensorRT version that built them, so rebuild it with `trtbuild build`")
+    if built_backend == "reference":
+        return  # reference plans run on any device
+    here = current_device if current_device is not None else device_info(trt)
+    built_cc = str(sidecar.get("compute_capability"))
+    if here["compute_capability"] == CPU:
+        raise EngineCompatibilityError(f"{engine_path} is a TensorRT engine for {sidecar.get('gpu')} "
+                                       f"(compute capability {built_cc}) but no CUDA GPU is visible here")
+    if built_cc != here["compute_capability"]:
+        raise EngineCompatibilityError(
+            f"{engine_path} was built for compute capability {built_cc} ({sidecar.get('gpu')}) but this GPU is "
+            f"{here['gpu']} with compute capability {here['compute_capability']}; rebuild the engine on this GPU")
+
+
+def read_engine_file(path: str | os.PathLike, trt: ModuleType | None = None,
+                     current_device: dict | None = None) -> tuple[bytes, dict | None]:
+    """Read an engine and its sidecar, checking compatibility (before reading) and the checksum.
+
+    Returns (plan bytes, sidecar or None). Without a sidecar a warning is logged and only
+    TensorRT's own checks apply. With `trt=None` compatibility is not checked.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise EngineFileError(f"engine file {path} does not exist; build it with `trtbuild build`")
+    if not path.is_file():
+        raise EngineFileError(f"engine path {path} is not a file")
+    sidecar = read_sidecar(path)
+    if sidecar is None:
+        log.warning("engine %s has no sidecar %s, so its TensorRT version, GPU and checksum cannot be checked",
+                    path, sidecar_path(path).name)
+    elif trt is not None:
+        check_compatible(sidecar, trt, path, current_device)
+    data = path.read_bytes()
+    if not data:
+        raise EngineFileError(f"engine file {path} is empty")
+    if sidecar is not None and not sidecar.get("engine_sha256"):
+        log.warning("the sidecar of %s has no engine_sha256, so the engine's integrity cannot be checked", path)
+    elif sidecar is not None:
+        if sha256_bytes(data) != sidecar["engine_sha256"]:
+            expected = sidecar.get("engine_bytes")
+            size_note = (f"it has {len(data)} bytes, the sidecar says {expected}"
+                         if expected is not None and expected != len(data) else "same size, different content")
+            raise EngineFileError(f"engine file {path} does not match the sha256 in its sidecar ({size_note}), "
+                                  "so it was changed or truncated after the build; rebuild it")
+    return data, sidecar
+
+
+def looks_like_reference_plan(data) -> bool:
+    """True if the bytes start like a trtbuild reference plan."""
+    return bytes(data[:len(REFERENCE_MAGIC)]) == REFERENCE_MAGIC

@@ -1,0 +1,18 @@
+"""Parity of engines against PyTorch, Polygraphy-style, with a layerwise mode.
+
+    from trtbuild.parity import compare, check_parity, check_model_parity, make_inputs
+    report = check_model_parity("alexnet", trt, precision="fp16", layerwise=True)
+    print(report.to_table()); report.to_json("parity.json"); report.to_html("parity.html")
+
+An element fails only if |actual - expected| > atol AND > rtol * |expected|.
+"""
+
+from .check import DISTRIBUTIONS, check_model_parity, check_parity, describe_inputs, load_weights_into, make_inputs
+from .compare import DEFAULT_TOLERANCES, Report, TensorStats, compare, compare_tensor, default_tolerances
+from .layerwise import capture_module_outputs, find_jump, layerwise_rows
+
+__all__ = [
+    "DISTRIBUTIONS", "check_model_parity", "check_parity", "describe_inputs", "load_weights_into", "make_inputs",
+    "DEFAULT_TOLERANCES", "Report", "TensorStats", "compare", "compare_tensor", "default_tolerances",
+    "capture_module_outputs", "find_jump", "layerwise_rows",
+]

@@ -1,0 +1,195 @@
+"""Run an engine and a PyTorch module on the same seeded inputs and compare them.
+
+    report = check_parity(engine, module, make_inputs({"input": (1, 3, 224, 224)}, seed=0))
+    report = check_model_parity("alexnet", trt, precision="fp16", layerwise=True)
+    print(report.to_table())
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Mapping, Sequence
+
+import torch
+
+from .compare import Report, compare, default_tolerances
+from .layerwise import capture_module_outputs, find_jump, layerwise_rows
+
+DISTRIBUTIONS = ("uniform", "normal", "large")
+
+
+def make_inputs(shapes: Mapping[str, Sequence[int]], seed: int = 0, value_range=(-1.0, 1.0),
+                distribution: str = "uniform", large_scale: float = 1e4) -> dict[str, torch.Tensor]:
+    """Seeded float32 CPU inputs: "uniform" in [lo, hi]; "normal" with mean (lo+hi)/2 and std
+    (hi-lo)/2; "large": uniform in [lo, hi] times `large_scale` (overflow / large-magnitude tests)."""
+    lo, hi = (float(v) for v in value_range)
+    if not lo < hi:
+        raise ValueError(f"value range needs lo < hi, got [{lo}, {hi}]")
+    if distribution not in DISTRIBUTIONS:
+        raise ValueError(f"distribution {distribution!r} is not one of {', '.join(DISTRIBUTIONS)}")
+    gen = torch.Generator().manual_seed(int(seed))
+    out = {}
+    for name, shape in shapes.items():
+        shape = tuple(int(d) for d in shape)
+        if distribution == "normal":
+            x = torch.randn(shape, generator=gen) * ((hi - lo) / 2) + (lo + hi) / 2
+        else:
+            x = torch.rand(shape, generator=gen) * (hi - lo) + lo
+            if distribution == "large":
+                x = x * large_scale
+        out[name] = x.float()
+    return out
+
+
+def describe_inputs(distribution: str, value_range, large_scale: float = 1e4) -> str:
+    lo, hi = value_range
+    if distribution == "normal":
+        return f"normal(mean={(lo + hi) / 2:g}, std={(hi - lo) / 2:g})"
+    if distribution == "large":
+        return f"uniform[{lo:g}, {hi:g}]x{large_scale:g}"
+    return f"uniform[{lo:g}, {hi:g}]"
+
+
+def _as_named(result, names: Sequence[str]) -> dict[str, torch.Tensor]:
+    if isinstance(result, torch.Tensor):
+        result = [result]
+    if isinstance(result, Mapping):
+        return {n: result[n] for n in names if n in result}
+    result = list(result)
+    if len(result) != len(names):
+        raise ValueError(f"the torch module returned {len(result)} outputs but {len(names)} names were given: {list(names)}")
+    return dict(zip(names, result))
+
+
+def check_parity(engine, module: torch.nn.Module, inputs: Mapping[str, torch.Tensor], *,
+                 output_names: Sequence[str] | None = None, atol: float | None = None, rtol: float | None = None,
+                 layer_map: Mapping[str, str] | None = None, layer_order: Sequence[str] | None = None,
+                 output_of: Mapping[str, str] | None = None, jump_factor: float = 10.0,
+                 meta: dict | None = None) -> Report:
+    """Compare `engine` with `module` on `inputs` (float32 CPU tensors named like the engine inputs).
+
+    atol/rtol default to default_tolerances(meta["precision"]), the default atol being relative
+    to each tensor's largest |expected|; an explicit atol is absolute.
+    The engine gets the inputs in its own dtype and device; the module gets exactly the same
+    values (rounded to the engine's input type, back in float32). Layerwise mode (`layer_map`:
+    network tensor -> torch module name) needs the engine built with those tensors as outputs;
+    `output_of` maps a tensor name to its engine output name when they differ.
+    """
+    precision = (meta or {}).get("precision", "fp32")
+    d_atol, d_rtol = default_tolerances(precision)
+    atol_relative = atol is None  # the default atol scales with each tensor's largest |expected|
+    atol = d_atol if atol is None else atol
+    rtol = d_rtol if rtol is None else rtol
+    feeds = {}
+    torch_inputs = []
+    for name in engine.input_names:
+        if name not in inputs:
+            raise ValueError(f"no value for engine input '{name}'; got {list(inputs)}")
+        x = inputs[name].to(engine.tensors[name].dtype)
+        feeds[name] = x.to(engine.device)
+        torch_inputs.append(x.float())
+    module = module.eval()
+    try:
+        mod_device = next(module.parameters()).device
+    except StopIteration:
+        mod_device = torch.device("cpu")
+    torch_inputs = [t.to(mod_device) for t in torch_inputs]
+    layer_map = dict(layer_map or {})
+    output_of = dict(output_of or {})
+    if output_names is None:
+        extra = set(output_of.values()) | set(layer_map)
+        output_names = [n for n in engine.output_names if n not in extra] or engine.output_names
+    actual = engine.run(feeds, synchronize=True)
+    result, captured, calls = capture_module_outputs(module, list(layer_map.values()), *torch_inputs)
+    expected = _as_named(result, output_names)
+    report = compare(actual, expected, atol, rtol, names=list(output_names), meta=meta, atol_relative=atol_relative)
+    if layer_map:
+        order = list(layer_order) if layer_order is not None else list(layer_map)
+        report.layers = layerwise_rows(actual, captured, layer_map, order, output_of, atol, rtol, calls,
+                                       atol_relative)
+        report.first_jump = find_jump(report.layers, jump_factor, floor=rtol / 10)
+        report.first_failure = next((r.name for r in report.layers if not r.passed), None)
+        report.meta.setdefault("jump_factor", jump_factor)
+    return report
+
+
+def load_weights_into(module: torch.nn.Module, wm) -> torch.nn.Module:
+    """Copy a WeightMap's tensors into `module` (reshaping flat .wts arrays), so the PyTorch side
+    uses exactly the engine's weights. Raises ValueError naming missing or mis-sized weights."""
+    state = module.state_dict()
+    missing, new_state = [], {}
+    for key, value in state.items():
+        if not value.dtype.is_floating_point:
+            new_state[key] = value  # e.g. num_batches_tracked (not stored in .wts)
+            continue
+        if key not in wm:
+            missing.append(key)
+            continue
+        new_state[key] = torch.from_numpy(wm.get(key, tuple(value.shape), copy=True)).to(value.dtype)
+    if missing:
+        raise ValueError(f"weights from {wm.source} lack {len(missing)} tensors the PyTorch model needs, "
+                         f"e.g. {missing[:5]}")
+    module.load_state_dict(new_state)
+    return module
+
+
+def check_model_parity(model: str, trt, *, weights=None, engine=None, precision: str | None = None,
+                       small: bool = False, seed: int = 0, weights_seed: int = 0, value_range=None,
+                       distribution: str = "uniform", large_scale: float = 1e4, batch: int = 1,
+                       atol: float | None = None, rtol: float | None = None, layerwise: bool = False,
+                       progress: bool | None = False, module: torch.nn.Module | None = None) -> Report:
+    """Parity of a registry model: engine (a path, an Engine, or built in memory) vs PyTorch.
+
+    weights: path or WeightMap used for the engine build and loaded into the PyTorch model
+    (None: the PyTorch model's own seeded weights, `weights_seed`). Layerwise mode builds an
+    engine in memory with the ModelSpec.layer_map tensors marked as extra outputs.
+    """
+    from trtbuild.engine import Engine, build_model, get_spec, load_engine
+    from trtbuild.engine.model import registry
+    from trtbuild.weights import WeightMap
+
+    spec = get_spec(model)
+    if module is None:
+        module = registry().get_torch_model(spec.name, seed=weights_seed, small=small)
+    wm = None
+    if weights is not None:
+        wm = weights if isinstance(weights, WeightMap) else WeightMap.load(weights)
+        load_weights_into(module, wm)
+    layer_map = dict(spec.layer_map) if layerwise else {}
+    if layerwise and not layer_map:
+        raise ValueError(f"model '{spec.name}' has an empty layer_map, so layerwise parity is not available")
+    output_of, order, source = {}, None, "(built in memory)"
+    if engine is not None and not layerwise:
+        if isinstance(engine, (str, os.PathLike)):
+            source = str(engine)
+            engine = load_engine(engine, trt)
+        else:
+            source = engine.name
+        precision = (engine.sidecar or {}).get("precision", precision or "fp32")
+    else:
+        if engine is not None:
+            raise ValueError("--layerwise builds its own engine with the layer tensors marked as outputs; "
+                             "omit --engine (a saved engine has only the model outputs)")
+        precision = precision or "fp32"
+        if wm is None:
+            wm = WeightMap.from_module(module)
+        plan = build_model(spec, wm, trt, precision, small=small, progress=progress,
+                           batch=(1, batch, batch) if batch > 1 else None, extra_outputs=list(layer_map))
+        output_of = plan.info["extra_outputs"]
+        order = list(output_of)
+        engine = Engine(plan, trt, sidecar=plan.info, name=f"{spec.name} ({precision}, in memory)")
+    shapes = {}
+    for name in engine.input_names:
+        info = engine.tensors[name]
+        dims = list(info.shape)
+        if dims[0] < 0:
+            dims[0] = min(max(batch, info.min_shape[0]), info.max_shape[0])
+        shapes[name] = dims
+    value_range = tuple(value_range) if value_range is not None else tuple(spec.value_range)
+    inputs = make_inputs(shapes, seed, value_range, distribution, large_scale)
+    meta = {"model": spec.name + (" (small)" if small else ""), "backend": engine.backend, "precision": precision,
+            "batch": shapes[engine.input_names[0]][0], "seed": seed,
+            "inputs": describe_inputs(distribution, value_range, large_scale), "against": "pytorch",
+            "engine": source}
+    return check_parity(engine, module, inputs, output_names=list(spec.output_names), atol=atol, rtol=rtol,
+                        layer_map=layer_map, layer_order=order, output_of=output_of, meta=meta)

@@ -1,0 +1,237 @@
+"""Compare actual (engine) outputs with expected (PyTorch) outputs, the way Polygraphy does.
+
+An element FAILS only if it exceeds BOTH tolerances: |a - e| > atol and |a - e| > rtol * |e|.
+NaN matches NaN and +-inf matches the same inf; any other non-finite mismatch fails.
+Per tensor the statistics are: max / mean / p99 of the absolute error; max / mean / p99 of the
+relative error |a - e| / |e| (mean and p99 over elements with e != 0; max is inf if some e == 0
+with a != 0); cosine similarity; relative L2 error ||a - e|| / ||e||; NaN and Inf counts of
+actual and expected separately; the smallest atol that would pass with rtol fixed and the
+smallest rtol that would pass with atol fixed.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Mapping
+
+import numpy as np
+
+#: Default (atol, rtol) per precision. These atol values are RELATIVE: multiplied by each tensor's
+#: largest finite |expected| (seeded models have tiny outputs, so a fixed atol would hide errors).
+#: An explicit atol (CLI --atol) is absolute, as in Polygraphy.
+DEFAULT_TOLERANCES = {"fp32": (1e-4, 1e-3), "fp16": (1e-2, 1e-2), "bf16": (5e-2, 5e-2)}
+
+
+def default_tolerances(precision: str) -> tuple[float, float]:
+    """(relative atol, rtol) suited to an engine computing in `precision` compared with fp32 PyTorch."""
+    if precision not in DEFAULT_TOLERANCES:
+        raise ValueError(f"no default tolerances for precision {precision!r}; choose one of {', '.join(DEFAULT_TOLERANCES)}")
+    return DEFAULT_TOLERANCES[precision]
+
+
+def to_numpy(x) -> np.ndarray:
+    """A float64 numpy copy of a torch tensor / numpy array / number (any device, bf16 too)."""
+    if hasattr(x, "detach"):
+        x = x.detach().to("cpu")
+        if not x.dtype.is_floating_point and not x.dtype.is_complex:
+            return x.numpy().astype(np.float64)
+        return x.double().numpy()
+    return np.asarray(x, dtype=np.float64)
+
+
+@dataclass
+class TensorStats:
+    """Error statistics of one compared tensor (an output, or a layer in layerwise mode)."""
+
+    name: str
+    shape: list
+    count: int
+    atol: float
+    rtol: float
+    passed: bool
+    failed: int = 0
+    max_abs: float = 0.0
+    mean_abs: float = 0.0
+    p99_abs: float = 0.0
+    max_rel: float = 0.0
+    mean_rel: float = 0.0
+    p99_rel: float = 0.0
+    rel_l2: float = 0.0
+    cosine: float = 1.0
+    nan_actual: int = 0
+    nan_expected: int = 0
+    inf_actual: int = 0
+    inf_expected: int = 0
+    min_atol: float = 0.0
+    min_rtol: float = 0.0
+    expected_max_abs: float = 0.0
+    note: str = ""
+    module: str = ""
+    hist: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        return {k: (None if isinstance(v, float) and math.isnan(v) else
+                    ("inf" if v == math.inf else "-inf" if v == -math.inf else v) if isinstance(v, float) else v)
+                for k, v in d.items()}
+
+
+def _histogram(diff: np.ndarray, max_bins: int = 24) -> dict:
+    """Counts of log10(|a - e|) in half-decade bins, plus exact zeros and non-finite errors."""
+    finite = diff[np.isfinite(diff)]
+    positive = finite[finite > 0]
+    hist = {"zeros": int((finite == 0).sum()), "nonfinite": int((~np.isfinite(diff)).sum()), "edges": [], "counts": []}
+    if positive.size:
+        logs = np.log10(positive)
+        lo, hi = math.floor(logs.min() * 2) / 2, math.ceil(logs.max() * 2) / 2 + 0.5
+        step = max(0.5, math.ceil((hi - lo) / max_bins * 2) / 2)
+        edges = np.arange(lo, hi + step / 2, step)
+        if edges.size < 2:
+            edges = np.array([lo, lo + step])
+        counts, edges = np.histogram(logs, bins=edges)
+        hist["edges"] = [float(e) for e in edges]
+        hist["counts"] = [int(c) for c in counts]
+    return hist
+
+
+def compare_tensor(name: str, actual, expected, atol: float, rtol: float, atol_relative: bool = False) -> TensorStats:
+    """Statistics for one tensor; see the module docstring for the rules.
+
+    atol_relative: use atol * max finite |expected| of this tensor as the absolute tolerance
+    (the effective value is stored in the returned stats' `atol`).
+    """
+    a, e = to_numpy(actual), to_numpy(expected)
+    if atol_relative:
+        finite_e = np.abs(e[np.isfinite(e)])
+        atol = atol * float(finite_e.max()) if finite_e.size else 0.0
+    note = ""
+    if a.shape != e.shape:
+        if a.size != e.size:
+            return TensorStats(name, list(e.shape), int(e.size), atol, rtol, False, failed=int(e.size),
+                               max_abs=math.inf, note=f"shape mismatch: actual {tuple(a.shape)} vs expected {tuple(e.shape)}")
+        note = f"shapes differ ({tuple(a.shape)} vs {tuple(e.shape)}); compared flattened"
+    a, e = a.ravel(), e.ravel()
+    stats = TensorStats(name, list(np.shape(to_numpy(expected))), int(e.size), atol, rtol, True, note=note)
+    if e.size == 0:
+        return stats
+    nan_a, nan_e, inf_a, inf_e = np.isnan(a), np.isnan(e), np.isinf(a), np.isinf(e)
+    with np.errstate(invalid="ignore", over="ignore"):
+        diff = np.abs(a - e)
+    diff[(nan_a & nan_e) | (inf_a & inf_e & (a == e))] = 0.0
+    diff[np.isnan(diff)] = math.inf
+    abs_e = np.abs(e)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rel = np.where(abs_e > 0, diff / abs_e, np.inf)
+    rel[diff == 0] = 0.0
+    rel[np.isnan(rel)] = math.inf
+    nonfinite_err = np.isinf(diff)
+    fails_rtol = (diff > rtol * abs_e) | nonfinite_err
+    fails_atol = (diff > atol) | nonfinite_err
+    failed = fails_rtol & fails_atol
+    nonzero_e = abs_e > 0
+    finite_both = np.isfinite(a) & np.isfinite(e)
+    af, ef = a[finite_both], e[finite_both]
+    na, ne = float(np.linalg.norm(af)), float(np.linalg.norm(ef))
+    stats.failed = int(failed.sum())
+    stats.passed = stats.failed == 0 and not note.startswith("shape mismatch")
+    stats.max_abs = float(diff.max())
+    stats.mean_abs = float(diff.mean())
+    stats.p99_abs = float(np.quantile(diff, 0.99, method="higher"))
+    stats.max_rel = float(rel.max())
+    if nonzero_e.any():
+        stats.mean_rel = float(rel[nonzero_e].mean())
+        stats.p99_rel = float(np.quantile(rel[nonzero_e], 0.99, method="higher"))
+    stats.cosine = 1.0 if na == ne == 0 else (0.0 if na == 0 or ne == 0 else float(af @ ef / (na * ne)))
+    stats.rel_l2 = (float(np.linalg.norm(af - ef)) / ne if ne > 0 else (0.0 if na == 0 else math.inf))
+    if nonfinite_err.any():
+        stats.rel_l2 = math.inf
+    stats.nan_actual, stats.nan_expected = int(nan_a.sum()), int(nan_e.sum())
+    stats.inf_actual, stats.inf_expected = int(inf_a.sum()), int(inf_e.sum())
+    stats.min_atol = float(diff[fails_rtol].max()) if fails_rtol.any() else 0.0
+    stats.min_rtol = float(rel[fails_atol].max()) if fails_atol.any() else 0.0
+    finite_e = abs_e[np.isfinite(e)]
+    stats.expected_max_abs = float(finite_e.max()) if finite_e.size else 0.0
+    stats.hist = _histogram(diff)
+    return stats
+
+
+@dataclass
+class Report:
+    """The result of a parity check: per-output stats, optional layerwise rows, and metadata."""
+
+    outputs: list[TensorStats]
+    atol: float
+    rtol: float
+    meta: dict = field(default_factory=dict)
+    layers: list[TensorStats] | None = None
+    first_jump: str | None = None
+    first_failure: str | None = None
+    atol_relative: bool = False
+
+    @property
+    def passed(self) -> bool:
+        """True if every compared output passed (layer rows are diagnostics)."""
+        return bool(self.outputs) and all(s.passed for s in self.outputs)
+
+    @property
+    def suspect_layer(self) -> str | None:
+        """The first layer where the error jumps or fails (whichever comes first in network order)."""
+        if not self.layers:
+            return None
+        for row in self.layers:
+            if row.name in (self.first_jump, self.first_failure):
+                return row.name
+        return None
+
+    def to_dict(self) -> dict:
+        return {"passed": self.passed, "atol": self.atol, "rtol": self.rtol,
+                "atol_mode": "relative to max |expected| per tensor" if self.atol_relative else "absolute",
+                "meta": self.meta,
+                "outputs": [s.to_dict() for s in self.outputs],
+                "layers": [s.to_dict() for s in self.layers] if self.layers is not None else None,
+                "first_jump": self.first_jump, "first_failure": self.first_failure,
+                "suspect_layer": self.suspect_layer}
+
+    def to_table(self) -> str:
+        """Plain aligned text: one row per output, then one per layer in layerwise mode."""
+        from .report import render_table
+
+        return render_table(self)
+
+    def to_json(self, path=None) -> str:
+        """The report as JSON text; written atomically to `path` if given."""
+        from .report import render_json
+
+        return render_json(self, path)
+
+    def to_html(self, path=None) -> str:
+        """A self-contained HTML page with tables and inline-SVG error histograms."""
+        from .report import render_html
+
+        return render_html(self, path)
+
+    def to_png(self, path) -> bool:
+        """Write error histograms as PNG if matplotlib is installed; return whether it did."""
+        from .report import render_png
+
+        return render_png(self, path)
+
+
+def compare(actual: Mapping, expected: Mapping, atol: float = 1e-4, rtol: float = 1e-3,
+            names=None, meta: dict | None = None, atol_relative: bool = False) -> Report:
+    """Compare every tensor of `expected` (or `names`) with the same-named tensor of `actual`.
+
+    atol is absolute unless atol_relative (then atol * max |expected| per tensor)."""
+    if atol < 0 or rtol < 0:
+        raise ValueError(f"atol and rtol must be >= 0, got atol={atol}, rtol={rtol}")
+    rows = []
+    for name in (names if names is not None else list(expected)):
+        if name not in expected:
+            raise ValueError(f"no expected (reference) value for output '{name}'; have {list(expected)}")
+        if name not in actual:
+            rows.append(TensorStats(name, list(np.shape(to_numpy(expected[name]))), 0, atol, rtol, False,
+                                    max_abs=math.inf, note=f"missing from the actual outputs {list(actual)}"))
+            continue
+        rows.append(compare_tensor(name, actual[name], expected[name], atol, rtol, atol_relative))
+    return Report(rows, atol, rtol, dict(meta or {}), atol_relative=atol_relative)
