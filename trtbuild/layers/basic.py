@@ -13,7 +13,7 @@ import numpy as np
 from trtbuild.backend import trt_of
 from trtbuild.reparam import fold_conv_bn
 
-from .common import BuilderError, constant, out, weights
+from .common import BuilderError, constant, out, trt_weights
 
 __all__ = ["conv", "relu", "max_pool", "avg_pool", "adaptive_avg_pool", "global_avg_pool", "linear", "flatten",
            "add", "conv_bn", "conv_bn_relu", "pool_output_size", "read_conv_weight",
@@ -60,13 +60,12 @@ def conv(network, x, weight, bias, name: str, stride=1, padding=0, dilation=1, g
     if bias is not None and np.asarray(bias).size != out_ch:
         raise BuilderError(f"layer '{name}': bias has {np.asarray(bias).size} values; expected {out_ch}")
     trt = trt_of(network)
-    kernel = weights(network, x, w)
+    kernel = trt_weights(network, x, w)
     ks = trt.Dims(w.shape[2:])
     if bias is None:
-        layer = network.add_convolution_nd(x, out_ch, ks, trt.Weights(kernel))
+        layer = network.add_convolution_nd(x, out_ch, ks, kernel)
     else:
-        layer = network.add_convolution_nd(x, out_ch, ks, trt.Weights(kernel),
-                                           trt.Weights(weights(network, x, np.asarray(bias).reshape(-1))))
+        layer = network.add_convolution_nd(x, out_ch, ks, kernel, trt_weights(network, x, np.asarray(bias).reshape(-1)))
     if layer is None:
         return out(layer, name)
     layer.stride_nd = trt.Dims(_ntuple(stride, nsp, "stride", name))

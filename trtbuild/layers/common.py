@@ -64,8 +64,8 @@ def np_dtype(network, tensor) -> np.dtype:
         return np.dtype(np.float32)
     if dt == trt.DataType.HALF:
         return np.dtype(np.float16)
-    raise BuilderError(f"tensor '{tensor.name}' has type {dt}; weights can be made for FLOAT or HALF only "
-                       "(cast BF16 tensors to FLOAT around weighted layers)")
+    raise BuilderError(f"tensor '{tensor.name}' has type {getattr(dt, 'name', dt)}; numpy weights exist for FLOAT "
+                       "and HALF only (use trt_weights, which also makes BF16 weights)")
 
 
 def weights(network, tensor, array) -> np.ndarray:
@@ -74,11 +74,25 @@ def weights(network, tensor, array) -> np.ndarray:
     return keep_alive(network, arr)
 
 
-def constant(network, array, like, name: str):
-    """A constant tensor of `array`'s shape, typed like tensor `like`."""
+def trt_weights(network, like, array):
+    """trt.Weights holding `array` in the type of tensor `like` (FLOAT, HALF or BF16), its memory
+    kept alive with the network. BF16 has no numpy type, so it goes through TensorRT's
+    Weights(type, ptr, count) overload with the bf16 bit patterns (rounded to nearest even)."""
     trt = trt_of(network)
-    arr = weights(network, like, array)
-    return out(network.add_constant(trt.Dims(arr.shape), trt.Weights(arr)), name)
+    if like.dtype == trt.DataType.BF16:
+        import torch
+
+        f32 = torch.from_numpy(np.ascontiguousarray(np.asarray(array, dtype=np.float32)))
+        bits = keep_alive(network, np.ascontiguousarray(f32.to(torch.bfloat16).view(torch.int16).numpy()))
+        return trt.Weights(trt.DataType.BF16, bits.ctypes.data, bits.size)
+    return trt.Weights(weights(network, like, array))
+
+
+def constant(network, array, like, name: str):
+    """A constant tensor of `array`'s shape, typed like tensor `like` (FLOAT, HALF or BF16)."""
+    trt = trt_of(network)
+    shape = np.shape(array)
+    return out(network.add_constant(trt.Dims(shape), trt_weights(network, like, array)), name)
 
 
 def channel_constant(network, values, like, name: str, channel_axis: int = 1):

@@ -63,6 +63,8 @@ _NP_TO_DT = {
     np.dtype(np.uint8): DataType.UINT8,
 }
 _DT_TO_NP = {v: k.type for k, v in _NP_TO_DT.items()}
+#: how Weights stores each type; numpy has no bfloat16, so BF16 keeps its raw 16-bit patterns
+_STORAGE = {**_DT_TO_NP, DataType.BF16: np.uint16}
 
 
 def nptype(trt_type: DataType):
@@ -94,10 +96,12 @@ class Weights:
             if len(args) == 3:
                 count = int(args[2])
                 n = int(count * self._dtype.itemsize)
+                if self._dtype not in _STORAGE:
+                    raise NetworkError(f"Weights: type {self._dtype.name} is not supported by the reference backend")
                 raw = (ctypes.c_uint8 * n).from_address(int(args[1])) if n else b""
-                self._array = np.frombuffer(bytes(raw), dtype=_DT_TO_NP[self._dtype]).copy()
+                self._array = np.frombuffer(bytes(raw), dtype=_STORAGE[self._dtype]).copy()
             elif len(args) <= 1:
-                self._array = np.zeros((0,), dtype=_DT_TO_NP.get(self._dtype, np.float32))
+                self._array = np.zeros((0,), dtype=_STORAGE.get(self._dtype, np.float32))
             else:
                 raise TypeError("Weights(type, ptr, count) takes exactly three arguments")
             return
@@ -122,6 +126,9 @@ class Weights:
         return int(self._array.nbytes)
 
     def numpy(self) -> np.ndarray:
+        """The values; BF16 weights (no numpy type) come back as the exact float32 values."""
+        if self._dtype == DataType.BF16:
+            return (self._array.astype(np.uint32) << 16).view(np.float32)
         return self._array
 
     def __len__(self) -> int:

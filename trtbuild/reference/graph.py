@@ -28,12 +28,21 @@ def _rebuild_plugin(entry: dict, arrays: dict):
     return creator.create_plugin(spec["name"], fields, TensorRTPhase.RUNTIME)
 
 
+def _weight_tensor(array: np.ndarray, dtype: DataType) -> torch.Tensor:
+    t = torch.from_numpy(np.array(array))
+    if dtype == DataType.BF16:  # raw 16-bit patterns
+        return t.view(torch.int16).view(torch.bfloat16) if t.dtype != torch.int16 else t.view(torch.bfloat16)
+    return t
+
+
 class PlanGraph:
     def __init__(self, header: dict, arrays: dict[str, np.ndarray]):
         self.header = header
         self.layers = []
         for entry in header["layers"]:
-            weights = _NoWeights({k: torch.from_numpy(np.array(arrays[ref])) for k, ref in entry["weights"].items()})
+            types = entry.get("weight_types", {})
+            weights = _NoWeights({k: _weight_tensor(arrays[ref], DataType(types.get(k, DataType.FLOAT)))
+                                  for k, ref in entry["weights"].items()})
             for key in ("shift", "scale", "power", "bias"):
                 if entry["type"] in ("SCALE", "CONVOLUTION", "DECONVOLUTION") and key not in weights:
                     weights[key] = None

@@ -65,8 +65,9 @@ def serialize_network(network, profiles: list[dict], extra: dict) -> bytes:
         for key, w in layer._weights.items():
             if w.size:
                 ref = f"l{len(out_layers)}.{key}"
-                arrays[ref] = w.numpy()
+                arrays[ref] = w._array  # stored bits; BF16 as uint16 patterns
                 entry["weights"][key] = ref
+                entry.setdefault("weight_types", {})[key] = int(w.dtype)
         plugin = getattr(layer, "_plugin", None)
         if plugin is not None:
             c = plugin._creator
