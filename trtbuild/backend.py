@@ -60,9 +60,10 @@ def _import_tensorrt() -> ModuleType:
 
 
 def requested_backend(choice: str | None = None) -> str:
+    source = "--backend" if choice else ENV_VAR if os.environ.get(ENV_VAR) else "default"
     choice = (choice or os.environ.get(ENV_VAR) or "auto").strip().lower()
     if choice not in CHOICES:
-        raise BackendError(f"unknown backend {choice!r} (from {'argument' if choice else ENV_VAR}); choose one of {', '.join(CHOICES)}")
+        raise BackendError(f"unknown backend {choice!r} (from {source}); choose one of {', '.join(CHOICES)}")
     return choice
 
 
