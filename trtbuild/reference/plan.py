@@ -90,7 +90,7 @@ def serialize_network(network, profiles: list[dict], extra: dict) -> bytes:
 
 def deserialize_plan(data: bytes) -> tuple[dict, dict[str, np.ndarray]]:
     """Parse plan bytes; raise PlanError saying what is wrong."""
-    data = bytes(data)
+    data = data if isinstance(data, bytes) else bytes(data)
     if len(data) < len(MAGIC) + 8 or not data.startswith(MAGIC):
         raise PlanError("not a trtbuild reference plan (bad magic bytes): was it built by real TensorRT, or is it another file?")
     if len(data) < len(MAGIC) + 16 + 32:

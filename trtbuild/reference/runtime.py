@@ -38,8 +38,9 @@ def _wrap(address: int, shape, dtype: DataType, dev: torch.device) -> torch.Tens
 
 
 class ICudaEngine:
-    def __init__(self, header: dict, graph: PlanGraph, logger: ILogger):
+    def __init__(self, header: dict, graph: PlanGraph, logger: ILogger, plan: bytes):
         self._logger = logger
+        self._plan = plan
         self._header = header
         self._graph = graph
         self._io = [(t, TensorIOMode.INPUT) for t in header["inputs"]] + [(t, TensorIOMode.OUTPUT) for t in header["outputs"]]
@@ -103,7 +104,7 @@ class ICudaEngine:
     def serialize(self):
         from .builder import IHostMemory
 
-        return IHostMemory(self._header["_plan_bytes"])
+        return IHostMemory(self._plan)
 
 
 class IExecutionContext:
@@ -204,9 +205,9 @@ class Runtime:
     def deserialize_cuda_engine(self, serialized_engine) -> ICudaEngine | None:
         """Load a reference plan; on failure log an ERROR and return None, as TensorRT does."""
         try:
-            header, arrays = deserialize_plan(serialized_engine)
-            header["_plan_bytes"] = bytes(serialized_engine)
-            return ICudaEngine(header, PlanGraph(header, arrays), self.logger)
+            plan = bytes(serialized_engine)
+            header, arrays = deserialize_plan(plan)
+            return ICudaEngine(header, PlanGraph(header, arrays), self.logger, plan)
         except (PlanError, NetworkError, KeyError, ValueError) as e:
             self.logger.log(ILogger.ERROR, f"deserialize_cuda_engine: {e}")
             return None
