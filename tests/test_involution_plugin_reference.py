@@ -11,7 +11,7 @@ import torch
 import trtbuild.reference as trt
 from trtbuild.layers import involution as inv_layers
 from trtbuild.layers.common import BuilderError
-from trtbuild.models.reference_run import run_network
+from trtbuild.engine.quick import run_network
 from trtbuild.ops.involution import Involution, involution_output_size, involution_reference
 from trtbuild.ops.involution_reference_plugin import register_reference_involution
 from trtbuild.weights import WeightMap
@@ -165,7 +165,12 @@ def test_involution_block_matches_the_torch_module():
             return {"y": inv_layers.involution_block(network, tx, wm, "", "blk", kernel_size=3, stride=stride,
                                                      group_channels=8)}
 
+        def define_flat(network):  # tensorrtx .wts files store every tensor 1-D
+            tx = network.add_input("x", trt.DataType.FLOAT, trt.Dims(tuple(x.shape)))
+            return {"y": inv_layers.involution_block(network, tx, wm_flat, "", "blk", kernel_size=3, stride=stride)}
+
         wm_prefixed = WeightMap.from_state_dict({f"inv.{k}": v for k, v in m.state_dict().items()})
+        wm_flat = WeightMap.from_state_dict({k: v.reshape(-1) for k, v in m.state_dict().items()})
 
         def define_prefixed(network):
             tx = network.add_input("x", trt.DataType.FLOAT, trt.Dims(tuple(x.shape)))
@@ -174,7 +179,7 @@ def test_involution_block_matches_the_torch_module():
 
         with torch.no_grad():
             expected = m(x)
-        for build in (define, define_prefixed):
+        for build in (define, define_prefixed, define_flat):
             y = run_network(build, {"x": x})["y"]
             torch.testing.assert_close(y, expected, atol=1e-5, rtol=1e-5)
 

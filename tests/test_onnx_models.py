@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import onnx
 import pytest
 import torch
 import torch.nn.functional as F
@@ -18,7 +19,7 @@ import trtbuild.reference as trt
 from trtbuild.onnx_export import compare_arrays, export_onnx, format_rows, layerwise_against_onnxruntime, run_onnxruntime
 
 registry = pytest.importorskip("trtbuild.models.registry")
-reference_run = pytest.importorskip("trtbuild.models.reference_run")
+from trtbuild.engine import quick  # noqa: E402
 from trtbuild.weights import WeightMap  # noqa: E402
 
 ZOO = registry.names()
@@ -42,22 +43,35 @@ def export_spec(spec, model, precision):
     if spec.uses_plugins:
         import trtbuild.ops  # noqa: F401
     net = trt.Builder(trt.Logger()).create_network(1 << int(trt.NetworkDefinitionCreationFlag.STRONGLY_TYPED))
-    outs = reference_run.build_spec_network(net, spec, WeightMap.from_module(model), precision, small=True)
+    outs = quick.build_spec_network(net, spec, WeightMap.from_module(model), precision, small=True)
     for name in spec.output_names:
         outs[name].name = name
         net.mark_output(outs[name])
     return export_onnx(net)
 
 
+PLUGIN_MODELS = [n for n in ZOO if registry.get(n).uses_plugins]
+
+
+@pytest.mark.parametrize("name", PLUGIN_MODELS)
+def test_plugin_model_exports_one_custom_node_per_plugin_layer(name):
+    """onnxruntime cannot run TensorRT plugins, so check what TensorRT's parser will look up."""
+    spec, model, _ = prepare(name)
+    onnx_model = export_spec(spec, model, "fp32")
+    custom = [n for n in onnx_model.graph.node if n.domain]
+    plugin_layers = [n for n in model.modules() if type(n).__name__ == "Involution"]
+    assert len(custom) == len(plugin_layers) > 0
+    for node in custom:
+        attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+        assert (node.op_type, node.domain, attrs["plugin_version"]) == ("Involution", "trtbuild", b"1")
+        assert {"kernel_size", "stride", "padding", "dilation", "groups"} <= set(attrs)
+
+
 @pytest.mark.parametrize("precision", ["fp32", "fp16"])
-@pytest.mark.parametrize("name", ZOO)
+@pytest.mark.parametrize("name", [n for n in ZOO if n not in PLUGIN_MODELS])
 def test_zoo_model_through_onnxruntime_matches_torch(name, precision):
     spec, model, x = prepare(name)
     onnx_model = export_spec(spec, model, precision)
-    if spec.uses_plugins:
-        custom = [n for n in onnx_model.graph.node if n.domain]
-        assert custom and all(n.op_type for n in custom), f"{name}: expected plugin nodes"
-        pytest.skip(f"{name} uses TensorRT plugins ({custom[0].op_type}); onnxruntime cannot run them")
     feed = x if precision == "fp32" else x.half()
     got = run_onnxruntime(onnx_model, {spec.input_name: feed})
     with torch.no_grad():
@@ -83,7 +97,7 @@ def test_layerwise_rows_cover_every_layer_and_agree(name):
     rows = layerwise_against_onnxruntime(name, small=True)
     net = trt.Builder(trt.Logger()).create_network(1 << int(trt.NetworkDefinitionCreationFlag.STRONGLY_TYPED))
     spec, model, _ = prepare(name)
-    reference_run.build_spec_network(net, spec, WeightMap.from_module(model), "fp32", small=True)
+    quick.build_spec_network(net, spec, WeightMap.from_module(model), "fp32", small=True)
     assert [r["layer"] for r in rows] == [net.get_layer(i).name for i in range(net.num_layers)]
     assert set(rows[0]) >= {"layer", "type", "tensor", "shape", "dtype", "max_abs_err", "max_rel_err", "cosine"}
     for r in rows:

@@ -144,32 +144,37 @@ def involution_plugin(network, x, w, kernel_size: int, stride: int, padding: int
 
 
 def involution_block(network, x, wm, prefix: str, name: str, kernel_size: int = 7, stride: int = 1,
-                     group_channels: int = 16, dilation: int = 1, bn_eps: float = 1e-5):
+                     dilation: int = 1, bn_eps: float = 1e-5, group_channels: int | None = None):
     """The RedNet involution module (:class:`trtbuild.ops.involution.Involution`) from its weights.
 
-    Reads ``<prefix>.conv1.conv.weight``, ``<prefix>.conv1.bn.*``, ``<prefix>.conv2.conv.{weight,bias}``
-    from the WeightMap ``wm`` (``prefix`` "" for unprefixed names). Layers: ``name/avgpool`` (stride > 1), ``name/reduce`` (1x1 conv with
-    BN folded) + ``name/reduce/relu``, ``name/span`` (1x1 conv giving (N, G*K*K, Ho, Wo), fed to the
-    plugin without a reshape) and the plugin ``name``. With stride > 1, H and W must be divisible by
-    the stride, as in the PyTorch module.
+    Reads ``<prefix>.conv1.conv.weight``, ``<prefix>.conv1.bn.*`` and ``<prefix>.conv2.conv.{weight,bias}``
+    from ``wm`` (``prefix`` "" for unprefixed names); weights may be stored flat, as in .wts files.
+    Layers, named like the torch submodules under ``name``: ``name.avgpool`` (stride > 1),
+    ``name.conv1.conv`` (reduce 1x1 conv, BN folded), ``name.conv1`` (ReLU), ``name.conv2`` (span 1x1
+    conv giving (N, G*K*K, Ho, Wo), fed to the plugin without a reshape) and the plugin ``name``.
+    The group count G comes from the span conv (K*K*G outputs); ``group_channels``, if given, must agree.
     """
     k = _check_int(kernel_size, 1, "kernel_size", name)
     s = _check_int(stride, 1, "stride", name)
-    gc = _check_int(group_channels, 1, "group_channels", name)
-    channels = int(x.shape[1])
-    if channels < 0 or channels % gc:
-        raise BuilderError(f"layer '{name}': input '{x.name}' needs a static channel count divisible by "
-                           f"group_channels={gc}, got shape {tuple(x.shape)}")
-    groups = channels // gc
 
     def key(rest: str) -> str:
         return f"{prefix}.{rest}" if prefix else rest
 
-    span_w = wm.get(key("conv2.conv.weight"))
-    if span_w.shape[0] != k * k * groups:
-        raise BuilderError(f"layer '{name}': {key('conv2.conv.weight')} has {span_w.shape[0]} output channels; "
-                           f"kernel_size={k} and {groups} groups need {k * k * groups}")
-    src = avg_pool(network, x, s, s, 0, f"{name}/avgpool") if s > 1 else x
-    reduced = conv_bn_relu(network, src, wm, key("conv1.conv"), key("conv1.bn"), f"{name}/reduce", eps=bn_eps)
-    kernels = conv(network, reduced, span_w, wm.get(key("conv2.conv.bias")), f"{name}/span")
-    return involution_plugin(network, x, kernels, k, s, dilation * (k - 1) // 2, dilation, groups, name)
+    channels = int(x.shape[1])
+    src = avg_pool(network, x, s, s, 0, f"{name}.avgpool") if s > 1 else x
+    reduced = conv_bn_relu(network, src, wm, key("conv1.conv"), key("conv1.bn"), f"{name}.conv1.conv",
+                           relu_name=f"{name}.conv1", kernel=1, eps=bn_eps)
+    reduced_ch = int(reduced.shape[1])
+    span_key = key("conv2.conv.weight")
+    size = int(np.prod(wm.shape_of(span_key)))
+    span_ch = size // reduced_ch if size % reduced_ch == 0 else 0
+    if span_ch == 0 or span_ch % (k * k) or channels < 0 or channels % (span_ch // (k * k)):
+        raise BuilderError(f"layer '{name}': weight '{span_key}' has {size} values (shape {wm.shape_of(span_key)}); "
+                           f"expected K*K*G x {reduced_ch} with K={k} and G dividing the {channels} input channels")
+    groups = span_ch // (k * k)
+    if group_channels is not None and channels != groups * group_channels:
+        raise BuilderError(f"layer '{name}': {span_key} gives {groups} groups, which with group_channels="
+                           f"{group_channels} does not cover the {channels} input channels")
+    span = conv(network, reduced, wm.get(span_key, (span_ch, reduced_ch, 1, 1)),
+                wm.get(key("conv2.conv.bias"), (span_ch,)), f"{name}.conv2")
+    return involution_plugin(network, x, span, k, s, dilation * (k - 1) // 2, dilation, groups, name)

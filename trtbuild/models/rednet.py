@@ -27,11 +27,11 @@ import re
 import numpy as np
 
 from trtbuild.backend import trt_of
-from trtbuild.layers.basic import (add, avg_pool, conv, conv_bn, conv_bn_relu, global_avg_pool, linear, max_pool,
+from trtbuild.layers.basic import (add, conv, conv_bn, conv_bn_relu, global_avg_pool, linear, max_pool,
                                    read_linear, relu)
 from trtbuild.layers.batchnorm import batchnorm
 from trtbuild.layers.common import BuilderError
-from trtbuild.layers.involution import involution_plugin, load_plugin_library
+from trtbuild.layers.involution import involution_block, load_plugin_library
 from trtbuild.models import pytorch as tm
 from trtbuild.models.pytorch import rednet as trn
 
@@ -58,32 +58,9 @@ def _bn(network, x, wm, prefix: str, name: str):
 
 
 def involution_module(network, x, wm, prefix: str, kernel_size: int, stride: int = 1):
-    """The involution module ``prefix`` (:class:`trtbuild.ops.involution.Involution`) with the plugin.
-
-    Layers (named after the torch submodules): ``prefix.avgpool`` (stride > 1), ``prefix.conv1.conv``
-    (reduce 1x1 conv with its BN folded), ``prefix.conv1`` (ReLU), ``prefix.conv2`` (span 1x1 conv,
-    (N, G*K*K, Ho, Wo), fed to the plugin without a reshape) and the plugin layer ``prefix``.
-    The group count G comes from the span conv's output channels (K*K*G); weights may be stored
-    flat (.wts). Computes what :func:`trtbuild.layers.involution.involution_block` does, which
-    names its layers ``name/reduce``, ``name/span`` and needs shaped weights. Returns the plugin's
-    output tensor.
-    """
-    channels = int(x.shape[1])
-    kk = kernel_size * kernel_size
-    src = avg_pool(network, x, stride, stride, 0, f"{prefix}.avgpool") if stride > 1 else x
-    reduced = conv_bn_relu(network, src, wm, f"{prefix}.conv1.conv", f"{prefix}.conv1.bn", f"{prefix}.conv1.conv",
-                           relu_name=f"{prefix}.conv1", kernel=1, eps=BN_EPS)
-    reduced_ch = int(reduced.shape[1])
-    key = f"{prefix}.conv2.conv.weight"
-    size = int(np.prod(wm.shape_of(key)))
-    span_ch = size // reduced_ch if size % reduced_ch == 0 else 0
-    if span_ch == 0 or span_ch % kk or channels % (span_ch // kk):
-        raise BuilderError(f"layer '{prefix}': weight '{key}' has {size} values (shape {wm.shape_of(key)}); expected "
-                           f"K*K*G x {reduced_ch} with K={kernel_size} and G dividing the {channels} input channels")
-    groups = span_ch // kk
-    span = conv(network, reduced, wm.get(key, (span_ch, reduced_ch, 1, 1)),
-                wm.get(f"{prefix}.conv2.conv.bias", (span_ch,)), f"{prefix}.conv2")
-    return involution_plugin(network, x, span, kernel_size, stride, (kernel_size - 1) // 2, 1, groups, prefix)
+    """The involution module ``prefix`` with the plugin; layers named after the torch submodules
+    (see :func:`trtbuild.layers.involution.involution_block`)."""
+    return involution_block(network, x, wm, prefix, prefix, kernel_size, stride, bn_eps=BN_EPS)
 
 
 def _block_counts(wm) -> list[int]:

@@ -130,8 +130,11 @@ def register(spec: ModelSpec) -> ModelSpec:
 
 
 def names() -> list[str]:
-    """Registered model names, in registration order."""
-    return list(MODELS.keys())
+    """Registered model names: the built-in models in MODEL_MODULES order (whatever order their
+    modules happened to be imported in), then any others in registration order."""
+    rank = {f"{__package__}.{m}": i for i, m in enumerate(MODEL_MODULES)}
+    specs = sorted(MODELS.values(), key=lambda s: rank.get(getattr(s.build_network, "__module__", ""), len(rank)))
+    return [s.name for s in specs]
 
 
 def get(name: str) -> ModelSpec:
