@@ -49,36 +49,31 @@ def time_forward(model: torch.nn.Module, x: torch.Tensor, warmup: int, runs: int
 
 
 class ReferenceForward:
-    """A reference-backend engine for ``build(network, input) -> {name: ITensor}`` with its input and
-    output buffers bound once; calling it runs ``execute_async_v3`` and returns the output."""
+    """A reference-backend engine for ``build(network, input) -> {name: ITensor}`` (one output,
+    named "logits"), built with trtbuild.engine.build_plan and loaded as an Engine. Its buffers are
+    bound once (by a first Engine.run); calling it only re-executes the context on the input given
+    at construction, so the timings hold the network's execution and no per-call set-up."""
 
     def __init__(self, build, x: torch.Tensor):
         import trtbuild.reference as trt
-        from trtbuild.models.reference_run import CapturingLogger
-        from trtbuild.reference.runtime import device
+        from trtbuild.engine import Engine, build_plan
 
-        logger = CapturingLogger(trt)
-        builder = trt.Builder(logger)
-        network = builder.create_network(1 << int(trt.NetworkDefinitionCreationFlag.STRONGLY_TYPED))
-        inp = network.add_input("input", trt.DataType.FLOAT, trt.Dims(tuple(x.shape)))
-        (out,) = build(network, inp).values()
-        out.name = "logits"
-        network.mark_output(out)
-        self.num_layers = network.num_layers
-        plan = builder.build_serialized_network(network, builder.create_builder_config())
-        engine = trt.Runtime(logger).deserialize_cuda_engine(plan) if plan is not None else None
-        if engine is None:
-            raise RuntimeError("reference build failed: " + "; ".join(m for _, m in logger.messages))
-        self.context = engine.create_execution_context()
-        self.x = x.to(device()).contiguous()
-        self.y = torch.empty(tuple(engine.get_tensor_shape("logits")), device=device())
-        self.context.set_input_shape("input", tuple(self.x.shape))
-        self.context.set_tensor_address("input", self.x.data_ptr())
-        self.context.set_tensor_address("logits", self.y.data_ptr())
+        counted = {}
+
+        def define(network, inp):
+            (out,) = build(network, inp).values()
+            counted["layers"] = network.num_layers
+            return {"logits": out}
+
+        plan = build_plan(trt, define, input_shape=tuple(x.shape), progress=False)
+        self.num_layers = counted["layers"]
+        self.engine = Engine(plan, trt, name="bench_reparam")
+        self.x = x.to(self.engine.device).contiguous()
+        self.y = self.engine.run({"input": self.x})["logits"]  # sets the input shape and both addresses
 
     def __call__(self, _x=None) -> torch.Tensor:
-        if not self.context.execute_async_v3(0):
-            raise RuntimeError("execute_async_v3 failed")
+        if not self.engine.context.execute_async_v3(0):
+            raise RuntimeError(f"execute_async_v3 failed: {self.engine.logger.error_text()}")
         return self.y
 
 

@@ -28,7 +28,7 @@ import torch.nn.functional as F
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from trtbuild.models import registry  # noqa: E402
-from trtbuild.models.reference_run import run_spec  # noqa: E402
+from trtbuild.engine.quick import run_spec  # noqa: E402
 from trtbuild.weights import WeightMap  # noqa: E402
 
 

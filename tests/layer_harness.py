@@ -1,6 +1,6 @@
 """Tiny harness for layer-builder tests: build a strongly typed network (on the reference backend,
-or on real TensorRT where a test asks for it), build/deserialize the engine, run it through
-execute_async_v3 with torch buffers, return outputs."""
+or on real TensorRT where a test asks for it) and run it once through trtbuild.engine
+(serialize_network + Engine.run, the path users take), returning the outputs on the CPU."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import pytest
 import torch
 
 import trtbuild.reference as trt
-from trtbuild.backend import BackendError, is_reference, load_trt
-from trtbuild.reference.runtime import device
+from trtbuild.backend import BackendError, load_trt
+from trtbuild.engine import Engine, new_network as _engine_network, serialize_network
 
 _LOGGERS: dict[int, object] = {}  # builder id -> its logger (kept alive for TensorRT, which holds a pointer)
 
@@ -32,55 +32,29 @@ def real_trt_or_skip():
 
 def new_network(mod=trt):
     """(builder, network): a fresh strongly typed network of module `mod` (reference by default)."""
-
-    class CaptureLogger(mod.ILogger):
-        def __init__(self):
-            mod.ILogger.__init__(self)
-            self.messages: list[tuple[int, str]] = []
-
-        def log(self, severity, msg):
-            self.messages.append((int(severity), str(msg)))
-
-    logger = CaptureLogger()
-    builder = mod.Builder(logger)
+    builder, network, logger = _engine_network(mod)
     _LOGGERS[id(builder)] = logger
-    return builder, builder.create_network(1 << int(mod.NetworkDefinitionCreationFlag.STRONGLY_TYPED))
+    return builder, network
+
+
+def _profile_from_feeds(network, feeds) -> dict | None:
+    """{input: (min, opt, max)} for the dynamic inputs: 1 for each dynamic dimension at min, the
+    fed shape at opt and max; None for a static network."""
+    shapes = {}
+    for i in range(network.num_inputs):
+        t = network.get_input(i)
+        if -1 in tuple(t.shape):
+            shape = tuple(feeds[t.name].shape)
+            shapes[t.name] = (tuple(1 if d < 0 else s for d, s in zip(t.shape, shape)), shape, shape)
+    return shapes or None
 
 
 def run_network(builder, network, feeds: dict[str, torch.Tensor], mod=trt) -> dict[str, torch.Tensor]:
     """Build the marked outputs of `network`, run it on `feeds` and return {name: cpu tensor}."""
-    config = builder.create_builder_config()
-    dynamic = [network.get_input(i) for i in range(network.num_inputs) if -1 in tuple(network.get_input(i).shape)]
-    if dynamic:
-        profile = builder.create_optimization_profile()
-        for t in dynamic:
-            shape = tuple(feeds[t.name].shape)
-            profile.set_shape(t.name, tuple(1 if d < 0 else s for d, s in zip(t.shape, shape)), shape, shape)
-        config.add_optimization_profile(profile)
-    logger = _LOGGERS[id(builder)]
-    plan = builder.build_serialized_network(network, config)
-    assert plan is not None, f"build failed: {logger.messages}"
-    engine = mod.Runtime(logger).deserialize_cuda_engine(plan)
-    assert engine is not None, f"deserialize failed: {logger.messages}"
-    ctx = engine.create_execution_context()
-    dev = device() if is_reference(mod) else torch.device("cuda")
-    torch_of = _torch_dtypes(mod)[1]
-    keep, outputs = [], {}
-    for name, value in feeds.items():
-        t = value.to(dev).contiguous()
-        keep.append(t)
-        ctx.set_input_shape(name, tuple(t.shape))
-        ctx.set_tensor_address(name, t.data_ptr())
-    for i in range(engine.num_io_tensors):
-        name = engine.get_tensor_name(i)
-        if engine.get_tensor_mode(name) == mod.TensorIOMode.OUTPUT:
-            buf = torch.empty(tuple(ctx.get_tensor_shape(name)), dtype=torch_of[engine.get_tensor_dtype(name)], device=dev)
-            outputs[name] = buf
-            ctx.set_tensor_address(name, buf.data_ptr())
-    stream = torch.cuda.current_stream().cuda_stream if dev.type == "cuda" else 0
-    assert ctx.execute_async_v3(stream)
-    if dev.type == "cuda":
-        torch.cuda.synchronize()
+    plan = serialize_network(mod, builder, network, _LOGGERS[id(builder)],
+                             profile_shapes=_profile_from_feeds(network, feeds), progress=False)
+    engine = Engine(plan, mod, name="layer_harness")
+    outputs = engine.run({name: value.to(engine.device) for name, value in feeds.items()}, synchronize=True)
     return {k: v.cpu() for k, v in outputs.items()}
 
 

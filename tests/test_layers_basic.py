@@ -9,7 +9,7 @@ import torch.nn.functional as F
 import trtbuild.reference as trt
 from trtbuild.layers import basic
 from trtbuild.layers.common import BuilderError
-from trtbuild.models.reference_run import run_network
+from trtbuild.engine.quick import run_network
 from trtbuild.weights import WeightMap
 
 GEN = torch.Generator().manual_seed(0)

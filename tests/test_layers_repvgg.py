@@ -12,7 +12,7 @@ import trtbuild.reference as trt
 from trtbuild.layers.common import BuilderError
 from trtbuild.layers.repvgg import repvgg_block, repvgg_block_unfused
 from trtbuild.models.pytorch import RepVGGBlock, randomize_bn_
-from trtbuild.models.reference_run import run_network
+from trtbuild.engine.quick import run_network
 from trtbuild.weights import WeightMap, WeightsError
 
 CASES = [  # (in, out, stride, groups)

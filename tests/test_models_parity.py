@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 
 from trtbuild.models import registry
-from trtbuild.models.reference_run import run_spec
+from trtbuild.engine.quick import run_spec
 from trtbuild.weights import WeightMap
 
 ZOO = ["alexnet", "vgg16_ssd", "vgg16_refinedet", "resnet18", "resnet50", "repvgg_a0"]
@@ -96,7 +96,7 @@ EXPECTED_LAYERS = {"resnet18": 52, "resnet50": 125, "repvgg_a0": 50}
 def test_batchnorm_is_folded_one_conv_per_block(name):
     spec, model, x = prepare(name, small=True)
     import trtbuild.reference as trt
-    from trtbuild.models.reference_run import build_spec_network
+    from trtbuild.engine.quick import build_spec_network
 
     builder = trt.Builder(trt.Logger())
     network = builder.create_network(1 << int(trt.NetworkDefinitionCreationFlag.STRONGLY_TYPED))
@@ -142,7 +142,7 @@ def test_layer_map_points_at_matching_torch_modules(name):
 def test_layer_names_follow_torch_modules():
     spec, model, x = prepare("resnet18", small=True)
     import trtbuild.reference as trt
-    from trtbuild.models.reference_run import build_spec_network
+    from trtbuild.engine.quick import build_spec_network
 
     network = trt.Builder(trt.Logger()).create_network(1 << int(trt.NetworkDefinitionCreationFlag.STRONGLY_TYPED))
     build_spec_network(network, spec, WeightMap.from_module(model), "fp32", small=True)
@@ -188,7 +188,7 @@ def test_repvgg_unfused_network_matches_and_keeps_branches():
     5 blocks without identity x 6 (conv, bn, conv, bn, add, relu) + 17 with identity x 8
     (+ identity bn, add) + gap + linear (5) = 30 + 136 + 6 = 172."""
     import trtbuild.reference as trt
-    from trtbuild.models.reference_run import run_network
+    from trtbuild.engine.quick import run_network
     from trtbuild.models.repvgg import build_repvgg
 
     spec, model, x = prepare("repvgg_a0", small=True)

@@ -67,12 +67,28 @@ def add_common_model_options(p: argparse.ArgumentParser) -> None:
     add_backend_option(p)
 
 
-def add_parser(subparsers) -> argparse.ArgumentParser:
-    """Register ``build``."""
-    p = subparsers.add_parser("build", help="build a model into an engine file (+ JSON sidecar)",
-                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def add_model_command(subparsers, name: str, help: str, description: str) -> argparse.ArgumentParser:
+    """A subcommand taking a registry model name plus the common model options (build, parity)."""
+    p = subparsers.add_parser(name, help=help, description=description,
+                              formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("model", help="model name (see `trtbuild models`)")
     add_common_model_options(p)
+    return p
+
+
+def backend_and_model(args):
+    """(trt, spec): the backend chosen by --backend, whose line is printed first, and the registry
+    model named by args.model."""
+    from trtbuild.engine import get_spec, select_backend
+
+    trt, line = select_backend(args.backend)
+    print(line, flush=True)
+    return trt, get_spec(args.model)
+
+
+def add_parser(subparsers) -> argparse.ArgumentParser:
+    """Register ``build``."""
+    p = add_model_command(subparsers, "build", "build a model into an engine file (+ JSON sidecar)", __doc__)
     p.add_argument("--out", default=None, help="engine path (default engines/<model>[-small]-<precision>.engine)")
     p.add_argument("--batch", default=None, metavar="MIN,OPT,MAX",
                    help="dynamic batch optimization profile (input declared with batch -1); default static batch 1")
@@ -90,11 +106,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 def run(args) -> int:
     """Build and save; print the backend first, then what was written."""
-    from trtbuild.engine import build_and_save, default_engine_path, ensure_weights, get_spec, select_backend
+    from trtbuild.engine import build_and_save, default_engine_path, ensure_weights
 
-    trt, line = select_backend(args.backend)
-    print(line, flush=True)
-    spec = get_spec(args.model)
+    trt, spec = backend_and_model(args)
     precision = args.precision or "fp32"
     batch = parse_batch(args.batch)
     weights, exported = ensure_weights(spec.name, args.weights, args.seed, args.small)

@@ -15,7 +15,7 @@ import argparse
 import time
 from pathlib import Path
 
-from .build import add_common_model_options, human_bytes
+from .build import add_common_model_options, backend_and_model, human_bytes
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -46,16 +46,13 @@ class _Clock:
 
 def run(args) -> int:
     """Run the demo; print each step with its time, then the parity table."""
-    from trtbuild.engine import (default_engine_path, ensure_weights, get_spec, load_engine, make_sidecar,
-                                 save_engine, select_backend)
+    from trtbuild.engine import default_engine_path, ensure_weights, load_engine, make_sidecar, save_engine
     from trtbuild.engine.model import build_model, registry
     from trtbuild.parity import check_model_parity, load_weights_into
     from trtbuild.weights import WeightMap
 
-    trt, line = select_backend(args.backend)
-    print(line, flush=True)
+    trt, spec = backend_and_model(args)
     clock = _Clock()
-    spec = get_spec(args.model)
     precision = args.precision or "fp32"
     label = f"{spec.name}{' (small)' if args.small else ''}"
     weights_path, exported = ensure_weights(spec.name, args.weights, args.seed, args.small)

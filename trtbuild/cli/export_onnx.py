@@ -44,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
           "TensorRT is not needed)")
     import trtbuild.reference as trt
     from trtbuild.models import registry
-    from trtbuild.models.reference_run import build_spec_network
+    from trtbuild.engine.quick import build_spec_network
     from trtbuild.onnx_export import OnnxExportError, export_onnx
     from trtbuild.weights import WeightMap, WeightsError
 

@@ -16,15 +16,13 @@ from __future__ import annotations
 import argparse
 import re
 
-from .build import add_common_model_options, parse_range
+from .build import add_model_command, backend_and_model, parse_range
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
     """Register ``parity``."""
-    p = subparsers.add_parser("parity", help="compare an engine's outputs with PyTorch (layerwise optional)",
-                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("model", help="model name (see `trtbuild models`)")
-    add_common_model_options(p)
+    p = add_model_command(subparsers, "parity", "compare an engine's outputs with PyTorch (layerwise optional)",
+                          __doc__)
     p.add_argument("--engine", default=None, help="engine file to check (default: build one in memory)")
     p.add_argument("--layerwise", action="store_true",
                    help="also compare every tensor of the model's layer_map with the PyTorch module outputs")
@@ -92,7 +90,7 @@ def _against_onnxruntime(args, spec) -> int:
 
 def run(args) -> int:
     """Run the comparison, print the table, write files; 0 if parity holds."""
-    from trtbuild.engine import get_spec, select_backend
+    from trtbuild.engine import get_spec
     from trtbuild.parity import check_model_parity
 
     if args.against == "onnxruntime":
@@ -101,9 +99,7 @@ def run(args) -> int:
         load_trt("reference")
         print("backend: reference (PyTorch) — compared with onnxruntime running the ONNX export of the same network")
         return _against_onnxruntime(args, get_spec(args.model))
-    trt, line = select_backend(args.backend)
-    print(line, flush=True)
-    spec = get_spec(args.model)
+    trt, spec = backend_and_model(args)
     if args.batch < 1:
         raise ValueError(f"--batch must be >= 1, got {args.batch}")
     report = check_model_parity(spec.name, trt, weights=args.weights, engine=args.engine, precision=args.precision,

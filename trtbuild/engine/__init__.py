@@ -10,7 +10,8 @@ Precision: the network is strongly typed; fp16/bf16 come from the input type plu
 from BuilderFlag.FP16. By default engines keep float32 inputs and outputs (fp32_io=True).
 """
 
-from .build import PRECISIONS, Plan, build_plan, check_batch, check_precision
+from .build import (PRECISIONS, Plan, batch_profile_shapes, build_plan, check_batch, check_precision,
+                    check_spec_outputs, new_network, serialize_network)
 from .device import device_info, gpu_info
 from .errors import BuildError, EngineCompatibilityError, EngineError, EngineFileError, EngineInputError
 from .logging_bridge import make_logger
@@ -22,7 +23,8 @@ from .serialize import (atomic_write_bytes, check_compatible, make_sidecar, read
                         save_engine, sha256_bytes, sha256_file, sidecar_path)
 
 __all__ = [
-    "PRECISIONS", "Plan", "build_plan", "check_batch", "check_precision", "device_info", "gpu_info",
+    "PRECISIONS", "Plan", "batch_profile_shapes", "build_plan", "check_batch", "check_precision",
+    "check_spec_outputs", "new_network", "serialize_network", "device_info", "gpu_info",
     "BuildError", "EngineCompatibilityError", "EngineError", "EngineFileError", "EngineInputError",
     "make_logger", "make_progress_monitor", "build_and_save", "build_model", "default_engine_path",
     "default_weights_path", "ensure_weights", "export_seeded_weights", "get_spec", "select_backend",

@@ -153,6 +153,113 @@ def _finish_outputs(trt, network, outputs: dict, fp32_io: bool, extra: dict):
         network.mark_output(t)
 
 
+def new_network(trt: ModuleType, logger=None):
+    """(builder, network, logger): an empty strongly typed network of `trt` (real or reference).
+
+    `logger` defaults to `make_logger(trt)`, which captures TensorRT's errors; keep it alive as
+    long as the builder (TensorRT holds a pointer to it)."""
+    logger = logger if logger is not None else make_logger(trt)
+    builder = trt.Builder(logger)
+    network = builder.create_network(1 << int(trt.NetworkDefinitionCreationFlag.STRONGLY_TYPED))
+    return builder, network, logger
+
+
+def check_spec_outputs(spec, outputs: Mapping) -> dict:
+    """{name: tensor} of `spec.output_names`, in that order, from what `spec.build_network` returned;
+    raises BuildError naming the model and the outputs it did not return."""
+    order = list(spec.output_names)
+    missing = [n for n in order if n not in outputs]
+    if missing:
+        raise BuildError(f"model '{spec.name}': build_network returned no tensor for outputs {missing}")
+    return {n: outputs[n] for n in order}
+
+
+def batch_profile_shapes(network, batch) -> dict[str, tuple] | None:
+    """{input name: (min, opt, max) shapes} for a (min, opt, max) dynamic batch, or None for a
+    fully static network and batch None. Raises ValueError for dynamic inputs without a batch, a
+    batch with static inputs, or dynamic dimensions other than the batch."""
+    batch = check_batch(batch)
+    if batch is None and not any(d < 0 for i in range(network.num_inputs) for d in network.get_input(i).shape):
+        return None
+    if batch is None:
+        raise ValueError("the network has dynamic input dimensions; pass batch=(min, opt, max)")
+    shapes = {}
+    for i in range(network.num_inputs):
+        t = network.get_input(i)
+        dims = list(t.shape)
+        if dims[0] >= 0:
+            raise ValueError(f"input '{t.name}' {tuple(dims)} has a static batch dimension; declare it as -1 "
+                             "to build with a batch profile")
+        if any(d < 0 for d in dims[1:]):
+            raise ValueError(f"input '{t.name}' {tuple(dims)}: only the batch dimension may be dynamic")
+        shapes[t.name] = tuple(tuple([b] + dims[1:]) for b in batch)
+    return shapes
+
+
+def _add_profile(builder, config, shapes: Mapping[str, tuple]) -> dict:
+    """Add one optimization profile with {input: (min, opt, max)}; return its JSON-able description."""
+    profile = builder.create_optimization_profile()
+    info = {}
+    for name, (mn, opt, mx) in shapes.items():
+        profile.set_shape(name, tuple(mn), tuple(opt), tuple(mx))
+        info[name] = {"min": list(mn), "opt": list(opt), "max": list(mx)}
+    config.add_optimization_profile(profile)
+    return info
+
+
+def _as_plan(serialized, info: dict):
+    if isinstance(serialized, bytes) and hasattr(serialized, "__dict__"):
+        serialized.info = info  # the reference's IHostMemory is bytes: avoid copying a large plan
+        return serialized
+    return Plan(memoryview(serialized), info)
+
+
+def serialize_network(trt: ModuleType, builder, network, logger, *, batch=None, profile_shapes=None,
+                      workspace: int | None = None, timing_cache: str | os.PathLike | None = None,
+                      progress: bool | None = True, tf32: bool = False) -> bytes:
+    """Build an already defined network (outputs marked) with `builder`; return a `Plan` whose
+    `.info` holds network, inputs, outputs, profile, workspace, tf32 and build_phases.
+
+    Dynamic inputs need either `batch=(min, opt, max)` (only the batch dimension dynamic, see
+    batch_profile_shapes) or `profile_shapes={input name: (min, opt, max)}` (any dimensions).
+    workspace, timing_cache, progress, tf32: as in build_plan. `logger` is the builder's logger
+    (from make_logger / new_network); its errors are quoted in the BuildError raised on failure.
+    """
+    if network.num_outputs == 0:
+        raise BuildError(f"network '{network.name}' has no outputs: return them from the definition or mark them")
+    if batch is not None and profile_shapes is not None:
+        raise ValueError("pass either batch or profile_shapes, not both")
+    config = builder.create_builder_config()
+    shapes = batch_profile_shapes(network, batch) if profile_shapes is None else dict(profile_shapes)
+    profile_info = _add_profile(builder, config, shapes) if shapes else None
+    if workspace is not None:
+        config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, int(workspace))
+    if not tf32:
+        config.clear_flag(trt.BuilderFlag.TF32)
+    cache_path = Path(timing_cache) if timing_cache is not None else None
+    _load_timing_cache(trt, config, cache_path)
+    monitor = make_progress_monitor(trt, progress)
+    config.progress_monitor = monitor
+
+    logger.clear()
+    try:
+        serialized = builder.build_serialized_network(network, config)
+    finally:
+        monitor.close()
+    if serialized is None:
+        raise BuildError(f"{backend_name(trt)} failed to build network '{network.name}': {logger.error_text()}")
+    if cache_path is not None:
+        cache = config.get_timing_cache()
+        if cache is not None:
+            atomic_write_bytes(cache_path, cache.serialize())
+    return _as_plan(serialized, {
+        "network": network.name,
+        "inputs": [describe_tensor(network.get_input(i)) for i in range(network.num_inputs)],
+        "outputs": [describe_tensor(network.get_output(i)) for i in range(network.num_outputs)],
+        "profile": profile_info, "workspace": workspace, "tf32": bool(tf32), "build_phases": list(monitor.phases),
+    })
+
+
 def build_plan(trt: ModuleType, define, *, weights=None, input_name: str | None = None, input_shape=None,
                precision: str = "fp32", fp32_io: bool = True, batch=None, workspace: int | None = None,
                timing_cache: str | os.PathLike | None = None, progress: bool | None = True,
@@ -187,19 +294,11 @@ def build_plan(trt: ModuleType, define, *, weights=None, input_name: str | None 
             raise ValueError(f"model '{spec.name}': build_plan needs weights (a WeightMap or a weight file path)")
         model_name, input_name = spec.name, spec.input_name
         input_shape = spec.input_shape(small)
-        order = list(spec.output_names)
 
         def define(network, x, _spec=spec, _wm=wm):  # noqa: F811 - the spec becomes a plain definition
-            outs = _spec.build_network(network, _wm, x)
-            missing = [n for n in order if n not in outs]
-            if missing:
-                raise BuildError(f"model '{_spec.name}': build_network returned no tensor for outputs {missing}")
-            return {n: outs[n] for n in order}
-    logger = make_logger(trt)
-    builder = trt.Builder(logger)
-    network = builder.create_network(1 << int(trt.NetworkDefinitionCreationFlag.STRONGLY_TYPED))
+            return check_spec_outputs(_spec, _spec.build_network(network, _wm, x))
+    builder, network, logger = new_network(trt)
     network.name = network_name or model_name or "trtbuild"
-    config = builder.create_builder_config()
     if input_shape is not None or spec is not None:
         outputs, _ = _add_model(trt, network, define, input_name or "input", input_shape, precision, fp32_io, batch)
     elif _takes_input(define):
@@ -215,56 +314,14 @@ def build_plan(trt: ModuleType, define, *, weights=None, input_name: str | None 
     extra_names.sort(key=lambda n: by_name[n][0])  # network order
     extra = {n: by_name[n][1] for n in extra_names}
     _finish_outputs(trt, network, dict(outputs), fp32_io and (input_shape is not None or spec is not None), extra)
-    if network.num_outputs == 0:
-        raise BuildError(f"network '{network.name}' has no outputs: return them from the definition or mark them")
-
-    profile_info = None
-    if batch is not None or any(d < 0 for i in range(network.num_inputs) for d in network.get_input(i).shape):
-        if batch is None:
-            raise ValueError("the network has dynamic input dimensions; pass batch=(min, opt, max)")
-        profile = builder.create_optimization_profile()
-        profile_info = {}
-        for i in range(network.num_inputs):
-            t = network.get_input(i)
-            dims = list(t.shape)
-            if dims[0] >= 0:
-                raise ValueError(f"input '{t.name}' {tuple(dims)} has a static batch dimension; declare it as -1 "
-                                 "to build with a batch profile")
-            if any(d < 0 for d in dims[1:]):
-                raise ValueError(f"input '{t.name}' {tuple(dims)}: only the batch dimension may be dynamic")
-            shapes = [tuple([b] + dims[1:]) for b in batch]
-            profile.set_shape(t.name, *shapes)
-            profile_info[t.name] = {"min": list(shapes[0]), "opt": list(shapes[1]), "max": list(shapes[2])}
-        config.add_optimization_profile(profile)
-    if workspace is not None:
-        config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, int(workspace))
-    if not tf32:
-        config.clear_flag(trt.BuilderFlag.TF32)
-    cache_path = Path(timing_cache) if timing_cache is not None else None
-    _load_timing_cache(trt, config, cache_path)
-    monitor = make_progress_monitor(trt, progress)
-    config.progress_monitor = monitor
-
-    logger.clear()
-    try:
-        serialized = builder.build_serialized_network(network, config)
-    finally:
-        monitor.close()
-    if serialized is None:
-        raise BuildError(f"{backend_name(trt)} failed to build network '{network.name}': {logger.error_text()}")
-    if cache_path is not None:
-        cache = config.get_timing_cache()
-        if cache is not None:
-            atomic_write_bytes(cache_path, cache.serialize())
-    info = {
-        "model": model_name, "network": network.name, "precision": precision,
+    plan = serialize_network(trt, builder, network, logger, batch=batch, workspace=workspace,
+                             timing_cache=timing_cache, progress=progress, tf32=tf32)
+    built = plan.info
+    plan.info = {
+        "model": model_name, "network": built["network"], "precision": precision,
         "fp32_io": bool(fp32_io), "small": bool(small) if spec is not None else None,
-        "inputs": [describe_tensor(network.get_input(i)) for i in range(network.num_inputs)],
-        "outputs": [describe_tensor(network.get_output(i)) for i in range(network.num_outputs)],
-        "profile": profile_info, "workspace": workspace, "tf32": bool(tf32),
-        "extra_outputs": {n: t.name for n, t in extra.items()}, "build_phases": list(monitor.phases),
+        "inputs": built["inputs"], "outputs": built["outputs"], "profile": built["profile"],
+        "workspace": workspace, "tf32": bool(tf32),
+        "extra_outputs": {n: t.name for n, t in extra.items()}, "build_phases": built["build_phases"],
     }
-    if isinstance(serialized, bytes) and hasattr(serialized, "__dict__"):
-        serialized.info = info  # the reference's IHostMemory is bytes: avoid copying a large plan
-        return serialized
-    return Plan(memoryview(serialized), info)
+    return plan

@@ -3,7 +3,8 @@
 TensorRT reports most failures by logging an ERROR and returning None (a failed build, an engine
 it cannot deserialize). `CapturingLogger` forwards every message to the Python logger
 "trtbuild.tensorrt" and remembers the ERROR / INTERNAL_ERROR ones, so the caller can raise an
-exception that quotes them instead of a bare "got None".
+exception that quotes them instead of a bare "got None". `.messages` also keeps the warnings, as
+(severity, text) pairs; INFO and VERBOSE messages only go to Python logging.
 """
 
 from __future__ import annotations
@@ -44,22 +45,26 @@ def _logger_class(trt: ModuleType) -> type:
             trt.ILogger.__init__(self)
             self.py_logger = logging.getLogger(name)
             self.errors: list[str] = []
+            self.messages: list[tuple[int, str]] = []  # (severity, text) of every warning and error
             self._lock = threading.Lock()  # TensorRT may log from its worker threads
             self.min_severity = trt.ILogger.Severity(_severity_for(self.py_logger))
 
         def log(self, severity, msg):  # noqa: D401 - TensorRT's callback signature
             sev = int(severity)
-            if sev <= _ERROR:
+            if sev <= _WARNING:
                 with self._lock:
-                    self.errors.append(str(msg))
+                    self.messages.append((sev, str(msg)))
+                    if sev <= _ERROR:
+                        self.errors.append(str(msg))
             level = _PY_LEVEL.get(sev, logging.DEBUG)
             if self.py_logger.isEnabledFor(level):
                 self.py_logger.log(level, "%s", msg)
 
         def clear(self) -> None:
-            """Forget the errors captured so far (call before an operation you want to check)."""
+            """Forget the errors and warnings captured so far (call before an operation you want to check)."""
             with self._lock:
                 self.errors.clear()
+                self.messages.clear()
 
         def error_text(self, default: str = "no error message was logged") -> str:
             """The captured errors joined into one string, or `default`."""

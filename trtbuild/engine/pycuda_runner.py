@@ -18,9 +18,8 @@ import numpy as np
 
 from trtbuild.backend import backend_name, is_reference, load_trt
 
-from .errors import EngineError, EngineFileError, EngineInputError
-from .logging_bridge import make_logger
-from .runner import check_input_names, check_input_shape, io_tensors
+from .errors import EngineError, EngineInputError
+from .runner import EngineIO, check_input_names, check_input_shape, io_tensors, open_engine
 from .serialize import read_engine_file
 
 NUMPY_DTYPES = {"FLOAT": np.float32, "HALF": np.float16, "INT32": np.int32, "INT64": np.int64, "INT8": np.int8,
@@ -35,7 +34,7 @@ def _import_pycuda():
     return cuda
 
 
-class PycudaEngine:
+class PycudaEngine(EngineIO):
     """An engine and execution context whose buffers are pycuda allocations; numpy in, numpy out."""
 
     def __init__(self, plan, trt: ModuleType | None = None, *, sidecar: dict | None = None, name: str = "engine",
@@ -51,14 +50,7 @@ class PycudaEngine:
         try:
             self.trt, self.name, self.sidecar = trt, name, sidecar
             self.backend = backend_name(trt)
-            self.logger = make_logger(trt)
-            self.runtime = trt.Runtime(self.logger)
-            self._engine = self.runtime.deserialize_cuda_engine(bytes(plan))
-            if self._engine is None:
-                raise EngineFileError(f"{name} could not be loaded by {self.backend}: {self.logger.error_text()}")
-            self.context = self._engine.create_execution_context()
-            if self.context is None:
-                raise EngineError(f"{name}: could not create an execution context: {self.logger.error_text()}")
+            self.logger, self.runtime, self._engine, self.context = open_engine(trt, plan, name)
             self.tensors = io_tensors(self._engine, trt)
             self.stream = cuda.Stream()
             self._device_buffers: dict[str, tuple[int, object]] = {}
@@ -71,14 +63,6 @@ class PycudaEngine:
         trt = trt if trt is not None else load_trt("tensorrt")
         plan, sidecar = read_engine_file(path, trt)
         return cls(plan, trt, sidecar=sidecar, name=str(path), device_index=device_index)
-
-    @property
-    def input_names(self) -> list[str]:
-        return [n for n, t in self.tensors.items() if t.is_input]
-
-    @property
-    def output_names(self) -> list[str]:
-        return [n for n, t in self.tensors.items() if not t.is_input]
 
     def _np_dtype(self, name: str):
         info = self.tensors[name]

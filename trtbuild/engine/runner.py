@@ -97,6 +97,37 @@ def check_input_names(inputs, tensors: dict[str, TensorInfo], engine_name: str) 
         raise EngineInputError(f"input {', '.join(map(repr, missing))} is missing; engine {engine_name} needs {input_names}")
 
 
+def open_engine(trt: ModuleType, plan, name: str):
+    """(logger, runtime, engine, context): deserialize `plan` with a capturing logger and create its
+    execution context. The runtime must outlive the engine. Raises EngineFileError (plan not
+    loadable) or EngineError (no context), quoting TensorRT's log."""
+    backend = backend_name(trt)
+    logger = make_logger(trt)
+    runtime = trt.Runtime(logger)
+    engine = runtime.deserialize_cuda_engine(plan if isinstance(plan, bytes) else bytes(plan))
+    if engine is None:
+        raise EngineFileError(f"{name} could not be loaded by {backend}: {logger.error_text()}")
+    context = engine.create_execution_context()
+    if context is None:
+        raise EngineError(f"{name}: {backend} could not create an execution context: {logger.error_text()}")
+    return logger, runtime, engine, context
+
+
+class EngineIO:
+    """`input_names` / `output_names` of an engine wrapper from its `tensors` ({name: TensorInfo},
+    engine order); shared by Engine (torch) and PycudaEngine (numpy)."""
+
+    tensors: dict[str, TensorInfo]
+
+    @property
+    def input_names(self) -> list[str]:
+        return [n for n, t in self.tensors.items() if t.is_input]
+
+    @property
+    def output_names(self) -> list[str]:
+        return [n for n, t in self.tensors.items() if not t.is_input]
+
+
 def _backend_device(trt: ModuleType) -> torch.device:
     if is_reference(trt):
         from trtbuild.reference.runtime import device
@@ -112,7 +143,7 @@ def _backend_device(trt: ModuleType) -> torch.device:
     return dev
 
 
-class Engine:
+class Engine(EngineIO):
     """A deserialized engine plus one execution context, taking and returning torch tensors."""
 
     def __init__(self, plan, trt: ModuleType | None = None, *, sidecar: dict | None = None, name: str = "engine"):
@@ -122,27 +153,12 @@ class Engine:
         self.name = name
         self.sidecar = sidecar
         self.backend = backend_name(trt)
-        self.logger = make_logger(trt)
-        self.runtime = trt.Runtime(self.logger)  # must outlive the engine
-        self._engine = self.runtime.deserialize_cuda_engine(bytes(plan) if not isinstance(plan, bytes) else plan)
-        if self._engine is None:
-            raise EngineFileError(f"{name} could not be loaded by {self.backend}: {self.logger.error_text()}")
-        self.context = self._engine.create_execution_context()
-        if self.context is None:
-            raise EngineError(f"{name}: {self.backend} could not create an execution context: {self.logger.error_text()}")
+        self.logger, self.runtime, self._engine, self.context = open_engine(trt, plan, name)
         self.device = _backend_device(trt)
         self.tensors: dict[str, TensorInfo] = io_tensors(self._engine, trt)
         self._in_flight: tuple = ()
 
     # -- description ---------------------------------------------------------------------
-    @property
-    def input_names(self) -> list[str]:
-        return [n for n, t in self.tensors.items() if t.is_input]
-
-    @property
-    def output_names(self) -> list[str]:
-        return [n for n, t in self.tensors.items() if not t.is_input]
-
     def describe(self) -> str:
         """One line per I/O tensor: name, shape (profile range for dynamic inputs), dtype."""
         lines = []

@@ -77,7 +77,7 @@ def _network_from(source, weights, precision: str, small: bool, seed: int):
             network.mark_output(t)
         return network, (-1.0, 1.0)
     from trtbuild.models import registry
-    from trtbuild.models.reference_run import build_spec_network
+    from trtbuild.engine.quick import build_spec_network
     from trtbuild.weights import WeightMap
 
     spec = registry.get(source) if isinstance(source, str) else source
