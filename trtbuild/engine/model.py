@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import os
 
-import numpy as np
+
 from pathlib import Path
 from types import ModuleType
 
@@ -99,39 +99,12 @@ def ensure_weights(model: str, path: str | os.PathLike | None, seed: int = 0, sm
     return target, True
 
 
-def torch_state_shapes(spec, small: bool = False) -> dict[str, tuple]:
-    """{state_dict name: shape} of the registry model's PyTorch module (made on the meta device,
-    so no memory is allocated and no weights are drawn)."""
-    import torch
-
-    try:
-        with torch.device("meta"):
-            module = spec.torch_factory(0, small)
-    except Exception:  # a factory that cannot run on meta: make it for real
-        module = spec.torch_factory(0, small)
-    return {k: tuple(v.shape) for k, v in module.state_dict().items()}
-
-
-def load_model_weights(spec, weights, small: bool = False):
-    """A WeightMap for `spec` from a path or WeightMap, with flat arrays (tensorrtx .wts files
-    store every tensor 1-D) reshaped to the PyTorch model's shapes, so builders that read
-    `wm.get(name)` without a shape see 4-D conv weights. Missing files raise WeightsError."""
+def load_model_weights(weights):
+    """A WeightMap from a path or WeightMap (missing files raise WeightsError). Flat tensors, as
+    tensorrtx .wts files store them, are fine: the builders pass every weight's shape."""
     from trtbuild.weights import WeightMap
 
-    wm = weights if isinstance(weights, WeightMap) else WeightMap.load(weights)
-    stored = {k: a for k, a in wm.items()}
-    if not any(a.ndim == 1 for a in stored.values()):
-        return wm
-    shapes = torch_state_shapes(spec, small)
-    changed = {}
-    for name, arr in stored.items():
-        want = shapes.get(name)
-        if want is not None and arr.ndim == 1 and len(want) != 1 and arr.size == int(np.prod(want)):
-            changed[name] = arr.reshape(want)
-    if not changed:
-        return wm
-    log.info("%s: restored the shapes of %d flat tensors from the PyTorch model", wm.source, len(changed))
-    return WeightMap({**stored, **changed}, source=wm.source, notes=wm.notes, allow_nonfinite=True)
+    return weights if isinstance(weights, WeightMap) else WeightMap.load(weights)
 
 
 def build_model(model, weights, trt: ModuleType, precision: str = "fp32", *, small: bool = False,
@@ -139,7 +112,7 @@ def build_model(model, weights, trt: ModuleType, precision: str = "fp32", *, sma
                 fp32_io: bool = True, extra_outputs=(), tf32: bool = False) -> Plan:
     """Build the registry model `model` (name or ModelSpec) with weights (path or WeightMap)."""
     spec = get_spec(model) if isinstance(model, str) else model
-    plan = build_plan(trt, spec, weights=load_model_weights(spec, weights, small), precision=precision, small=small, batch=batch,
+    plan = build_plan(trt, spec, weights=load_model_weights(weights), precision=precision, small=small, batch=batch,
                       workspace=workspace, timing_cache=timing_cache, progress=progress, fp32_io=fp32_io,
                       extra_outputs=extra_outputs, tf32=tf32)
     return plan

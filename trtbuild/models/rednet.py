@@ -27,7 +27,7 @@ import re
 import numpy as np
 
 from trtbuild.backend import trt_of
-from trtbuild.layers.basic import (add, conv, conv_bn, conv_bn_relu, global_avg_pool, linear, max_pool,
+from trtbuild.layers.basic import (add, conv_bn, conv_bn_relu, global_avg_pool, linear, max_pool,
                                    read_linear, relu)
 from trtbuild.layers.batchnorm import batchnorm
 from trtbuild.layers.common import BuilderError

@@ -91,26 +91,6 @@ def lower_deconvolution(g: GraphBuilder, layer, ins, outs):
           group=groups, pads=list(p["pre_padding"]) + list(p["post_padding"]))
 
 
-def _pool_view(g: GraphBuilder, layer, x_name, shape, nsp):
-    """Bring the input to ONNX's [N, C, spatial] with 2 or 3 spatial dims (TensorRT's parser pools
-    2-D/3-D only). Returns (name, view shape, number of leading 1-sized spatial dims added)."""
-    rank = len(shape)
-    lead, spatial = list(shape[:rank - nsp]), list(shape[rank - nsp:])
-    added = 1 if nsp == 1 else 0
-    if rank == nsp + 2 and not added:
-        return x_name, list(shape), 0
-    if any(d < 0 for d in spatial):
-        g.fail(f"pooling a rank-{rank} input with a {nsp}-D window needs static spatial sizes, got {tuple(shape)}")
-    if len(lead) >= 2 and all(d >= 0 for d in lead[1:]):
-        view = [lead[0] if lead[0] >= 0 else -1, math.prod(lead[1:])]
-    elif sum(d < 0 for d in lead) <= 1:
-        view = [-1 if any(d < 0 for d in lead) else math.prod(lead), 1]
-    else:
-        g.fail(f"pooling input {tuple(shape)} has more than one dynamic leading dimension")
-    view += [1] * added + spatial
-    return g.add("Reshape", [x_name, g.ints(view)]), view, added
-
-
 def lower_pooling(g: GraphBuilder, layer, ins, outs):
     """MaxPool / AveragePool with explicit pads; MAX_AVERAGE_BLEND = (1-b)*max + b*avg in FLOAT.
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 
 from .core import NetworkError
-from .enums import (DataType, ElementWiseOperation, LayerType, MatrixOperation, PaddingMode, PoolingType,
+from .enums import (DataType, ElementWiseOperation, LayerType, MatrixOperation, PaddingMode,
                     ScaleMode, UnaryOperation)
 
 FLOATS = (DataType.FLOAT, DataType.HALF, DataType.BF16)

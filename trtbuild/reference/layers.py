@@ -7,7 +7,7 @@ the same description drives shape inference (infer.py), execution (execute.py) a
 
 from __future__ import annotations
 
-from .core import Dims, NetworkError, Permutation, Weights, as_weights
+from .core import Dims, NetworkError, Permutation, as_weights
 from .enums import (ActivationType, DataType, ElementWiseOperation, LayerType, MatrixOperation,
                     PaddingMode, PoolingType, ReduceOperation, SampleMode, ScaleMode, UnaryOperation)
 

@@ -3,7 +3,7 @@ names and defaults, and the checks TensorRT applies when a layer is added."""
 
 from __future__ import annotations
 
-from .core import Dims, ITensor, NetworkError, Permutation, as_weights
+from .core import Dims, ITensor, NetworkError
 from .enums import (DataType, LayerType, MatrixOperation, NetworkDefinitionCreationFlag, PaddingMode, SampleMode)
 from . import layers as L
 

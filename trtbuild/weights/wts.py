@@ -209,11 +209,14 @@ def _first_bad_word(data, line_start, start, end):
 
 def _decode_name(raw: bytes, lineno: int, source: str) -> str:
     try:
-        return raw.decode("utf-8")
+        name = raw.decode("utf-8")
     except UnicodeDecodeError:
         raise WeightsError(
             f"{source}: line {lineno}: tensor name {show_bytes(raw)} is not valid UTF-8"
         ) from None
+    if any(ch.isspace() for ch in name):  # the writer refuses these too, so every file we read round-trips
+        raise WeightsError(f"{source}: line {lineno}: tensor name {name!r} contains a whitespace character")
+    return name
 
 
 def _words_to_float32(raw: bytes) -> np.ndarray:
