@@ -7,7 +7,7 @@
     outputs = engine(input=torch.rand(2, 3, 32, 32, device=engine.device))
 
 Precision: the network is strongly typed; fp16/bf16 come from the input type plus casts, never
-from BuilderFlag.FP16. By default engines keep float32 inputs and outputs (fp32_io=True).
+from the weakly typed FP16 builder flag. By default engines keep float32 inputs and outputs (fp32_io=True).
 """
 
 from .build import (PRECISIONS, Plan, batch_profile_shapes, build_plan, check_batch, check_precision,

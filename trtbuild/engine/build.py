@@ -4,7 +4,7 @@
                       precision="fp16", batch=(1, 4, 8), timing_cache="trt.cache")
 
 Precision is chosen the strongly typed way: the network computes in the type of the tensor the
-model builder receives (fp32 / fp16 / bf16); BuilderFlag.FP16 is never used (TensorRT 11 removed
+model builder receives (fp32 / fp16 / bf16); the FP16 builder flag is never used (TensorRT 11 removed
 it). By default (`fp32_io=True`) the engine keeps float32 I/O: the float32 input is cast to the
 compute type first thing, and every non-float32 output is cast back to float32 at the end, which
 is what most callers want. With `fp32_io=False` the input itself is HALF/BF16 and the outputs have
