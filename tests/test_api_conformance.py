@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import ast
+
 import numpy as np
 import pytest
 
@@ -286,3 +288,34 @@ def test_signature_comparison_rules():
     two_overloads = [[["name", True]], [["name", False], ["data", False]]]
     assert compare.default_problems([["name", True], ["data", True]], two_overloads) == []
     assert compare.default_problems([["a", True]], [[["a", False]]]) == ["a"]
+
+
+def _trt_attribute_chains(tree: ast.AST):
+    """(first, second-or-None, line) for every `trt.X` / `trt.X.Y` / `tensorrt.X...` in a module."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in ("trt", "tensorrt"):
+            yield node.attr, None, node.lineno
+        if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Attribute)
+                and isinstance(node.value.value, ast.Name) and node.value.value.id in ("trt", "tensorrt")):
+            yield node.value.attr, node.attr, node.lineno
+
+
+def test_trtbuild_names_only_tensorrt_api_that_exists_in_both_versions(real_api):
+    """Every `trt.X` and `trt.X.Y` that trtbuild's own code (outside the reference backend, which the
+    tests above cover) writes exists in TensorRT 10.16 and 11.4, so the same code runs on both."""
+    problems = []
+    for path in sorted(TRTBUILD_ROOT.rglob("*.py")):
+        if "reference" in path.relative_to(TRTBUILD_ROOT).parts[:1]:
+            continue
+        for first, second, line in _trt_attribute_chains(ast.parse(path.read_text(), str(path))):
+            if first.startswith("_") or first in ("__version__", "__name__"):
+                continue
+            for version, dump in real_api.items():
+                where = f"{path.relative_to(TRTBUILD_ROOT.parent)}:{line}"
+                if first in dump["classes"]:
+                    members = dump["classes"][first]["members"]
+                    if second is not None and not second.startswith("_") and second not in members:
+                        problems.append(f"{where}: trt.{first}.{second} does not exist in TensorRT {version}")
+                elif first not in dump["functions"] and first not in dump["values"]:
+                    problems.append(f"{where}: trt.{first} does not exist in TensorRT {version}")
+    assert not problems, "\n".join(sorted(set(problems)))
