@@ -90,15 +90,15 @@ def test_nonfinite_checkpoint_needs_flag(tmp_path, capsys):
 def test_seed_with_checkpoint_is_a_usage_error(tmp_path, capsys):
     argv = ["export-weights", "--checkpoint", "x.pth", "--out", str(tmp_path / "x.wts"), "--seed", "3"]
     assert cmd.run(parse(argv)) == 2
-    assert "--seed only applies with --model" in capsys.readouterr().err
+    assert "--seed and --small only apply with --model" in capsys.readouterr().err
 
 
 @pytest.fixture
 def fake_registry(monkeypatch):
     calls = []
 
-    def get_torch_model(name, seed):
-        calls.append((name, seed))
+    def get_torch_model(name, seed, small=False):
+        calls.append((name, seed, small) if small else (name, seed))
         if name != "tiny":
             raise KeyError(f"unknown model {name!r}; known: tiny")
         torch.manual_seed(seed)
@@ -127,3 +127,17 @@ def test_model_seed_defaults_to_zero_and_unknown_model_fails(tmp_path, fake_regi
     assert cmd.run(parse(["export-weights", "--model", "huge", "--out", str(tmp_path / "b.wts")])) == 1
     assert "cannot build model 'huge'" in capsys.readouterr().err
     assert not (tmp_path / "b.wts").exists()
+
+
+def test_small_variant_feeds_build_small(tmp_path, capsys, monkeypatch):
+    """export-weights --small writes the weights that `build --small --weights` expects."""
+    from trtbuild.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    assert main(["export-weights", "--model", "resnet18", "--small", "--out", "r.wts"]) == 0
+    assert main(["build", "resnet18", "--small", "--weights", "r.wts", "--backend", "reference",
+                 "--no-progress", "--out", "r.engine"]) == 0
+    full = tmp_path / "full.wts"
+    assert main(["export-weights", "--model", "resnet18", "--out", str(full)]) == 0
+    assert WeightMap.load(full).shape_of("conv1.weight") == (64 * 3 * 7 * 7,)  # .wts stores tensors flat
+    assert WeightMap.load("r.wts").shape_of("conv1.weight") == (8 * 3 * 7 * 7,)

@@ -30,6 +30,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                         help="existing weight file (.wts, .safetensors, .pt/.pth) to convert")
     parser.add_argument("--out", type=Path, required=True,
                         help="output file; its extension picks the format unless --format is given")
+    parser.add_argument("--small", action="store_true",
+                        help="with --model: the small variant (the one `build/parity --small` use)")
     parser.add_argument("--seed", type=int, default=None,
                         help="seed for the model's random initialisation (with --model; default 0)")
     parser.add_argument("--format", choices=FORMATS, default=None,
@@ -44,8 +46,8 @@ def run(args: argparse.Namespace) -> int:
     """Execute the command; print a summary and notes. Returns 0 on success, 1 or 2 on errors."""
     try:
         if args.checkpoint is not None:
-            if args.seed is not None:
-                return _fail("--seed only applies with --model", code=2)
+            if args.seed is not None or args.small:
+                return _fail("--seed and --small only apply with --model", code=2)
             report = convert_weights(args.checkpoint, args.out, args.format,
                                      allow_nonfinite=args.allow_nonfinite)
         else:
@@ -54,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
             except ImportError as exc:
                 return _fail(f"the model registry is not available ({exc})")
             try:
-                model = get_torch_model(args.model, 0 if args.seed is None else args.seed)
+                model = get_torch_model(args.model, 0 if args.seed is None else args.seed, small=args.small)
             except (KeyError, ValueError) as exc:
                 return _fail(f"cannot build model {args.model!r}: {exc}")
             report = export_weights(model, args.out, args.format,
