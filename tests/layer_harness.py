@@ -9,6 +9,7 @@ import torch
 
 import trtbuild.reference as trt
 from trtbuild.backend import BackendError, load_trt
+from trtbuild.parity.compare import robust_rel_error as rel_error  # noqa: F401 - re-exported for the tests
 from trtbuild.engine import Engine, new_network as _engine_network, serialize_network
 
 _LOGGERS: dict[int, object] = {}  # builder id -> its logger (kept alive for TensorRT, which holds a pointer)
@@ -83,20 +84,6 @@ def assert_close(actual: torch.Tensor, expected: torch.Tensor, rtol: float, atol
     bad = (err > atol) & (err > rtol * e.abs())
     assert not bad.any(), (f"{what}: {int(bad.sum())}/{bad.numel()} elements off; max abs err {err.max().item():.3g}, "
                            f"max rel err {(err / e.abs().clamp_min(1e-30)).max().item():.3g}")
-
-
-def rel_error(actual: torch.Tensor, expected: torch.Tensor) -> float:
-    """max_i |a_i - r_i| / max(|r_i|, 1e-2 * max|r|, smallest normal of actual's dtype)
-    (the robustness metric; see docs/robustness.md). Non-finite outputs give inf.
-
-    Elements of at least 1 % of the largest reference value are judged relatively; smaller ones
-    against 1 % of the largest (an fp16 result rounds intermediates of the output's scale to
-    2**-12 of it, so near-cancelling elements cannot be judged relative to themselves)."""
-    a, r = actual.double(), expected.double()
-    if not torch.isfinite(a).all():
-        return float("inf")
-    floor = max(1e-2 * r.abs().max().item(), torch.finfo(actual.dtype).tiny, 1e-30)
-    return ((a - r).abs() / r.abs().clamp_min(floor)).max().item()
 
 
 def assert_named_under(network, name: str, y) -> None:

@@ -99,3 +99,24 @@ def test_capturing_logger_keeps_warnings_and_errors():
     assert logger.messages[-1] == (int(trt.ILogger.WARNING), "careful") and len(logger.errors) == 1
     logger.clear()
     assert logger.messages == [] and logger.errors == []
+
+
+def test_run_builder_runs_one_builder_in_the_input_type():
+    from trtbuild.engine.quick import run_builder
+    from trtbuild.layers.l2norm import l2norm
+
+    x = torch.tensor([[[[3.0]], [[4.0]]]]).half()  # |x| over channels = 5
+    y = run_builder(l2norm, x, np.array([10.0, 20.0]), "norm")
+    assert y.dtype == torch.float16
+    torch.testing.assert_close(y.float().reshape(-1), torch.tensor([6.0, 16.0]), rtol=1e-3, atol=0)
+    with pytest.raises(ValueError, match="not float32, float16 or bfloat16"):
+        run_builder(l2norm, x.double(), np.ones(2), "norm")
+
+
+def test_robust_rel_error_by_hand():
+    from trtbuild.parity.compare import robust_rel_error
+
+    ref = torch.tensor([100.0, 0.5, -2.0])
+    # floor = 1 % of 100 = 1: element 0 judged by itself (1/100), element 1 against 1 (0.25), element 2 by itself (0.5/2)
+    assert robust_rel_error(torch.tensor([101.0, 0.75, -2.5]), ref) == pytest.approx(0.25)
+    assert robust_rel_error(torch.tensor([float("nan"), 0.5, -2.0]), ref) == float("inf")

@@ -21,7 +21,7 @@ from .build import PRECISIONS, build_plan, check_spec_outputs, tensors_by_name
 from .logging_bridge import make_logger
 from .runner import Engine, check_input_names
 
-__all__ = ["SPEC_PRECISIONS", "CapturingLogger", "build_spec_network", "run_network", "run_spec"]
+__all__ = ["SPEC_PRECISIONS", "CapturingLogger", "build_spec_network", "run_builder", "run_network", "run_spec"]
 
 SPEC_PRECISIONS = ("fp32", "fp16")  # the input types build_spec_network can declare
 
@@ -98,3 +98,23 @@ def run_spec(spec, wm, x, precision: str = "fp32", small: bool = False, extra_ou
 
     feeds = {spec.input_name: torch.as_tensor(np.asarray(x) if not torch.is_tensor(x) else x)}
     return run_network(define, feeds, extra_outputs=extra_outputs)
+
+
+
+def run_builder(builder_fn: Callable, x: torch.Tensor, *args, trt: ModuleType | None = None, **kwargs) -> torch.Tensor:
+    """Run one builder, ``builder_fn(network, input, *args, **kwargs) -> ITensor``, on the tensor
+    ``x`` (its shape, and its dtype: float32, float16 or bfloat16) and return the output."""
+    if trt is None:
+        import trtbuild.reference as trt
+    types = {torch.float32: trt.DataType.FLOAT, torch.float16: trt.DataType.HALF, torch.bfloat16: trt.DataType.BF16}
+    if x.dtype not in types:
+        raise ValueError(f"run_builder: input dtype {x.dtype} is not float32, float16 or bfloat16")
+    names = []
+
+    def define(network):
+        y = builder_fn(network, network.add_input("x", types[x.dtype], trt.Dims(tuple(x.shape))), *args, **kwargs)
+        names.append(y.name)
+        return {y.name: y}
+
+    outs = run_network(define, {"x": x}, trt)
+    return outs[names[0]]

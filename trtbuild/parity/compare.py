@@ -235,3 +235,21 @@ def compare(actual: Mapping, expected: Mapping, atol: float = 1e-4, rtol: float 
             continue
         rows.append(compare_tensor(name, actual[name], expected[name], atol, rtol, atol_relative))
     return Report(rows, atol, rtol, dict(meta or {}), atol_relative=atol_relative)
+
+
+def robust_rel_error(actual, expected) -> float:
+    """max_i |a_i - r_i| / max(|r_i|, 1e-2 * max|r|, smallest normal of actual's type); inf if any
+    output is non-finite. The metric of docs/robustness.md: elements of at least 1 % of the largest
+    reference value are judged relative to themselves, smaller ones against 1 % of the largest
+    (a half-precision result rounds intermediates of the output's scale to ~2**-11 of it, so
+    near-cancelling elements cannot be judged relative to themselves)."""
+    import torch
+
+    a, r = torch.as_tensor(actual), torch.as_tensor(expected).double()
+    tiny = torch.finfo(a.dtype).tiny if a.is_floating_point() else 0.0
+    a = a.double()
+    if not torch.isfinite(a).all():
+        return float("inf")
+    floor = max(1e-2 * r.abs().max().item(), tiny, 1e-30) if r.numel() else 1.0
+    return ((a - r).abs() / r.abs().clamp_min(floor)).max().item() if r.numel() else 0.0
+
