@@ -9,7 +9,9 @@
 #   --selftest    also link DIR/involution_selftest (runs the kernels against a CPU loop; needs a GPU)
 #   --plugin      also build DIR/libtrtbuild_involution_plugin.so and, when libnvinfer is found,
 #                 DIR/libtrtbuild_involution_plugin_static.so; needs TensorRT >= 10.0 headers in
-#                 $TRT_ROOT/include (or /usr/include/x86_64-linux-gnu)
+#                 $TRT_ROOT/include (or /usr/include/x86_64-linux-gnu). Also builds
+#                 DIR/involution_loader_check, which loads the plugin library the way
+#                 IPluginRegistry::loadLibrary does (no GPU or libnvinfer needed to run it)
 #
 # Environment: NVCC (default: nvcc on PATH, else /usr/local/cuda/bin/nvcc), CUDA_HOME (default:
 # the toolkit nvcc belongs to), CXX (default g++), TRT_ROOT, EXTRA_NVCC_FLAGS (added to the
@@ -29,7 +31,7 @@ while [[ $# -gt 0 ]]; do
     --arch) archs="$2"; shift 2 ;;
     --selftest) selftest=1; shift ;;
     --plugin) plugin=1; shift ;;
-    -h|--help) sed -n '2,20p' "${BASH_SOURCE[0]}"; exit 0 ;;
+    -h|--help) sed -n '2,18p' "${BASH_SOURCE[0]}"; exit 0 ;;
     *) echo "build_plugins.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -78,7 +80,10 @@ if [[ $plugin -eq 1 ]]; then
     echo "build_plugins.sh: --plugin needs TensorRT >= 10.0 headers (NvInferRuntime.h); set TRT_ROOT" >&2
     exit 4
   fi
-  cxx_flags=(-std=c++17 -O2 -fPIC -fvisibility=hidden -fvisibility-inlines-hidden -Wall -Wextra
+  # -Wsuggest-override: every method that overrides a TensorRT interface must say so, so that a
+  # signature that drifts from the headers is a compile error rather than a silent new overload.
+  warn_flags=(-Wall -Wextra -Wsuggest-override -Wnon-virtual-dtor)
+  cxx_flags=(-std=c++17 -O2 -fPIC -fvisibility=hidden -fvisibility-inlines-hidden "${warn_flags[@]}"
              -isystem "$trt_inc" -isystem "$cuda_root/include" -I"$src")
   plugin_sources=("$src/involution_plugin.cpp" "$src/involution_plugin_creator.cpp" "$src/involution_plugin_registration.cpp")
   cuda_libs=(-L"$cuda_root/lib64" -L"$cuda_root/lib" -lcudart)
@@ -87,6 +92,10 @@ if [[ $plugin -eq 1 ]]; then
   "$cxx" "${cxx_flags[@]}" -DTRTBUILD_INVOLUTION_STATIC_REGISTRATION=0 -shared "${plugin_sources[@]}" \
     "$out/involution_kernels.o" "${cuda_libs[@]}" -Wl,--no-undefined -o "$out/libtrtbuild_involution_plugin.so"
   echo "[build_plugins] wrote $out/libtrtbuild_involution_plugin.so"
+
+  "$cxx" -std=c++17 -O1 "${warn_flags[@]}" -isystem "$trt_inc" -isystem "$cuda_root/include" \
+    "$src/tests/loader_check.cpp" -ldl -o "$out/involution_loader_check"
+  echo "[build_plugins] wrote $out/involution_loader_check (run: $out/involution_loader_check $out/libtrtbuild_involution_plugin.so)"
 
   trt_lib=""
   for d in "${TRT_ROOT:-}/lib" "${TRT_ROOT:-}/lib64" /usr/lib/x86_64-linux-gnu /usr/lib/aarch64-linux-gnu /usr/local/tensorrt/lib; do
