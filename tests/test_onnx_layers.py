@@ -285,6 +285,8 @@ DECONV_CASES = {
     "2d_dilation": dict(shape=(1, 2, 5, 5), k=2, ks=(3, 3), dil=(2, 2), bias=False),
     "1d": dict(shape=(1, 3, 7), k=2, ks=(3,), stride=(2,)),
     "3d": dict(shape=(1, 2, 3, 4, 3), k=2, ks=(2, 2, 2), stride=(2, 2, 2)),
+    "2d_same_upper": dict(shape=(1, 2, 4, 5), k=3, ks=(3, 4), stride=(2, 2), mode=P.SAME_UPPER),
+    "2d_same_lower_dilated": dict(shape=(1, 2, 4, 4), k=2, ks=(3, 3), stride=(2, 1), dil=(2, 1), mode=P.SAME_LOWER),
 }
 
 

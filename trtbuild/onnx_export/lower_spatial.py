@@ -14,6 +14,7 @@ import numpy as np
 from onnx import TensorProto
 
 from trtbuild.reference.enums import PaddingMode, PoolingType
+from trtbuild.reference.execute import deconv_crop
 
 from .graph import GraphBuilder, onnx_type
 
@@ -74,13 +75,11 @@ def lower_convolution(g: GraphBuilder, layer, ins, outs):
 
 def lower_deconvolution(g: GraphBuilder, layer, ins, outs):
     """ConvTranspose with the kernel reshaped from flat CKRS to [C, K/groups, *kernel]; TensorRT's
-    pre/post padding crops the full transposed-convolution output, exactly as ONNX `pads` do."""
+    pre/post padding (or the SAME_* crop) trims the full transposed-convolution output, exactly as
+    ONNX `pads` do."""
     p, x, ks, stride, dil = _conv_common(g, layer)
-    mode = PaddingMode(p["padding_mode"])
-    if mode not in (PaddingMode.EXPLICIT_ROUND_DOWN, PaddingMode.EXPLICIT_ROUND_UP):
-        g.fail(f"padding_mode {mode.name} on a deconvolution is not exported: TensorRT derives the cropping from "
-               "the output size, while the reference backend applies only pre/post padding, so the two disagree; "
-               "set explicit pre_padding/post_padding instead")
+    # SAME_* crops max(DK - S, 0) (NvInfer.h), independent of the input size: explicit pads here
+    crops = [deconv_crop(p, i, x.shape[2 + i]) for i in range(len(ks))]
     k, groups, c = p["num_output_maps"], p["num_groups"], x.shape[1]
     etype = onnx_type(x.dtype, layer.name)
     w = g.const(layer._weights["kernel"].numpy().reshape(c, k // groups, *ks), etype, "kernel")
@@ -88,7 +87,7 @@ def lower_deconvolution(g: GraphBuilder, layer, ins, outs):
     if layer._weights["bias"].size:
         inputs.append(g.const(layer._weights["bias"].numpy().reshape(k), etype, "bias"))
     g.add("ConvTranspose", inputs, outs, kernel_shape=list(ks), strides=list(stride), dilations=list(dil),
-          group=groups, pads=list(p["pre_padding"]) + list(p["post_padding"]))
+          group=groups, pads=[a for a, _ in crops] + [b for _, b in crops])
 
 
 def lower_pooling(g: GraphBuilder, layer, ins, outs):
