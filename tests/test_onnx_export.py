@@ -137,15 +137,21 @@ def test_network_without_outputs_is_refused():
         export_onnx(net)
 
 
-def test_deconvolution_same_padding_is_refused_with_the_layer_name():
+def test_deconvolution_same_padding_exports_the_documented_crop():
+    """NvInfer.h: SAME deconvolution gives O = min(I*S, (I-1)*S + DK), trimming max(DK - S, 0)."""
     def define(net, dt):
         x = net.add_input("x", dt, (1, 2, 4, 4))
         d = net.add_deconvolution_nd(x, 2, (3, 3), np.ones(2 * 2 * 9, np.float32), None)
         d.padding_mode = trt.PaddingMode.SAME_UPPER
+        d.stride_nd = (2, 1)
         d.name = "up"
         return {"y": d.get_output(0)}
-    with pytest.raises(OnnxExportError, match="layer 'up'.*SAME_UPPER"):
-        export_onnx(build(define, F32))
+    model = export_onnx(build(define, F32))
+    node = next(n for n in model.graph.node if n.op_type == "ConvTranspose")
+    pads = next(onnx.helper.get_attribute_value(a) for a in node.attribute if a.name == "pads")
+    assert list(pads) == [0, 1, 1, 1]  # H: DK-S = 1 -> (0, 1) for SAME_UPPER; W: DK-S = 2 -> (1, 1)
+    out = model.graph.output[0].type.tensor_type.shape.dim
+    assert [d.dim_value for d in out] == [1, 2, min(4 * 2, 3 * 2 + 3), min(4, 3 + 3)]
 
 
 def test_round_up_pooling_with_dynamic_spatial_size_is_refused():
