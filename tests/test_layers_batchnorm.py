@@ -11,7 +11,6 @@ import trtbuild.reference as trt
 from layer_harness import assert_close, assert_named_under, new_network, run_builder
 from trtbuild.layers.batchnorm import batchnorm, batchnorm_batch_stats
 from trtbuild.layers.common import BuilderError
-from trtbuild.reparam import bn_to_scale_shift
 
 CASES = [((4, 6), nn.BatchNorm1d), ((3, 6, 5), nn.BatchNorm1d), ((2, 6, 4, 5), nn.BatchNorm2d),
          ((2, 6, 3, 4, 2), nn.BatchNorm3d)]
@@ -76,9 +75,10 @@ def test_eval_is_one_channel_scale_with_folded_weights():
     assert network.num_layers == 1
     layer = network.get_layer(0)
     assert isinstance(layer, trt.IScaleLayer) and layer.mode == trt.ScaleMode.CHANNEL and layer.channel_axis == 1
-    scale, shift = bn_to_scale_shift(*_params(m))
-    np.testing.assert_array_equal(layer.scale.numpy(), scale)
-    np.testing.assert_array_equal(layer.shift.numpy(), shift)
+    gamma, beta, mean, var, eps = (np.asarray(v, dtype=np.float64) for v in _params(m))
+    scale = gamma / np.sqrt(var + eps)  # folded by hand, in float64, as the issue asks
+    np.testing.assert_allclose(layer.scale.numpy(), scale.astype(np.float32), rtol=0, atol=0)
+    np.testing.assert_allclose(layer.shift.numpy(), (beta - mean * scale).astype(np.float32), rtol=0, atol=0)
     assert layer.name == "layer1.0.bn1/scale" and y.name == "layer1.0.bn1"
 
 

@@ -93,11 +93,3 @@ def constant(network, array, like, name: str):
     trt = trt_of(network)
     shape = np.shape(array)
     return out(network.add_constant(trt.Dims(shape), trt_weights(network, like, array)), name)
-
-
-def channel_constant(network, values, like, name: str, channel_axis: int = 1):
-    """A constant shaped [1, C, 1, ...] (rank of `like`) for broadcasting per channel."""
-    values = np.asarray(values).reshape(-1)
-    shape = [1] * len(like.shape)
-    shape[channel_axis] = values.size
-    return constant(network, values.reshape(shape), like, name)

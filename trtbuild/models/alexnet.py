@@ -23,6 +23,7 @@ from __future__ import annotations
 from trtbuild.layers.basic import (adaptive_avg_pool, conv, flatten, linear, max_pool, read_conv_weight, read_linear,
                                    relu)
 from trtbuild.layers.common import BuilderError
+from trtbuild.layers.lrn import lrn
 from trtbuild.models import pytorch as tm
 from trtbuild.models.pytorch.alexnet import LRN_ALPHA, LRN_BETA, LRN_K, LRN_SIZE
 
@@ -61,8 +62,6 @@ def _features_table(wm):
 
 def build_alexnet(network, wm, x) -> dict:
     """Add AlexNet read from ``wm``; returns ``{"logits": ITensor}`` (not marked)."""
-    from trtbuild.layers.lrn import lrn
-
     y = x
     for kind, i, *kw in _features_table(wm):
         name = f"features.{i}"

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import re
 
-import numpy as np
 
 from trtbuild.backend import trt_of
 from trtbuild.layers.basic import (add, conv_bn, conv_bn_relu, global_avg_pool, linear, max_pool,
@@ -44,10 +43,6 @@ SMALL = dict(num_classes=10, stem_channels=16, base_channels=8, group_channels=4
 SMALL_SIZE, FULL_SIZE = 64, 224
 OUTPUT = "logits"
 BN_EPS = 1e-5
-
-
-def _channels(wm, bn_prefix: str) -> int:
-    return int(np.prod(wm.shape_of(f"{bn_prefix}.weight")))
 
 
 def _bn(network, x, wm, prefix: str, name: str):

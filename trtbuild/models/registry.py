@@ -23,7 +23,7 @@ from typing import Callable
 
 __all__ = ["ModelSpec", "MODELS", "MODEL_MODULES", "register", "get", "names", "get_torch_model", "UnknownModelError"]
 
-#: Modules (under trtbuild.models) that register models when imported; missing ones are skipped.
+#: Modules (under trtbuild.models) that register models when imported.
 MODEL_MODULES = ("alexnet", "vgg_ssd", "resnet", "repvgg", "rednet")
 
 
@@ -78,9 +78,7 @@ class _Registry(dict):
             return
         _Registry._loaded = True
         for module in MODEL_MODULES:
-            full = f"{__package__}.{module}"
-            if importlib.util.find_spec(full) is not None:
-                importlib.import_module(full)
+            importlib.import_module(f"{__package__}.{module}")
 
     def __getitem__(self, key):
         self._load()

@@ -18,6 +18,7 @@ small = widths / 16 at 84x84 (conv3 maps are 21x21, so the ceil-mode pool3 keeps
 from __future__ import annotations
 
 from trtbuild.layers.basic import conv, max_pool, read_conv_weight, relu
+from trtbuild.layers.l2norm import l2norm
 from trtbuild.models import pytorch as tm
 from trtbuild.models.pytorch.vgg import CONV4_3_RELU, CONV5_3_RELU
 
@@ -54,8 +55,6 @@ def vgg_layers(variant: str) -> list[tuple]:
 
 def _build(network, wm, x, variant: str, norms: dict) -> dict:
     """norms: {relu index: (output name, weight key)}."""
-    from trtbuild.layers.l2norm import l2norm
-
     outputs = {}
     y = x
     for i, kind, p in vgg_layers(variant):
