@@ -2,37 +2,19 @@
 
 from __future__ import annotations
 
-import itertools
-
 import pytest
 import torch
 import torch.nn.functional as F
 
 from trtbuild.ops.involution import Involution, involution, involution_output_size, involution_reference
 
+from involution_naive import naive_involution
+
 GEN = torch.Generator().manual_seed(0)
 
 
 def rand(*shape, dtype=torch.float64):
     return torch.randn(*shape, generator=GEN, dtype=dtype)
-
-
-def naive_involution(x, w, k, stride, padding, dilation, groups):
-    """Direct transcription of the op definition with Python loops (float64)."""
-    n_, c_, h_, w_ = x.shape
-    ho = (h_ + 2 * padding - dilation * (k - 1) - 1) // stride + 1
-    wo = (w_ + 2 * padding - dilation * (k - 1) - 1) // stride + 1
-    out = torch.zeros(n_, c_, ho, wo, dtype=torch.float64)
-    cg = c_ // groups
-    for n, c, i, j in itertools.product(range(n_), range(c_), range(ho), range(wo)):
-        acc = 0.0
-        for kh, kw in itertools.product(range(k), range(k)):
-            hi = i * stride - padding + kh * dilation
-            wi = j * stride - padding + kw * dilation
-            if 0 <= hi < h_ and 0 <= wi < w_:
-                acc += float(w[n, c // cg, kh * k + kw, i, j]) * float(x[n, c, hi, wi])
-        out[n, c, i, j] = acc
-    return out
 
 
 # (N, C, H, W, K, stride, padding, dilation, groups)

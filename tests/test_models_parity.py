@@ -14,11 +14,12 @@ import re
 
 import pytest
 import torch
-import torch.nn.functional as F
 
 from trtbuild.models import registry
 from trtbuild.engine.quick import run_spec
 from trtbuild.weights import WeightMap
+
+from model_checks import capture_module_outputs, check_fp16, check_fp32
 
 ZOO = ["alexnet", "vgg16_ssd", "vgg16_refinedet", "resnet18", "resnet50", "repvgg_a0"]
 
@@ -45,23 +46,6 @@ def prepare(name, small):
                 if "L2Norm" in key:
                     p.mul_(torch.rand(p.shape, generator=g) + 0.5)
     return spec, model, make_input(spec, small)
-
-
-def check_fp32(y, ref, what):
-    assert y.dtype == torch.float32 and y.shape == ref.shape, (what, y.shape, ref.shape)
-    err = (y - ref).abs().max().item()
-    assert err <= 1e-5 + 1e-4 * ref.abs().max().item(), f"{what}: max abs err {err:.3g}, max|ref| {ref.abs().max():.3g}"
-
-
-def check_fp16(y, ref, what):
-    assert y.dtype == torch.float16 and y.shape == ref.shape, (what, y.dtype, y.shape, ref.shape)
-    y = y.float()
-    assert torch.isfinite(y).all(), what
-    err = (y - ref).abs().max().item()
-    scale = ref.abs().max().item()
-    assert err <= 1e-2 * scale, f"{what}: max abs err {err:.3g} vs max|ref| {scale:.3g}"
-    cos = F.cosine_similarity(y.flatten().double(), ref.flatten().double(), dim=0).item()
-    assert cos > 0.999, f"{what}: cosine {cos}"
 
 
 def unused(wm):
@@ -119,19 +103,9 @@ def test_layer_map_points_at_matching_torch_modules(name):
     (the module runs exactly once per forward)."""
     spec, model, x = prepare(name, small=True)
     modules = dict(model.named_modules())
-    captured: dict[str, list] = {}
-    hooks = []
     for tname, mname in spec.layer_map.items():
         assert mname in modules, f"{name}: layer_map[{tname!r}] = {mname!r} is not a module"
-        if mname not in captured:
-            captured[mname] = []
-            hooks.append(modules[mname].register_forward_hook(
-                lambda m, i, o, key=mname: captured[key].append(o.detach().clone())))
-    try:
-        torch_outputs(model, x)
-    finally:
-        for h in hooks:
-            h.remove()
+    captured = capture_module_outputs(model, spec.layer_map.values(), lambda: torch_outputs(model, x))
     extra = [t for t in spec.layer_map if t not in spec.output_names]
     out = run_spec(spec, WeightMap.from_module(model), x, "fp32", small=True, extra_outputs=extra)
     for tname, mname in spec.layer_map.items():

@@ -1,7 +1,7 @@
 """RedNet (involution network) in the zoo: PyTorch model, network builder with the Involution
 plugin, and parity with PyTorch on the reference backend.
 
-Tolerances are the zoo's (tests/test_models_parity.py), against the fp32 PyTorch output:
+Tolerances are the zoo's (tests/model_checks.py), against the fp32 PyTorch output:
   fp32: max|y - ref| <= 1e-5 + 1e-4 * max|ref|
   fp16: max|y - ref| <= 1e-2 * max|ref|  and  cosine > 0.999
 """
@@ -13,7 +13,6 @@ import re
 import numpy as np
 import pytest
 import torch
-import torch.nn.functional as F
 
 import trtbuild.reference as trt
 from trtbuild.layers.common import BuilderError
@@ -23,6 +22,8 @@ from trtbuild.engine.quick import CapturingLogger, build_spec_network, run_netwo
 from trtbuild.ops.involution import Involution
 from trtbuild.ops.involution_reference_plugin import InvolutionReferenceCreator, register_reference_involution
 from trtbuild.weights import WeightMap
+
+from model_checks import capture_module_outputs, check_fp16, check_fp32
 
 STRONGLY_TYPED = 1 << int(trt.NetworkDefinitionCreationFlag.STRONGLY_TYPED)
 
@@ -41,22 +42,6 @@ def small():
 def torch_logits(model, x):
     with torch.no_grad():
         return model(x)
-
-
-def check_fp32(y, ref, what):
-    assert y.dtype == torch.float32 and y.shape == ref.shape, (what, y.dtype, y.shape, ref.shape)
-    err = (y - ref).abs().max().item()
-    assert err <= 1e-5 + 1e-4 * ref.abs().max().item(), f"{what}: max abs err {err:.3g}, max|ref| {ref.abs().max():.3g}"
-
-
-def check_fp16(y, ref, what):
-    assert y.dtype == torch.float16 and y.shape == ref.shape, (what, y.dtype, y.shape, ref.shape)
-    y = y.float()
-    assert torch.isfinite(y).all(), what
-    err = (y - ref).abs().max().item()
-    assert err <= 1e-2 * ref.abs().max().item(), f"{what}: max abs err {err:.3g} vs max|ref| {ref.abs().max():.3g}"
-    cos = F.cosine_similarity(y.flatten().double(), ref.flatten().double(), dim=0).item()
-    assert cos > 0.999, f"{what}: cosine {cos}"
 
 
 def unused(wm):
@@ -145,18 +130,7 @@ def test_layer_map_tensors_match_torch_modules(small):
     """Every layer_map entry (each involution's reduce/span/plugin outputs included) equals the
     output of its torch module, which runs exactly once per forward."""
     spec, model, x = small
-    modules = dict(model.named_modules())
-    captured: dict[str, list] = {}
-    hooks = []
-    for mname in set(spec.layer_map.values()):
-        captured[mname] = []
-        hooks.append(modules[mname].register_forward_hook(
-            lambda m, i, o, key=mname: captured[key].append(o.detach().clone())))
-    try:
-        torch_logits(model, x)
-    finally:
-        for h in hooks:
-            h.remove()
+    captured = capture_module_outputs(model, spec.layer_map.values(), lambda: torch_logits(model, x))
     for name in involution_modules(model):
         assert spec.layer_map[name] == name and spec.layer_map[f"{name}.conv2"] == f"{name}.conv2"
     extra = [t for t in spec.layer_map if t != "logits"]

@@ -42,29 +42,17 @@ def run(args: argparse.Namespace) -> int:
     """Build, export, check and write; print a summary. 0 on success, 1 on errors."""
     print("backend: reference (the ONNX export lowers the network recorded on trtbuild's reference backend; "
           "TensorRT is not needed)")
-    import trtbuild.reference as trt
     from trtbuild.models import registry
-    from trtbuild.engine.quick import build_spec_network
     from trtbuild.onnx_export import OnnxExportError, export_onnx
-    from trtbuild.weights import WeightMap, WeightsError
+    from trtbuild.onnx_export.reference_network import build_reference_network
+    from trtbuild.weights import WeightsError
 
     try:
         spec = registry.get(args.model)
     except KeyError as e:
         return _fail(str(e))
     try:
-        if args.weights is not None:
-            wm = WeightMap.load(args.weights)
-        else:
-            wm = WeightMap.from_module(registry.get_torch_model(spec.name, seed=0, small=args.small))
-        if spec.uses_plugins:
-            import trtbuild.ops  # noqa: F401 - registers the reference plugins
-        network = trt.Builder(trt.Logger()).create_network(1 << int(trt.NetworkDefinitionCreationFlag.STRONGLY_TYPED))
-        network.name = spec.name
-        outs = build_spec_network(network, spec, wm, args.precision, args.small)
-        for name in spec.output_names:
-            outs[name].name = name
-            network.mark_output(outs[name])
+        network, _ = build_reference_network(spec, args.weights, precision=args.precision, small=args.small, seed=0)
         model = export_onnx(network, args.out, opset=args.opset)
     except (OnnxExportError, WeightsError, ValueError, OSError, RuntimeError) as e:
         return _fail(str(e))

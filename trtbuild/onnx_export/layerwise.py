@@ -25,6 +25,7 @@ from trtbuild.reference.enums import LayerType
 from .export import DEFAULT_OPSET, export_onnx
 from .graph import OnnxExportError
 from .ort import run_onnxruntime
+from .reference_network import build_reference_network, new_reference_network
 from .verify import random_feeds, run_reference
 
 REL_FLOOR = 1e-6
@@ -69,24 +70,17 @@ def _network_from(source, weights, precision: str, small: bool, seed: int):
     """(network, value_range) from a model name, a ModelSpec, a define(network) callable or a network."""
     if isinstance(source, trt.INetworkDefinition):
         return source, (-1.0, 1.0)
-    network = trt.Builder(trt.Logger()).create_network(1 << int(trt.NetworkDefinitionCreationFlag.STRONGLY_TYPED))
     if callable(source) and not hasattr(source, "build_network"):
+        network = new_reference_network()
         outs = source(network) or {}
         for name, t in dict(outs).items():
             t.name = name
             network.mark_output(t)
         return network, (-1.0, 1.0)
     from trtbuild.models import registry
-    from trtbuild.engine.quick import build_spec_network
-    from trtbuild.weights import WeightMap
 
     spec = registry.get(source) if isinstance(source, str) else source
-    wm = WeightMap.load(weights) if weights is not None else \
-        WeightMap.from_module(registry.get_torch_model(spec.name, seed=seed, small=small))
-    outs = build_spec_network(network, spec, wm, precision, small)
-    for name in spec.output_names:
-        outs[name].name = name
-        network.mark_output(outs[name])
+    network, _ = build_reference_network(spec, weights, precision=precision, small=small, seed=seed)
     return network, tuple(spec.value_range)
 
 

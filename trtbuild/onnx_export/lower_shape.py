@@ -7,6 +7,7 @@ import numpy as np
 from onnx import TensorProto, numpy_helper
 
 from trtbuild.reference.enums import MatrixOperation, SampleMode
+from trtbuild.reference.sampling import sample_indices
 
 from .graph import GraphBuilder, onnx_type
 
@@ -46,24 +47,6 @@ def lower_concatenation(g: GraphBuilder, layer, ins, outs):
     g.add("Concat", ins, outs, axis=layer._params["axis"])
 
 
-def _sample_indices(mode, start, size, stride, dim):
-    """Indices read along one dim and the mask of those inside it (FILL), per TensorRT's SampleMode."""
-    idx = start + np.arange(size, dtype=np.int64) * stride
-    valid = None
-    if mode == SampleMode.WRAP:
-        idx = idx % dim
-    elif mode == SampleMode.CLAMP:
-        idx = np.clip(idx, 0, dim - 1)
-    elif mode == SampleMode.REFLECT:
-        period = 2 * (dim - 1) if dim > 1 else 1
-        idx = idx % period
-        idx = np.where(idx >= dim, period - idx, idx)
-    elif mode == SampleMode.FILL:
-        valid = (idx >= 0) & (idx < dim)
-        idx = np.clip(idx, 0, dim - 1)
-    return idx, valid
-
-
 def lower_slice(g: GraphBuilder, layer, ins, outs):
     """STRICT_BOUNDS with non-zero strides -> Slice; other modes -> Gather with constant indices per
     dim (WRAP/CLAMP/REFLECT/FILL need the dims known at export time), FILL adds a Where with 0."""
@@ -90,7 +73,7 @@ def lower_slice(g: GraphBuilder, layer, ins, outs):
     for d, (a, n, s) in enumerate(zip(starts, sizes, strides)):
         if shape[d] < 0:
             g.fail(f"slice mode {mode.name} (or stride 0) needs the input shape known at export time, got {shape}")
-        idx, valid = _sample_indices(mode, a, n, s, shape[d])
+        idx, valid = sample_indices(mode, a + np.arange(n, dtype=np.int64) * s, shape[d])
         if (valid is None or valid.all()) and np.array_equal(idx, np.arange(shape[d])):
             continue
         plan.append((d, idx, valid))

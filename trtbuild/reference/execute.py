@@ -15,6 +15,7 @@ import torch.nn.functional as F
 
 from .enums import (ActivationType, DataType, ElementWiseOperation, LayerType, MatrixOperation, PaddingMode,
                     PoolingType, ReduceOperation, SampleMode, ScaleMode, UnaryOperation)
+from .sampling import sample_indices
 
 TORCH_DTYPE = {
     DataType.FLOAT: torch.float32, DataType.HALF: torch.float16, DataType.BF16: torch.bfloat16,
@@ -282,19 +283,7 @@ def _slice(p, x, fill=None):
     out = x
     for d, (a, n, s) in enumerate(zip(p["start"], p["shape"], p["stride"])):
         size = out.shape[d]
-        idx = a + torch.arange(n, device=x.device) * s
-        valid = None
-        if mode == SampleMode.WRAP:
-            idx = idx % size
-        elif mode == SampleMode.CLAMP:
-            idx = idx.clamp(0, size - 1)
-        elif mode == SampleMode.REFLECT:
-            period = 2 * (size - 1) if size > 1 else 1
-            idx = idx % period
-            idx = torch.where(idx >= size, period - idx, idx)
-        elif mode == SampleMode.FILL:
-            valid = (idx >= 0) & (idx < size)
-            idx = idx.clamp(0, size - 1)
+        idx, valid = sample_indices(mode, a + torch.arange(n, device=x.device) * s, size)
         out = out.index_select(d, idx)
         if valid is not None:
             shape = [1] * out.dim()
