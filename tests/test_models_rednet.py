@@ -20,7 +20,7 @@ from trtbuild.models import registry
 from trtbuild.models.pytorch.rednet import RedNet, calibrate_bn_, rednet
 from trtbuild.engine.quick import CapturingLogger, build_spec_network, run_network, run_spec
 from trtbuild.ops.involution import Involution
-from trtbuild.ops.involution_reference_plugin import InvolutionReferenceCreator, register_reference_involution
+from trtbuild.ops.involution_reference_plugin import InvolutionReferenceCreator
 from trtbuild.weights import WeightMap
 
 from model_checks import capture_module_outputs, check_fp16, check_fp32
