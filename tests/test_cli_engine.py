@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import argparse
 import json
+import os
+import sys
 
 import pytest
 
-from trtbuild.cli import main
+from trtbuild.cli import main, make_parser
 
 pytest.importorskip("trtbuild.models.registry", reason="the model registry is not available")
 
@@ -94,7 +97,7 @@ def test_unknown_model(cwd, capsys):
 def test_parity_engine_file_json_html(cwd, capsys):
     assert _run(capsys, ["build", "alexnet", "--small", "--precision", "fp16", "--no-progress", *REF])[0] == 0
     code, out, err = _run(capsys, ["parity", "alexnet", "--small", "--engine", "engines/alexnet-small-fp16.engine",
-                                   "--range", "-2,2", "--seed", "3", "--json", "r/p.json", "--html", "r/p.html", *REF])
+                                   "--range=-2,2", "--seed", "3", "--json", "r/p.json", "--html", "r/p.html", *REF])
     assert code == 0, out + err
     assert out.splitlines()[0].startswith("backend: reference")
     assert "inputs=uniform[-2, 2]" in out and "precision=fp16" in out and "result: PASS" in out
@@ -134,3 +137,113 @@ def test_demo_fails_on_bad_weights(cwd, capsys):
     (cwd / "bad.wts").write_text("2\nfeatures.0.weight 1 3f800000\n")
     code, _, err = _run(capsys, ["demo", "--small", "--weights", "bad.wts", *REF])
     assert code == 1 and "bad.wts" in err
+
+
+# ------------------------------------------------ parity --engine must match the request
+
+
+@pytest.fixture
+def fp32_engine(cwd, capsys):
+    assert _run(capsys, ["build", "alexnet", "--small", "--no-progress", *REF])[0] == 0
+    return "engines/alexnet-small-fp32.engine"
+
+
+def test_parity_engine_of_another_model_or_size_is_an_error(fp32_engine, capsys):
+    code, out, err = _run(capsys, ["parity", "resnet18", "--small", "--engine", fp32_engine, *REF])
+    assert code == 1 and "result:" not in out
+    assert "built for model 'alexnet' but parity was requested for 'resnet18'" in err
+    code, out, err = _run(capsys, ["parity", "alexnet", "--engine", fp32_engine, *REF])
+    assert code == 1 and "built for the small variant of 'alexnet'" in err and "add --small" in err
+
+
+def test_parity_explicit_precision_or_batch_contradicting_the_engine(fp32_engine, capsys):
+    code, _, err = _run(capsys, ["parity", "alexnet", "--small", "--engine", fp32_engine, "--precision", "fp16", *REF])
+    assert code == 1 and "computes in fp32 but --precision fp16 was requested" in err
+    code, _, err = _run(capsys, ["parity", "alexnet", "--small", "--engine", fp32_engine, "--batch", "2", *REF])
+    assert code == 1 and "static batch of 1" in err and "batch 2 was requested" in err
+    code, out, _ = _run(capsys, ["parity", "alexnet", "--small", "--engine", fp32_engine, "--precision", "fp32",
+                                 "--batch", "1", *REF])
+    assert code == 0 and "precision=fp32 batch=1" in out and "result: PASS" in out
+
+
+# ------------------------------------------------ --against onnxruntime takes only what it honours
+
+
+@pytest.mark.parametrize("extra, flag", [
+    (["--engine", "x.engine"], "--engine"), (["--backend", "tensorrt"], "--backend tensorrt"),
+    (["--json", "r.json"], "--json"), (["--html", "r.html"], "--html"), (["--png", "r.png"], "--png"),
+    (["--range=-2,2"], "--range"), (["--distribution", "normal"], "--distribution"),
+    (["--distribution", "large", "--scale", "10"], "--distribution, --scale"), (["--batch", "2"], "--batch")])
+def test_against_onnxruntime_rejects_options_it_cannot_honour(cwd, capsys, extra, flag):
+    code, out, err = _run(capsys, ["parity", "alexnet", "--small", "--against", "onnxruntime", *extra])
+    assert code == 1 and out == ""
+    assert "--against onnxruntime runs the reference backend and onnxruntime" in err
+    assert f"it cannot honour {flag} (drop them" in err
+    assert not any(cwd.iterdir())  # nothing was written
+
+
+def test_against_onnxruntime_is_always_layerwise(cwd, capsys):
+    pytest.importorskip("onnxruntime")
+    code, out, err = _run(capsys, ["parity", "alexnet", "--small", "--against", "onnxruntime", "--layerwise",
+                                   "--backend", "reference"])
+    assert code == 0, err
+    assert "features.0" in out and "result: PASS" in out
+
+
+# ------------------------------------------------ files: timing cache, unwritable targets, --png
+
+
+def test_build_refuses_a_timing_cache_path_that_is_a_weight_file(cwd, capsys):
+    assert _run(capsys, ["export-weights", "--model", "alexnet", "--small", "--out", "weights/alexnet-small.wts"])[0] == 0
+    wts = cwd / "weights" / "alexnet-small.wts"
+    before = wts.read_bytes()
+    code, _, err = _run(capsys, ["build", "alexnet", "--small", "--timing-cache", str(wts), "--no-progress", *REF])
+    assert code == 1 and f"timing cache {wts} exists but is not a timing cache" in err
+    assert "refusing to overwrite it" in err
+    assert wts.read_bytes() == before and not (cwd / "engines").exists()
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs Linux /proc")
+def test_build_error_names_the_target_not_its_temp_file(cwd, capsys):
+    code, _, err = _run(capsys, ["build", "alexnet", "--small", "--out", "/proc/x.engine", "--no-progress", *REF])
+    assert code == 1
+    assert err.strip() == "trtbuild: error: cannot write /proc/x.engine: No such file or directory"
+
+
+def test_parity_png_without_matplotlib_fails_before_comparing(cwd, capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # `import matplotlib` raises ImportError
+    code, out, err = _run(capsys, ["parity", "alexnet", "--small", "--png", "p.png", *REF])
+    assert code == 1 and "result:" not in out and not (cwd / "p.png").exists()
+    assert "cannot write p.png: --png needs matplotlib, which is not installed" in err
+
+
+@pytest.mark.parametrize("scale", ["0", "-5", "inf", "abc"])
+def test_parity_scale_must_be_positive(cwd, capsys, scale):
+    with pytest.raises(SystemExit) as info:
+        main(["parity", "alexnet", "--small", "--distribution", "large", f"--scale={scale}", *REF])
+    assert info.value.code == 2 and "argument --scale:" in capsys.readouterr().err
+
+
+def test_parity_scale_needs_distribution_large(cwd, capsys):
+    code, _, err = _run(capsys, ["parity", "alexnet", "--small", "--scale", "10", *REF])
+    assert code == 1 and "--scale only applies with --distribution large" in err
+
+
+# ------------------------------------------------ --range without private argparse attributes
+
+
+def _parity_parser() -> argparse.ArgumentParser:
+    parser = make_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return sub.choices["parity"]
+
+
+def test_range_parses_with_equals_and_argparse_is_left_alone(capsys):
+    args = make_parser().parse_args(["parity", "alexnet", "--range=-1,1"])
+    assert args.range == (-1.0, 1.0)
+    assert make_parser().parse_args(["parity", "alexnet", "--range", "0.5,2e1"]).range == (0.5, 20.0)
+    fresh = argparse.ArgumentParser()
+    assert _parity_parser()._negative_number_matcher.pattern == fresh._negative_number_matcher.pattern
+    with pytest.raises(SystemExit):
+        make_parser().parse_args(["parity", "alexnet", "--range=2,1"])
+    assert "argument --range: --range '2,1': LO must be smaller than HI" in capsys.readouterr().err

@@ -4,13 +4,15 @@ workspace, timing cache, progress monitor, logging bridge and build errors."""
 from __future__ import annotations
 
 import logging
+import re
 
 import numpy as np
 import pytest
 import torch
 
 import trtbuild.reference as trt
-from trtbuild.engine import BuildError, Engine, build_plan, make_logger, make_progress_monitor
+from trtbuild.engine import BuildError, Engine, TimingCacheError, build_plan, make_logger, make_progress_monitor
+from trtbuild.layers.common import BuilderError
 from trtbuild.reference.plan import deserialize_plan
 
 from test_engine_support import TINY_SHAPE, TinyNet, tiny_define
@@ -121,13 +123,38 @@ def test_timing_cache_written_reused_and_grows(net, tmp_path):
     assert not list(tmp_path.glob(".*.tmp"))  # atomic write left no temp file
 
 
-def test_corrupt_timing_cache_is_replaced_with_a_warning(net, tmp_path, caplog):
-    cache = tmp_path / "timing.cache"
-    cache.write_bytes(b"garbage")
-    with caplog.at_level(logging.WARNING, logger="trtbuild.engine"):
+@pytest.mark.parametrize("content", [b"garbage", b"1\nconv1.weight 1 3f800000\n", b"TRTBREF-PLAN\x00\x01"])
+def test_existing_file_that_is_not_a_timing_cache_is_refused_and_kept(net, tmp_path, content):
+    """A mistyped --timing-cache (here a .wts file, an engine...) is never overwritten."""
+    cache = tmp_path / "alexnet.wts"
+    cache.write_bytes(content)
+    with pytest.raises(TimingCacheError, match=f"timing cache {re.escape(str(cache))} exists but is not a timing "
+                                               "cache .*refusing to overwrite it"):
         build_plan(trt, tiny_define(net), input_shape=TINY_SHAPE, timing_cache=cache, progress=False)
-    assert "unusable" in caplog.text
-    assert cache.read_bytes().startswith(b"TRTBREF-TIMING")
+    assert cache.read_bytes() == content
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["alexnet.wts"]
+
+
+def test_timing_cache_that_tensorrt_rejects_by_returning_none_is_refused(net, tmp_path, monkeypatch):
+    """Real TensorRT may log an error and return None for bytes it cannot read."""
+    cache = tmp_path / "t.cache"
+    cache.write_bytes(b"TRTBREF-TIMING but from elsewhere")
+    monkeypatch.setattr(trt.IBuilderConfig, "create_timing_cache", lambda self, data: None if data else trt.ITimingCache())
+    with pytest.raises(TimingCacheError, match="TensorRT returned no cache"):
+        build_plan(trt, tiny_define(net), input_shape=TINY_SHAPE, timing_cache=cache, progress=False)
+    assert cache.read_bytes() == b"TRTBREF-TIMING but from elsewhere"
+
+
+def test_empty_or_missing_timing_cache_file_is_a_new_cache(net, tmp_path):
+    empty = tmp_path / "empty.cache"
+    empty.write_bytes(b"")
+    build_plan(trt, tiny_define(net), input_shape=TINY_SHAPE, timing_cache=empty, progress=False)
+    assert empty.read_bytes().startswith(b"TRTBREF-TIMING")
+    with pytest.raises(TimingCacheError, match="directory .*no_dir does not exist"):
+        build_plan(trt, tiny_define(net), input_shape=TINY_SHAPE, timing_cache=tmp_path / "no_dir" / "t.cache",
+                   progress=False)
+    with pytest.raises(TimingCacheError, match="is not a file"):
+        build_plan(trt, tiny_define(net), input_shape=TINY_SHAPE, timing_cache=tmp_path, progress=False)
 
 
 def test_progress_monitor_sees_the_build_phases(net):
@@ -166,6 +193,45 @@ def test_logger_forwards_to_python_logging_and_captures_errors(caplog):
     assert logger.errors == ["bad thing"]
     logger.clear()
     assert logger.error_text() == "no error message was logged"
+
+
+def test_logger_filters_with_its_own_private_min_severity(caplog):
+    """trt.ILogger subclasses get every message from TensorRT (min_severity is an attribute of
+    trt.Logger only), so the bridge filters itself with a private threshold."""
+    default = make_logger(trt)
+    assert not hasattr(default, "min_severity") and default._min_severity is None
+    quiet = make_logger(trt, min_severity=trt.ILogger.WARNING)
+    assert not hasattr(quiet, "min_severity") and quiet._min_severity == int(trt.ILogger.WARNING)
+    with caplog.at_level(logging.DEBUG, logger="trtbuild.tensorrt"):
+        quiet.log(trt.ILogger.VERBOSE, "verbose detail")
+        quiet.log(trt.ILogger.INFO, "chatty info")
+        quiet.log(trt.ILogger.WARNING, "careful")
+        quiet.log(trt.ILogger.ERROR, "broken")
+        default.log(trt.ILogger.INFO, "default passes info")
+    assert [r.getMessage() for r in caplog.records] == ["careful", "broken", "default passes info"]
+    assert quiet.messages == [(int(trt.ILogger.WARNING), "careful"), (int(trt.ILogger.ERROR), "broken")]
+
+
+def _cast_rejected_for(monkeypatch, to_type):
+    """Make add_cast return None (what real TensorRT does when it rejects a layer) for `to_type`."""
+    real = trt.INetworkDefinition.add_cast
+
+    def add_cast(self, tensor, dtype):
+        return None if dtype == to_type else real(self, tensor, dtype)
+
+    monkeypatch.setattr(trt.INetworkDefinition, "add_cast", add_cast)
+
+
+def test_rejected_input_cast_names_the_layer(net, monkeypatch):
+    _cast_rejected_for(monkeypatch, trt.DataType.HALF)
+    with pytest.raises(BuilderError, match="TensorRT rejected layer 'input/to_fp16'"):
+        build_plan(trt, tiny_define(net), input_shape=TINY_SHAPE, precision="fp16", progress=False)
+
+
+def test_rejected_output_cast_names_the_layer(net, monkeypatch):
+    _cast_rejected_for(monkeypatch, trt.DataType.FLOAT)
+    with pytest.raises(BuilderError, match="TensorRT rejected layer 'y/to_fp32'"):
+        build_plan(trt, tiny_define(net), input_shape=TINY_SHAPE, precision="fp16", progress=False)
 
 
 def test_failed_build_raises_build_error_quoting_tensorrt(net, tmp_path):

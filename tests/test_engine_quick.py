@@ -6,8 +6,8 @@ import pytest
 import torch
 
 import trtbuild.reference as trt
-from trtbuild.engine import BuildError, Engine, EngineInputError, new_network, serialize_network
-from trtbuild.engine.quick import CapturingLogger, build_spec_network, run_network, run_spec
+from trtbuild.engine import BuildError, Engine, EngineInputError, make_logger, new_network, serialize_network
+from trtbuild.engine.quick import build_spec_network, run_network, run_spec
 from trtbuild.layers.basic import relu
 
 
@@ -89,7 +89,7 @@ def test_serialize_network_with_explicit_profile_for_a_non_batch_dimension():
 
 
 def test_capturing_logger_keeps_warnings_and_errors():
-    logger = CapturingLogger(trt)
+    logger = make_logger(trt)
     assert isinstance(logger, trt.ILogger) and logger.messages == []
     assert trt.Runtime(logger).deserialize_cuda_engine(b"junk") is None
     assert [sev for sev, _ in logger.messages] == [int(trt.ILogger.ERROR)]
@@ -120,3 +120,10 @@ def test_robust_rel_error_by_hand():
     # floor = 1 % of 100 = 1: element 0 judged by itself (1/100), element 1 against 1 (0.25), element 2 by itself (0.5/2)
     assert robust_rel_error(torch.tensor([101.0, 0.75, -2.5]), ref) == pytest.approx(0.25)
     assert robust_rel_error(torch.tensor([float("nan"), 0.5, -2.0]), ref) == float("inf")
+
+
+def test_no_capturing_logger_alias_in_quick():
+    """The logger is trtbuild.engine.make_logger; quick.py has no second name for it."""
+    import trtbuild.engine.quick as quick
+
+    assert not hasattr(quick, "CapturingLogger") and "CapturingLogger" not in quick.__all__

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import types
 
 import pytest
@@ -13,9 +14,11 @@ import torch
 
 import trtbuild
 import trtbuild.reference as trt
-from trtbuild.engine import (BuildError, EngineCompatibilityError, EngineFileError, build_plan, check_compatible,
-                             load_engine, make_sidecar, read_engine_file, save_engine, sha256_bytes, sidecar_path)
+from trtbuild.engine import (BuildError, EngineCompatibilityError, EngineFileError, EngineWriteError, build_plan,
+                             check_compatible, load_engine, make_sidecar, read_engine_file, save_engine, sha256_bytes,
+                             sidecar_path)
 from trtbuild.engine import serialize as ser
+from trtbuild.weights import atomic
 
 from test_engine_support import TINY_SHAPE, TinyNet, tiny_define
 
@@ -202,22 +205,73 @@ def test_failed_build_leaves_existing_engine_and_sidecar_untouched(tmp_path, sav
 
 
 def test_save_failing_midway_leaves_old_files_and_no_temp(tmp_path, saved, plan, monkeypatch):
+    """The sidecar's temp file fails to reach the disk after the engine's was written: nothing is
+    renamed, both temp files are removed, and the error names the sidecar, not its temp file."""
     before = (saved.read_bytes(), sidecar_path(saved).read_bytes())
-    real_write_temp = ser._write_temp
+    real_fsync = atomic._fsync
     calls = []
 
-    def failing(target, write):
-        calls.append(target.name)
-        if target.name.endswith(".json"):
-            raise OSError("disk full")
-        return real_write_temp(target, write)
+    def failing(path):
+        calls.append(path.name)
+        if ".tiny.engine.json." in path.name:
+            raise OSError(28, "No space left on device", str(path))
+        return real_fsync(path)
 
-    monkeypatch.setattr(ser, "_write_temp", failing)
-    with pytest.raises(OSError, match="disk full"):
+    monkeypatch.setattr(atomic, "_fsync", failing)
+    with pytest.raises(EngineWriteError) as info:
         save_engine(saved, plan[:10] + plan[10:], {"tensorrt_version": "reference"})
-    assert calls == ["tiny.engine", "tiny.engine.json"]
+    assert str(info.value) == f"cannot write {sidecar_path(saved)}: No space left on device"
+    assert isinstance(info.value, EngineFileError) and isinstance(info.value, OSError)
+    assert [re.sub(r"\.[0-9a-f]{12}\.tmp$", ".<hex>.tmp", n) for n in calls] == [
+        ".tiny.engine.<hex>.tmp", ".tiny.engine.json.<hex>.tmp"]  # the engine's temp file was complete first
     assert (saved.read_bytes(), sidecar_path(saved).read_bytes()) == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["tiny.engine", "tiny.engine.json", "w.bin"]
+
+
+def test_save_renames_only_after_both_temp_files_are_complete(tmp_path, plan, monkeypatch):
+    real_replace = os.replace
+    seen = []
+
+    def replace(src, dst):
+        seen.append((os.path.basename(dst), sorted(p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp"))))
+        return real_replace(src, dst)
+
+    monkeypatch.setattr(atomic.os, "replace", replace)
+    path = save_engine(tmp_path / "two.engine", plan, {"tensorrt_version": "reference"})
+    assert [dst for dst, _ in seen] == ["two.engine", "two.engine.json"]
+    temps_at_first_rename = seen[0][1]
+    # at the first rename both temp files exist: the sidecar's was completely written too
+    assert [re.sub(r"\.[0-9a-f]{12}\.tmp$", ".<hex>.tmp", t) for t in temps_at_first_rename] == [
+        ".two.engine.<hex>.tmp", ".two.engine.json.<hex>.tmp"]
+    assert path.read_bytes() == bytes(plan)
+    assert json.loads(sidecar_path(path).read_text())["engine_sha256"] == sha256_bytes(plan)
+
+
+def test_engine_writes_use_the_shared_weights_atomic_writer(tmp_path, monkeypatch):
+    """engine.serialize and parity reports write through trtbuild.weights.atomic (one writer)."""
+    assert not hasattr(ser, "_write_temp")
+
+    def broken_fsync(path):
+        raise OSError(5, "Input/output error", str(path))
+
+    monkeypatch.setattr(atomic, "_fsync", broken_fsync)
+    with pytest.raises(EngineWriteError, match=f"^cannot write {tmp_path / 't.cache'}: Input/output error$"):
+        ser.atomic_write_bytes(tmp_path / "t.cache", b"data")
+    from trtbuild.parity.report import render_json
+    from trtbuild.parity import compare
+
+    report = compare({"y": torch.ones(2)}, {"y": torch.ones(2)})
+    with pytest.raises(atomic.AtomicWriteError, match=f"^cannot write {tmp_path / 'r' / 'p.json'}: Input/output"):
+        render_json(report, tmp_path / "r" / "p.json")
+    assert sorted(p.name for p in tmp_path.rglob("*")) == ["r"]  # the directory was made, no temp file left
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs Linux /proc")
+def test_unwritable_target_error_names_the_target_not_the_temp_file(plan):
+    with pytest.raises(EngineWriteError) as info:
+        save_engine("/proc/trtbuild-x.engine", plan, {"tensorrt_version": "reference"})
+    assert str(info.value) == "cannot write /proc/trtbuild-x.engine: No such file or directory"
+    assert ".tmp" not in str(info.value)
 
 
 def test_save_into_missing_directory(tmp_path, plan):

@@ -18,7 +18,8 @@ import trtbuild.reference as trt
 from trtbuild.layers.common import BuilderError
 from trtbuild.models import registry
 from trtbuild.models.pytorch.rednet import RedNet, calibrate_bn_, rednet
-from trtbuild.engine.quick import CapturingLogger, build_spec_network, run_network, run_spec
+from trtbuild.engine import make_logger
+from trtbuild.engine.quick import build_spec_network, run_network, run_spec
 from trtbuild.ops.involution import Involution
 from trtbuild.ops.involution_reference_plugin import InvolutionReferenceCreator
 from trtbuild.weights import WeightMap
@@ -208,7 +209,7 @@ def test_plan_recreates_the_plugins_from_the_registry(small):
     """The serialized plan names the plugin by name/version/namespace; deserializing asks the
     registry's creator for each of the 9 plugins, and fails cleanly when none is registered."""
     spec, model, x = small
-    logger = CapturingLogger(trt)
+    logger = make_logger(trt)
     builder = trt.Builder(logger)
     network = builder.create_network(STRONGLY_TYPED)
     outs = build_spec_network(network, spec, WeightMap.from_module(model), "fp32", small=True)
@@ -229,7 +230,7 @@ def test_plan_recreates_the_plugins_from_the_registry(small):
 
     try:
         assert registry_.deregister_creator(original)
-        missing = CapturingLogger(trt)
+        missing = make_logger(trt)
         assert trt.Runtime(missing).deserialize_cuda_engine(plan) is None
         assert any("Involution" in msg and "not registered" in msg for _, msg in missing.messages), missing.messages
 

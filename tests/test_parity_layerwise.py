@@ -116,3 +116,9 @@ def test_large_inputs_overflow_fp16(net):
     y = report.outputs[0]
     assert y.nan_actual + y.inf_actual > 0 and y.nan_expected + y.inf_expected == 0 and not y.passed
     assert y.expected_max_abs > 65504 and report.first_failure == "conv1"
+
+
+@pytest.mark.parametrize("scale", [0.0, -1e4, float("inf"), float("nan")])
+def test_make_inputs_rejects_a_scale_that_is_not_positive(scale):
+    with pytest.raises(ValueError, match="large_scale \\(--scale\\) must be a positive finite number"):
+        make_inputs({"x": (2,)}, distribution="large", large_scale=scale)

@@ -84,3 +84,58 @@ def test_layerwise_with_engine_file_is_refused(alexnet_wts, tmp_path):
 def test_unknown_model():
     with pytest.raises(ValueError, match="unknown model 'alexnot'; known models: alexnet"):
         check_model_parity("alexnot", trt)
+
+
+# ------------------------------------------------ a given engine must match the request
+
+
+@pytest.fixture(scope="module")
+def small_engines(tmp_path_factory, alexnet_wts):
+    """alexnet-small engine files: fp32 static batch 1, fp32 dynamic batch (1, 2, 3), fp16 static."""
+    d = tmp_path_factory.mktemp("engines")
+    static, _ = build_and_save("alexnet", alexnet_wts, d / "a-fp32.engine", trt, "fp32", small=True, progress=False)
+    dynamic, _ = build_and_save("alexnet", alexnet_wts, d / "a-dyn.engine", trt, "fp32", small=True,
+                                batch=(1, 2, 3), progress=False)
+    half, _ = build_and_save("alexnet", alexnet_wts, d / "a-fp16.engine", trt, "fp16", small=True, progress=False)
+    return {"static": static, "dynamic": dynamic, "fp16": half}
+
+
+def test_engine_of_another_model_is_refused(small_engines):
+    with pytest.raises(ValueError, match=r"built for model 'alexnet' but parity was requested for 'resnet18'"):
+        check_model_parity("resnet18", trt, engine=small_engines["static"], small=True)
+
+
+def test_engine_of_the_other_size_variant_is_refused(small_engines):
+    with pytest.raises(ValueError, match=r"built for the small variant of 'alexnet' but parity was requested for the "
+                                         r"full-size model \(no --small\)"):
+        check_model_parity("alexnet", trt, engine=small_engines["static"], small=False)
+
+
+def test_explicit_precision_must_match_the_engine(small_engines, alexnet_wts):
+    with pytest.raises(ValueError, match="computes in fp32 but --precision fp16 was requested"):
+        check_model_parity("alexnet", trt, engine=small_engines["static"], small=True, precision="fp16")
+    with pytest.raises(ValueError, match="computes in fp16 but --precision fp32 was requested"):
+        check_model_parity("alexnet", trt, engine=small_engines["fp16"], small=True, precision="fp32")
+    report = check_model_parity("alexnet", trt, weights=alexnet_wts, engine=small_engines["fp16"], small=True)
+    assert report.meta["precision"] == "fp16" and report.passed  # not given: the engine's precision is used
+
+
+def test_explicit_batch_must_fit_the_engine(small_engines, alexnet_wts):
+    with pytest.raises(ValueError, match=r"static batch of 1 .* but batch 2 was requested"):
+        check_model_parity("alexnet", trt, engine=small_engines["static"], small=True, batch=2)
+    with pytest.raises(ValueError, match=r"batch 4 is outside the batch range \[1, 3\]"):
+        check_model_parity("alexnet", trt, engine=small_engines["dynamic"], small=True, batch=4)
+    report = check_model_parity("alexnet", trt, weights=alexnet_wts, engine=small_engines["dynamic"], small=True,
+                                batch=3)
+    assert report.meta["batch"] == 3 and list(report.outputs[0].shape) == [3, 10] and report.passed
+    default = check_model_parity("alexnet", trt, weights=alexnet_wts, engine=small_engines["dynamic"], small=True)
+    assert default.meta["batch"] == 1
+
+
+def test_engine_without_model_in_its_sidecar_is_not_checked_against_the_name(alexnet_wts):
+    """An engine with no recorded model (a custom network) cannot be checked, so it is accepted."""
+    from trtbuild.engine import Engine
+
+    plan = build_model("alexnet", alexnet_wts, trt, "fp32", small=True, progress=False)
+    engine = Engine(plan, trt, sidecar=dict(plan.info, model=None, small=None))
+    assert check_model_parity("alexnet", trt, weights=alexnet_wts, engine=engine, small=True).passed

@@ -1,8 +1,6 @@
-"""The export-weights command module: checkpoint conversion, registry models (faked), errors."""
+"""The export-weights command module: checkpoint conversion, registry models (get_torch_model faked), errors."""
 
 import argparse
-import sys
-import types
 
 import numpy as np
 import pytest
@@ -10,6 +8,7 @@ import safetensors.numpy
 import torch
 
 from trtbuild.cli import export_weights as cmd
+from trtbuild.models import registry
 from trtbuild.weights import WeightMap
 
 
@@ -104,9 +103,7 @@ def fake_registry(monkeypatch):
         torch.manual_seed(seed)
         return torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.BatchNorm1d(2))
 
-    module = types.ModuleType("trtbuild.models.registry")
-    module.get_torch_model = get_torch_model
-    monkeypatch.setitem(sys.modules, "trtbuild.models.registry", module)
+    monkeypatch.setattr(registry, "get_torch_model", get_torch_model)  # the module the command imported
     return calls
 
 
@@ -141,3 +138,31 @@ def test_small_variant_feeds_build_small(tmp_path, capsys, monkeypatch):
     assert main(["export-weights", "--model", "resnet18", "--out", str(full)]) == 0
     assert WeightMap.load(full).shape_of("conv1.weight") == (64 * 3 * 7 * 7,)  # .wts stores tensors flat
     assert WeightMap.load("r.wts").shape_of("conv1.weight") == (8 * 3 * 7 * 7,)
+
+
+def test_registry_is_imported_directly_not_behind_a_guard():
+    """The command uses trtbuild.models.registry, imported with the module (no "registry is not
+    available" fallback at call time)."""
+    assert cmd.registry is registry
+    assert "not available" not in open(cmd.__file__).read()
+
+
+def test_out_parent_directories_are_created_like_build_and_parity(tmp_path, fake_registry):
+    src = tmp_path / "w.wts"
+    src.write_bytes(b"1\na 1 3f800000\n")
+    out = tmp_path / "new" / "dir" / "w.safetensors"
+    assert cmd.run(parse(["export-weights", "--checkpoint", str(src), "--out", str(out)])) == 0
+    np.testing.assert_array_equal(safetensors.numpy.load_file(str(out))["a"], [1.0])
+    out2 = tmp_path / "other" / "tiny.wts"
+    assert cmd.run(parse(["export-weights", "--model", "tiny", "--out", str(out2)])) == 0
+    assert WeightMap.load(out2).shape_of("0.weight") == (6,)
+
+
+def test_out_directory_that_cannot_be_created_is_reported(tmp_path, capsys):
+    src = tmp_path / "w.wts"
+    src.write_bytes(b"1\na 1 3f800000\n")
+    (tmp_path / "file").write_bytes(b"")
+    out = tmp_path / "file" / "sub" / "w.wts"  # a path "under" a regular file
+    assert cmd.run(parse(["export-weights", "--checkpoint", str(src), "--out", str(out)])) == 1
+    err = capsys.readouterr().err
+    assert f"cannot write {out}: cannot create directory {out.parent}" in err

@@ -20,6 +20,22 @@ class BackendError(RuntimeError):
     """The requested backend cannot be used; the message says why in one sentence."""
 
 
+CUDA_DRIVER_LIBRARIES = ("libcuda.so.1", "libcuda.so", "nvcuda.dll")
+
+
+def load_cuda_driver():
+    """The CUDA driver library (ctypes.CDLL) after a successful cuInit(0), or None where there is
+    no driver or it fails to initialise (no GPU). Shared by the GPU count here and
+    trtbuild.engine.device (GPU name and compute capability) for machines without torch CUDA."""
+    for lib in CUDA_DRIVER_LIBRARIES:
+        try:
+            cuda = ctypes.CDLL(lib)
+        except OSError:
+            continue
+        return cuda if cuda.cuInit(0) == 0 else None
+    return None
+
+
 def _cuda_gpu_count() -> int:
     try:
         import torch
@@ -28,14 +44,10 @@ def _cuda_gpu_count() -> int:
             return torch.cuda.device_count()
     except ImportError:  # pragma: no cover - torch is a dependency
         pass
-    for lib in ("libcuda.so.1", "libcuda.so", "nvcuda.dll"):
-        try:
-            cuda = ctypes.CDLL(lib)
-        except OSError:
-            continue
-        count = ctypes.c_int(0)
-        if cuda.cuInit(0) == 0 and cuda.cuDeviceGetCount(ctypes.byref(count)) == 0:
-            return count.value
+    cuda = load_cuda_driver()
+    count = ctypes.c_int(0)
+    if cuda is not None and cuda.cuDeviceGetCount(ctypes.byref(count)) == 0:
+        return count.value
     return 0
 
 

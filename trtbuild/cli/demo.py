@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import time
-from pathlib import Path
 
 from .build import add_common_model_options, backend_and_model, human_bytes
 
@@ -46,8 +45,11 @@ class _Clock:
 
 def run(args) -> int:
     """Run the demo; print each step with its time, then the parity table."""
-    from trtbuild.engine import default_engine_path, ensure_weights, load_engine, make_sidecar, save_engine
-    from trtbuild.engine.model import build_model, registry
+    from trtbuild.engine import (EngineWriteError, default_engine_path, ensure_weights, load_engine, make_sidecar,
+                                 save_engine)
+    from trtbuild.engine.model import build_model
+    from trtbuild.models import registry
+    from trtbuild.weights.atomic import ensure_parent_dir
     from trtbuild.parity import check_model_parity, load_weights_into
     from trtbuild.weights import WeightMap
 
@@ -61,8 +63,7 @@ def run(args) -> int:
           f"{len(wm)} tensors) [{clock.lap()}]", flush=True)
 
     plan = build_model(spec, wm, trt, precision, small=args.small, progress=None)
-    out = Path(args.out) if args.out else default_engine_path(spec.name, precision, args.small)
-    out.parent.mkdir(parents=True, exist_ok=True)
+    out = ensure_parent_dir(args.out or default_engine_path(spec.name, precision, args.small), EngineWriteError)
     save_engine(out, plan, make_sidecar(trt, plan, weights_path=weights_path))
     print(f"[2/4] built {label} [{precision}] and saved {out} ({human_bytes(len(plan))}) + {out}.json "
           f"[{clock.lap()}]", flush=True)
@@ -71,7 +72,7 @@ def run(args) -> int:
     engine = load_engine(out)
     print(f"[3/4] loaded {out} on {engine.backend} (sidecar and sha256 checked) [{clock.lap()}]", flush=True)
 
-    module = load_weights_into(registry().get_torch_model(spec.name, seed=args.seed, small=args.small), wm)
+    module = load_weights_into(registry.get_torch_model(spec.name, seed=args.seed, small=args.small), wm)
     report = check_model_parity(spec.name, trt, engine=engine, precision=precision, small=args.small,
                                 seed=args.seed, module=module)
     report.meta["engine"] = str(out)

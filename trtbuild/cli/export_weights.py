@@ -11,7 +11,9 @@ import argparse
 import sys
 from pathlib import Path
 
+from trtbuild.models import registry
 from trtbuild.weights import FORMATS, WeightsError, convert_weights, export_weights
+from trtbuild.weights.atomic import ensure_parent_dir
 
 NAME = "export-weights"
 
@@ -29,7 +31,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     source.add_argument("--checkpoint", type=Path,
                         help="existing weight file (.wts, .safetensors, .pt/.pth) to convert")
     parser.add_argument("--out", type=Path, required=True,
-                        help="output file; its extension picks the format unless --format is given")
+                        help="output file; its extension picks the format unless --format is given "
+                             "(missing parent directories are created)")
     parser.add_argument("--small", action="store_true",
                         help="with --model: the small variant (the one `build/parity --small` use)")
     parser.add_argument("--seed", type=int, default=None,
@@ -48,17 +51,15 @@ def run(args: argparse.Namespace) -> int:
         if args.checkpoint is not None:
             if args.seed is not None or args.small:
                 return _fail("--seed and --small only apply with --model", code=2)
+            ensure_parent_dir(args.out)
             report = convert_weights(args.checkpoint, args.out, args.format,
                                      allow_nonfinite=args.allow_nonfinite)
         else:
             try:
-                from trtbuild.models.registry import get_torch_model
-            except ImportError as exc:
-                return _fail(f"the model registry is not available ({exc})")
-            try:
-                model = get_torch_model(args.model, 0 if args.seed is None else args.seed, small=args.small)
+                model = registry.get_torch_model(args.model, 0 if args.seed is None else args.seed, small=args.small)
             except (KeyError, ValueError) as exc:
                 return _fail(f"cannot build model {args.model!r}: {exc}")
+            ensure_parent_dir(args.out)
             report = export_weights(model, args.out, args.format,
                                     allow_nonfinite=args.allow_nonfinite)
     except (WeightsError, OSError) as exc:

@@ -3,20 +3,56 @@
     trtbuild parity alexnet                          # build in memory, compare with PyTorch
     trtbuild parity alexnet --engine engines/alexnet-fp32.engine --json parity.json --html parity.html
     trtbuild parity resnet50 --small --precision fp16 --layerwise      # per-layer errors, first jump
-    trtbuild parity resnet18 --small --range -3,3 --distribution normal --seed 1
+    trtbuild parity resnet18 --small --range=-3,3 --distribution normal --seed 1
     trtbuild parity resnet18 --small --against onnxruntime
 
 An element fails only if |actual - expected| > atol AND > rtol * |expected|. Default tolerances
 depend on the precision; the default atol is relative to each tensor's largest |expected|, an
 explicit --atol is absolute. Exit code 0 if every output passes, 1 otherwise.
+
+A range starting with a negative number is written with "=" (--range=-1,1), since argparse
+reads a separate "-1,1" as an option. With --engine, --precision and --batch default to the
+engine's; given explicitly they must match it (and the model and --small must match its sidecar).
 """
 
 from __future__ import annotations
 
 import argparse
-import re
 
 from .build import add_model_command, backend_and_model, parse_range
+
+DEFAULT_DISTRIBUTION = "uniform"
+DEFAULT_SCALE = 1e4
+
+
+def range_type(text: str) -> tuple[float, float]:
+    """argparse type of --range: "LO,HI" -> (lo, hi) with lo < hi."""
+    try:
+        return parse_range(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def positive_float(text: str) -> float:
+    """argparse type of --scale: a finite float > 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not (value > 0 and value != float("inf")):
+        raise argparse.ArgumentTypeError(f"must be a positive finite number, got {text}")
+    return value
+
+
+def positive_int(text: str) -> int:
+    """argparse type of --batch: an integer >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -25,13 +61,18 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                           __doc__)
     p.add_argument("--engine", default=None, help="engine file to check (default: build one in memory)")
     p.add_argument("--layerwise", action="store_true",
-                   help="also compare every tensor of the model's layer_map with the PyTorch module outputs")
-    p.add_argument("--range", default=None, metavar="LO,HI", help="input value range (default: the model's)")
-    p.add_argument("--distribution", choices=("uniform", "normal", "large"), default="uniform",
-                   help="uniform in [LO,HI]; normal (mean (LO+HI)/2, std (HI-LO)/2); large (uniform x --scale)")
-    p.add_argument("--scale", type=float, default=1e4, help="magnitude factor of --distribution large")
+                   help="also compare every tensor of the model's layer_map with the PyTorch module outputs "
+                        "(--against onnxruntime always compares every layer)")
+    p.add_argument("--range", type=range_type, default=None, metavar="LO,HI",
+                   help="input value range (default: the model's); write --range=-1,1 when LO is negative")
+    p.add_argument("--distribution", choices=("uniform", "normal", "large"), default=None,
+                   help="uniform in [LO,HI] (default); normal (mean (LO+HI)/2, std (HI-LO)/2); "
+                        "large (uniform x --scale)")
+    p.add_argument("--scale", type=positive_float, default=None,
+                   help=f"magnitude factor (> 0) of --distribution large (default {DEFAULT_SCALE:g})")
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
-    p.add_argument("--batch", type=int, default=1, help="batch size of the inputs (default 1)")
+    p.add_argument("--batch", type=positive_int, default=None,
+                   help="batch size of the inputs (default 1, or the --engine's own batch)")
     p.add_argument("--atol", type=float, default=None, help="absolute tolerance")
     p.add_argument("--rtol", type=float, default=None, help="relative tolerance")
     p.add_argument("--json", default=None, metavar="PATH", help="write the report as JSON")
@@ -40,15 +81,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--against", choices=("pytorch", "onnxruntime"), default="pytorch",
                    help="pytorch (default) or onnxruntime (layerwise, reference backend vs the ONNX export)")
     p.set_defaults(func=run)
-    allow_negative_ranges(p)
     return p
-
-
-def allow_negative_ranges(parser: argparse.ArgumentParser) -> None:
-    """Let `--range -1,1` parse (argparse would take "-1,1" for an option): treat any
-    "-<digits, dots, commas, exponents>" word as a value, as it does for plain negative numbers."""
-    if hasattr(parser, "_negative_number_matcher"):
-        parser._negative_number_matcher = re.compile(r"^-\d[\d.,eE+-]*$|^-\.\d[\d.,eE+-]*$")
 
 
 def write_outputs(report, args) -> None:
@@ -60,7 +93,26 @@ def write_outputs(report, args) -> None:
         report.to_html(args.html)
         print(f"wrote {args.html}")
     if args.png:
-        print(f"wrote {args.png}" if report.to_png(args.png) else f"not writing {args.png}: matplotlib is not installed")
+        if not report.to_png(args.png):
+            raise RuntimeError(f"cannot write {args.png}: --png needs matplotlib, which is not installed")
+        print(f"wrote {args.png}")
+
+
+#: parity options that only apply to the PyTorch comparison: (attribute, flag).
+_PYTORCH_ONLY = (("engine", "--engine"), ("range", "--range"), ("distribution", "--distribution"),
+                 ("scale", "--scale"), ("batch", "--batch"), ("json", "--json"), ("html", "--html"),
+                 ("png", "--png"))
+
+
+def check_onnxruntime_options(args) -> None:
+    """Raise ValueError naming the options given that --against onnxruntime cannot honour."""
+    given = [flag for attr, flag in _PYTORCH_ONLY if getattr(args, attr, None) is not None]
+    if getattr(args, "backend", None) == "tensorrt":
+        given.append("--backend tensorrt")
+    if given:
+        raise ValueError(f"--against onnxruntime runs the reference backend and onnxruntime on the ONNX export, layer "
+                         f"by layer, with seeded inputs in the model's value range and batch 1; it cannot honour "
+                         f"{', '.join(given)} (drop them, or compare against pytorch)")
 
 
 def _against_onnxruntime(args, spec) -> int:
@@ -92,19 +144,22 @@ def run(args) -> int:
     """Run the comparison, print the table, write files; 0 if parity holds."""
     from trtbuild.engine import get_spec
     from trtbuild.parity import check_model_parity
+    from trtbuild.parity.report import png_available
 
     if args.against == "onnxruntime":
-        from trtbuild.backend import load_trt
-
-        load_trt("reference")
+        check_onnxruntime_options(args)
         print("backend: reference (PyTorch) — compared with onnxruntime running the ONNX export of the same network")
         return _against_onnxruntime(args, get_spec(args.model))
+    if args.png and not png_available():  # fail before the comparison, not after it
+        raise RuntimeError(f"cannot write {args.png}: --png needs matplotlib, which is not installed "
+                           "(pip install matplotlib, or use --html, whose histograms need nothing)")
+    if args.scale is not None and args.distribution != "large":
+        raise ValueError("--scale only applies with --distribution large")
     trt, spec = backend_and_model(args)
-    if args.batch < 1:
-        raise ValueError(f"--batch must be >= 1, got {args.batch}")
     report = check_model_parity(spec.name, trt, weights=args.weights, engine=args.engine, precision=args.precision,
-                                small=args.small, seed=args.seed, value_range=parse_range(args.range),
-                                distribution=args.distribution, large_scale=args.scale, batch=args.batch,
+                                small=args.small, seed=args.seed, value_range=args.range,
+                                distribution=args.distribution or DEFAULT_DISTRIBUTION,
+                                large_scale=DEFAULT_SCALE if args.scale is None else args.scale, batch=args.batch,
                                 atol=args.atol, rtol=args.rtol, layerwise=args.layerwise)
     print(report.to_table())
     write_outputs(report, args)

@@ -21,8 +21,9 @@ from types import ModuleType
 from typing import Callable, Iterable, Mapping
 
 from trtbuild.backend import backend_name
+from trtbuild.layers.common import out
 
-from .errors import BuildError
+from .errors import BuildError, TimingCacheError
 from .logging_bridge import make_logger
 from .progress import make_progress_monitor
 from .serialize import atomic_write_bytes
@@ -97,17 +98,34 @@ def _takes_input(define: Callable) -> bool:
     return len(params) >= 2
 
 
-def _load_timing_cache(trt: ModuleType, config, path: Path | None):
+def _load_timing_cache(trt: ModuleType, config, path: Path | None, logger=None):
+    """Attach the timing cache stored at `path` (a new one if the file is missing or empty).
+
+    An existing file that TensorRT does not accept as a timing cache is refused with a
+    TimingCacheError naming it, so a mistyped path (a weight file, an engine) is never
+    overwritten. A real cache made by another device or TensorRT version is replaced (warning)."""
     if path is None:
         return None
-    data = path.read_bytes() if path.is_file() else b""
-    cache = None
+    if path.exists() and not path.is_file():
+        raise TimingCacheError(f"timing cache {path} is not a file")
+    if not path.parent.is_dir():
+        raise TimingCacheError(f"timing cache {path}: directory {path.parent} does not exist")
+    data = path.read_bytes() if path.exists() else b""
+    cache, reason = None, "TensorRT returned no cache"
+    if logger is not None:
+        logger.clear()
     try:
         cache = config.create_timing_cache(data)
-    except Exception as e:  # real TensorRT raises or returns None on a foreign/corrupt cache
-        log.warning("timing cache %s is unusable (%s); starting a new one", path, e)
+    except Exception as e:  # the reference raises; real TensorRT raises or logs an error and returns None
+        reason = str(e)
+    if data and logger is not None and logger.errors:
+        cache, reason = None, logger.error_text()
     if cache is None:
-        cache = config.create_timing_cache(b"")
+        if data:
+            raise TimingCacheError(
+                f"timing cache {path} exists but is not a timing cache that {backend_name(trt)} can read ({reason}); "
+                "refusing to overwrite it: pass another --timing-cache path or delete the file")
+        raise BuildError(f"{backend_name(trt)} could not create an empty timing cache for {path} ({reason})")
     if not config.set_timing_cache(cache, False):
         log.warning("timing cache %s was made on another device or TensorRT version; starting a new one", path)
         cache = config.create_timing_cache(b"")
@@ -127,10 +145,7 @@ def _add_model(trt, network, define, input_name, input_shape, precision, fp32_io
         raise BuildError(f"TensorRT rejected input '{input_name}' with shape {shape}")
     h = x
     if x.dtype != compute:
-        cast = network.add_cast(x, compute)
-        cast.name = f"{input_name}/to_{precision}"
-        h = cast.get_output(0)
-        h.name = cast.name
+        h = out(network.add_cast(x, compute), f"{input_name}/to_{precision}")
     outputs = define(network, h)
     if not isinstance(outputs, Mapping):
         outputs = {"output": outputs}
@@ -144,9 +159,7 @@ def _finish_outputs(trt, network, outputs: dict, fp32_io: bool, extra: dict):
             raise BuildError(f"the network definition returned None for output '{name}'")
         if fp32_io and t.dtype in (trt.DataType.HALF, trt.DataType.BF16):
             t.name = f"{name}/{dtype_name(t.dtype).lower()}"
-            cast = network.add_cast(t, trt.DataType.FLOAT)
-            cast.name = f"{name}/to_fp32"
-            t = cast.get_output(0)
+            t = out(network.add_cast(t, trt.DataType.FLOAT), f"{name}/to_fp32")
         t.name = name
         network.mark_output(t)
     for t in extra.values():
@@ -237,7 +250,7 @@ def serialize_network(trt: ModuleType, builder, network, logger, *, batch=None, 
     if not tf32:
         config.clear_flag(trt.BuilderFlag.TF32)
     cache_path = Path(timing_cache) if timing_cache is not None else None
-    _load_timing_cache(trt, config, cache_path)
+    _load_timing_cache(trt, config, cache_path, logger)
     monitor = make_progress_monitor(trt, progress)
     config.progress_monitor = monitor
 
@@ -276,7 +289,8 @@ def build_plan(trt: ModuleType, define, *, weights=None, input_name: str | None 
     precision: "fp32" | "fp16" | "bf16", the type the model computes in. fp32_io: see module doc.
     batch: (min, opt, max) for a dynamic batch dimension (input declared with -1), or None.
     workspace: memory-pool limit for MemoryPoolType.WORKSPACE in bytes.
-    timing_cache: file loaded if present and rewritten atomically after a successful build.
+    timing_cache: file loaded if present and rewritten atomically after a successful build; an
+        existing file that is not a timing cache raises TimingCacheError (it is never overwritten).
     progress: True draws tqdm bars, None only on a terminal, False none.
     extra_outputs: names of intermediate tensors to mark as outputs too (layerwise parity).
     tf32: allow TF32 for float32 math on real TensorRT (cleared by default for exact fp32).

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ctypes
 from types import ModuleType
 
+from trtbuild import backend
 from trtbuild.backend import is_reference
 
 CPU = "cpu"
@@ -12,20 +13,17 @@ CPU = "cpu"
 
 def _cuda_driver_info(index: int = 0) -> dict | None:
     """GPU name and compute capability from the CUDA driver (for machines without torch CUDA)."""
-    for lib in ("libcuda.so.1", "libcuda.so", "nvcuda.dll"):
-        try:
-            cuda = ctypes.CDLL(lib)
-        except OSError:
-            continue
-        dev, major, minor = ctypes.c_int(), ctypes.c_int(), ctypes.c_int()
-        name = ctypes.create_string_buffer(256)
-        if cuda.cuInit(0) != 0 or cuda.cuDeviceGet(ctypes.byref(dev), index) != 0:
-            return None
-        cuda.cuDeviceGetName(name, 256, dev)
-        cuda.cuDeviceGetAttribute(ctypes.byref(major), 75, dev)  # COMPUTE_CAPABILITY_MAJOR
-        cuda.cuDeviceGetAttribute(ctypes.byref(minor), 76, dev)  # COMPUTE_CAPABILITY_MINOR
-        return {"gpu": name.value.decode(errors="replace"), "compute_capability": f"{major.value}.{minor.value}"}
-    return None
+    cuda = backend.load_cuda_driver()
+    if cuda is None:
+        return None
+    dev, major, minor = ctypes.c_int(), ctypes.c_int(), ctypes.c_int()
+    name = ctypes.create_string_buffer(256)
+    if cuda.cuDeviceGet(ctypes.byref(dev), index) != 0:
+        return None
+    cuda.cuDeviceGetName(name, 256, dev)
+    cuda.cuDeviceGetAttribute(ctypes.byref(major), 75, dev)  # COMPUTE_CAPABILITY_MAJOR
+    cuda.cuDeviceGetAttribute(ctypes.byref(minor), 76, dev)  # COMPUTE_CAPABILITY_MINOR
+    return {"gpu": name.value.decode(errors="replace"), "compute_capability": f"{major.value}.{minor.value}"}
 
 
 def gpu_info(index: int | None = None) -> dict | None:

@@ -19,3 +19,12 @@ class EngineCompatibilityError(EngineError):
 
 class EngineInputError(EngineError, ValueError):
     """Inputs given to Engine.run have the wrong name, shape, dtype or device."""
+
+
+class EngineWriteError(EngineFileError, OSError):
+    """An engine, sidecar or timing cache file could not be written; the message names the target
+    file (never the temporary file). Also an OSError, for callers that catch those."""
+
+
+class TimingCacheError(EngineError, ValueError):
+    """The --timing-cache path exists but is not a timing cache, so it is neither read nor overwritten."""

@@ -23,15 +23,6 @@ _PY_LEVEL = {_INTERNAL_ERROR: logging.CRITICAL, _ERROR: logging.ERROR, _WARNING:
 _classes: dict[int, type] = {}
 
 
-def _severity_for(py_logger: logging.Logger) -> int:
-    """The most verbose TensorRT severity that the Python logger would actually emit."""
-    level = py_logger.getEffectiveLevel()
-    for severity in (_VERBOSE, _INFO, _WARNING, _ERROR):
-        if _PY_LEVEL[severity] >= level:
-            return severity
-    return _ERROR  # errors are always delivered so that they can be captured
-
-
 def _logger_class(trt: ModuleType) -> type:
     """A subclass of `trt.ILogger` for this module (real TensorRT or the reference)."""
     cls = _classes.get(id(trt))
@@ -41,13 +32,16 @@ def _logger_class(trt: ModuleType) -> type:
     class CapturingLogger(trt.ILogger):
         """Forwards TensorRT's messages to logging.getLogger("trtbuild.tensorrt") and keeps errors."""
 
-        def __init__(self, name: str = LOGGER_NAME):
+        def __init__(self, name: str = LOGGER_NAME, min_severity=None):
             trt.ILogger.__init__(self)
             self.py_logger = logging.getLogger(name)
             self.errors: list[str] = []
             self.messages: list[tuple[int, str]] = []  # (severity, text) of every warning and error
             self._lock = threading.Lock()  # TensorRT may log from its worker threads
-            self.min_severity = trt.ILogger.Severity(_severity_for(self.py_logger))
+            # Our own filter: TensorRT calls log() of an ILogger subclass for every message (only
+            # trt.Logger has a min_severity that TensorRT honours), so log() drops the messages
+            # less severe than this before they reach Python logging. None: Python logging decides.
+            self._min_severity = None if min_severity is None else int(min_severity)
 
         def log(self, severity, msg):  # noqa: D401 - TensorRT's callback signature
             sev = int(severity)
@@ -56,6 +50,8 @@ def _logger_class(trt: ModuleType) -> type:
                     self.messages.append((sev, str(msg)))
                     if sev <= _ERROR:
                         self.errors.append(str(msg))
+            if self._min_severity is not None and sev > self._min_severity:
+                return
             level = _PY_LEVEL.get(sev, logging.DEBUG)
             if self.py_logger.isEnabledFor(level):
                 self.py_logger.log(level, "%s", msg)
@@ -75,6 +71,10 @@ def _logger_class(trt: ModuleType) -> type:
     return CapturingLogger
 
 
-def make_logger(trt: ModuleType, name: str = LOGGER_NAME):
-    """A logger for trt.Builder / trt.Runtime that forwards to Python logging and captures errors."""
-    return _logger_class(trt)(name)
+def make_logger(trt: ModuleType, name: str = LOGGER_NAME, min_severity=None):
+    """A logger for trt.Builder / trt.Runtime that forwards to Python logging and captures errors.
+
+    Warnings and errors are always kept in `.messages` (errors also in `.errors`). A message is
+    forwarded to the Python logger `name` if that logger is enabled for its level and, when
+    `min_severity` (a trt.ILogger.Severity) is given, it is at least that severe."""
+    return _logger_class(trt)(name, min_severity)

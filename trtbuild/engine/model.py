@@ -8,15 +8,16 @@ from __future__ import annotations
 
 import logging
 import os
-
-
 from pathlib import Path
 from types import ModuleType
 
 from trtbuild.backend import BackendError, is_reference, load_trt, requested_backend
+from trtbuild.models import registry as model_registry
+from trtbuild.weights.atomic import ensure_parent_dir
 
 from .build import Plan, build_plan
 from .device import device_info
+from .errors import EngineWriteError
 from .serialize import make_sidecar, save_engine
 
 log = logging.getLogger("trtbuild.engine")
@@ -28,21 +29,16 @@ DEFAULT_WEIGHTS_EXT = ".wts"
 
 
 def registry():
-    """trtbuild.models.registry, with a clear error while it is unavailable."""
-    try:
-        from trtbuild.models import registry as reg
-    except ImportError as e:
-        raise RuntimeError(f"the model registry trtbuild.models.registry cannot be imported ({e})") from None
-    return reg
+    """The module trtbuild.models.registry (ModelSpecs, get_torch_model)."""
+    return model_registry
 
 
 def get_spec(name: str):
     """The ModelSpec called `name`; ValueError listing the known names otherwise."""
-    reg = registry()
     try:
-        return reg.get(name)
+        return model_registry.get(name)
     except KeyError:
-        raise ValueError(f"unknown model {name!r}; known models: {', '.join(reg.names())}") from None
+        raise ValueError(f"unknown model {name!r}; known models: {', '.join(model_registry.names())}") from None
 
 
 def select_backend(choice: str | None = None) -> tuple[ModuleType, str]:
@@ -79,8 +75,8 @@ def export_seeded_weights(model: str, path: str | os.PathLike, seed: int = 0, sm
     """Write the seeded registry model's weights to `path` (atomic); return the torch module."""
     from trtbuild.weights import export_weights
 
-    module = registry().get_torch_model(model, seed=seed, small=small)
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    module = model_registry.get_torch_model(model, seed=seed, small=small)
+    ensure_parent_dir(path)
     report = export_weights(module, path)
     log.info("%s", report.summary())
     return module
@@ -124,7 +120,6 @@ def build_and_save(model: str, weights_path, out_path, trt: ModuleType, precisio
     If the build fails nothing on disk is touched."""
     plan = build_model(model, weights_path, trt, precision, **kw)
     sidecar = make_sidecar(trt, plan, weights_path=weights_path)
-    out = Path(out_path)
-    out.parent.mkdir(parents=True, exist_ok=True)
+    out = ensure_parent_dir(out_path, EngineWriteError)
     save_engine(out, plan, sidecar)
     return out, sidecar

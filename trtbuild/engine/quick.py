@@ -18,19 +18,11 @@ import numpy as np
 import torch
 
 from .build import PRECISIONS, build_plan, check_spec_outputs, tensors_by_name
-from .logging_bridge import make_logger
 from .runner import Engine, check_input_names
 
-__all__ = ["SPEC_PRECISIONS", "CapturingLogger", "build_spec_network", "run_builder", "run_network", "run_spec"]
+__all__ = ["SPEC_PRECISIONS", "build_spec_network", "run_builder", "run_network", "run_spec"]
 
 SPEC_PRECISIONS = ("fp32", "fp16")  # the input types build_spec_network can declare
-
-
-def CapturingLogger(trt: ModuleType):  # noqa: N802 - reads like the class it returns an instance of
-    """A trt.ILogger for code that drives trt.Builder / trt.Runtime by hand: the engine's logger
-    (`make_logger`), which forwards to Python logging and keeps warnings and errors in
-    `.messages` as (severity, text) pairs (errors alone in `.errors`)."""
-    return make_logger(trt)
 
 
 def build_spec_network(network, spec, wm, precision: str = "fp32", small: bool = False) -> dict:

@@ -15,16 +15,16 @@ import hashlib
 import json
 import logging
 import os
-import secrets
 from pathlib import Path
 from types import ModuleType
-from typing import Callable
 
 from trtbuild import __version__
 from trtbuild.backend import is_reference
+from trtbuild.weights.atomic import atomic_write_bytes as _atomic_write_bytes
+from trtbuild.weights.atomic import atomic_write_files
 
 from .device import CPU, device_info
-from .errors import EngineCompatibilityError, EngineFileError
+from .errors import EngineCompatibilityError, EngineFileError, EngineWriteError
 
 log = logging.getLogger("trtbuild.engine")
 
@@ -52,34 +52,10 @@ def sha256_file(path: str | os.PathLike) -> str:
     return h.hexdigest()
 
 
-def _write_temp(target: Path, write: Callable) -> Path:
-    """Write a fsynced temp file next to `target` and return its path (the caller renames it)."""
-    if not target.parent.is_dir():
-        raise EngineFileError(f"cannot write {target}: directory {target.parent} does not exist")
-    if target.is_dir():
-        raise EngineFileError(f"cannot write {target}: it is a directory")
-    tmp = target.parent / f".{target.name}.{secrets.token_hex(6)}.tmp"
-    try:
-        with open(tmp, "xb") as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    return tmp
-
-
 def atomic_write_bytes(path: str | os.PathLike, data) -> Path:
-    """Replace `path` with `data` atomically (temp file in the same directory + os.replace)."""
-    target = Path(path)
-    tmp = _write_temp(target, lambda f: f.write(memoryview(data)))
-    try:
-        os.replace(tmp, target)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    return target
+    """Replace `path` with `data` atomically (trtbuild.weights.atomic: temp file + os.replace).
+    Raises EngineWriteError (an EngineFileError and OSError) naming `path` if it cannot be written."""
+    return _atomic_write_bytes(path, data, error=EngineWriteError)
 
 
 def make_sidecar(trt: ModuleType, plan, info: dict | None = None, weights_path: str | os.PathLike | None = None,
@@ -116,26 +92,15 @@ def save_engine(path: str | os.PathLike, plan, sidecar: dict) -> Path:
 
     Both files are completely written to temp files before either is renamed into place, so an
     error leaves an existing engine and sidecar untouched. engine_sha256/engine_bytes are
-    recomputed from `plan`.
+    recomputed from `plan`. Raises EngineWriteError naming the file that could not be written.
     """
     target = Path(path)
     side = dict(sidecar)
     side["engine_sha256"] = sha256_bytes(plan)
     side["engine_bytes"] = len(plan)
     text = json.dumps(side, indent=2) + "\n"
-    tmp_engine = _write_temp(target, lambda f: f.write(memoryview(plan)))
-    try:
-        tmp_side = _write_temp(sidecar_path(target), lambda f: f.write(text.encode()))
-    except BaseException:
-        tmp_engine.unlink(missing_ok=True)
-        raise
-    try:
-        os.replace(tmp_engine, target)
-        os.replace(tmp_side, sidecar_path(target))
-    except BaseException:
-        tmp_engine.unlink(missing_ok=True)
-        tmp_side.unlink(missing_ok=True)
-        raise
+    atomic_write_files([(target, lambda tmp: tmp.write_bytes(memoryview(plan))),
+                        (sidecar_path(target), lambda tmp: tmp.write_bytes(text.encode()))], error=EngineWriteError)
     return target
 
 

@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 from typing import Mapping, Sequence
 
@@ -23,6 +24,8 @@ def make_inputs(shapes: Mapping[str, Sequence[int]], seed: int = 0, value_range=
     """Seeded float32 CPU inputs: "uniform" in [lo, hi]; "normal" with mean (lo+hi)/2 and std
     (hi-lo)/2; "large": uniform in [lo, hi] times `large_scale` (overflow / large-magnitude tests)."""
     lo, hi = (float(v) for v in value_range)
+    if not (math.isfinite(large_scale) and large_scale > 0):
+        raise ValueError(f"large_scale (--scale) must be a positive finite number, got {large_scale}")
     if not lo < hi:
         raise ValueError(f"value range needs lo < hi, got [{lo}, {hi}]")
     if distribution not in DISTRIBUTIONS:
@@ -133,9 +136,57 @@ def load_weights_into(module: torch.nn.Module, wm) -> torch.nn.Module:
     return module
 
 
+def check_engine_matches(sidecar: dict | None, source: str, model: str, small: bool,
+                         precision: str | None = None) -> None:
+    """Raise ValueError if an engine's sidecar says it was built for another model, size variant
+    (small) or precision than requested (`precision=None`: not requested, nothing to check).
+    Engines without a sidecar, or sidecar keys left None (e.g. custom networks), are not checked."""
+    side = sidecar or {}
+    built_model, built_small = side.get("model"), side.get("small")
+    if built_model is not None and built_model != model:
+        raise ValueError(f"engine {source} was built for model '{built_model}' but parity was requested for "
+                         f"'{model}'; pass the matching model name or another --engine")
+    if built_small is not None and bool(built_small) != bool(small):
+        variant = "the small variant" if built_small else "the full-size model"
+        raise ValueError(f"engine {source} was built for {variant} of '{built_model or model}' but parity was requested "
+                         f"for {'the small variant (--small)' if small else 'the full-size model (no --small)'}; "
+                         f"{'add' if built_small else 'drop'} --small or pass another --engine")
+    built_precision = side.get("precision")
+    if precision is not None and built_precision is not None and built_precision != precision:
+        raise ValueError(f"engine {source} computes in {built_precision} but --precision {precision} was requested; "
+                         f"omit --precision (the engine's is used) or build a {precision} engine")
+
+
+def engine_input_shapes(engine, batch: int | None, source: str) -> dict[str, list[int]]:
+    """{input name: shape} to feed `engine`, with batch `batch` (None: the engine's static batch,
+    or the smallest batch of its profile). Raises ValueError if an explicit batch is not one the
+    engine accepts (a static batch of another size, or outside the profile's [min, max])."""
+    if batch is not None and int(batch) < 1:
+        raise ValueError(f"batch must be >= 1, got {batch}")
+    shapes = {}
+    for name in engine.input_names:
+        info = engine.tensors[name]
+        dims = list(info.shape)
+        if dims[0] >= 0:
+            if batch is not None and int(batch) != dims[0]:
+                raise ValueError(f"engine {source} has a static batch of {dims[0]} (input '{name}' {tuple(dims)}) but "
+                                 f"batch {batch} was requested; omit --batch or build with --batch MIN,OPT,MAX")
+        else:
+            lo, hi = info.min_shape[0], info.max_shape[0]
+            if batch is None:
+                dims[0] = max(1, lo)
+            elif not lo <= int(batch) <= hi:
+                raise ValueError(f"batch {batch} is outside the batch range [{lo}, {hi}] of engine {source} "
+                                 f"(input '{name}'); pick a batch in that range or rebuild the engine")
+            else:
+                dims[0] = int(batch)
+        shapes[name] = dims
+    return shapes
+
+
 def check_model_parity(model: str, trt, *, weights=None, engine=None, precision: str | None = None,
                        small: bool = False, seed: int = 0, weights_seed: int = 0, value_range=None,
-                       distribution: str = "uniform", large_scale: float = 1e4, batch: int = 1,
+                       distribution: str = "uniform", large_scale: float = 1e4, batch: int | None = None,
                        atol: float | None = None, rtol: float | None = None, layerwise: bool = False,
                        progress: bool | None = False, module: torch.nn.Module | None = None) -> Report:
     """Parity of a registry model: engine (a path, an Engine, or built in memory) vs PyTorch.
@@ -143,21 +194,16 @@ def check_model_parity(model: str, trt, *, weights=None, engine=None, precision:
     weights: path or WeightMap used for the engine build and loaded into the PyTorch model
     (None: the PyTorch model's own seeded weights, `weights_seed`). Layerwise mode builds an
     engine in memory with the ModelSpec.layer_map tensors marked as extra outputs.
+    precision / batch: None means "not requested": fp32 / batch 1 for an engine built in memory,
+    the engine's own for a given engine. A given engine whose sidecar names another model, small
+    variant or precision than requested, or whose batch cannot be the requested one, raises
+    ValueError naming both.
     """
     from trtbuild.engine import Engine, build_model, get_spec, load_engine
-    from trtbuild.engine.model import registry
+    from trtbuild.models import registry
     from trtbuild.weights import WeightMap
 
     spec = get_spec(model)
-    if module is None:
-        module = registry().get_torch_model(spec.name, seed=weights_seed, small=small)
-    wm = None
-    if weights is not None:
-        wm = weights if isinstance(weights, WeightMap) else WeightMap.load(weights)
-        load_weights_into(module, wm)
-    layer_map = dict(spec.layer_map) if layerwise else {}
-    if layerwise and not layer_map:
-        raise ValueError(f"model '{spec.name}' has an empty layer_map, so layerwise parity is not available")
     output_of, order, source = {}, None, "(built in memory)"
     if engine is not None and not layerwise:
         if isinstance(engine, (str, os.PathLike)):
@@ -165,26 +211,34 @@ def check_model_parity(model: str, trt, *, weights=None, engine=None, precision:
             engine = load_engine(engine, trt)
         else:
             source = engine.name
-        precision = (engine.sidecar or {}).get("precision", precision or "fp32")
-    else:
-        if engine is not None:
-            raise ValueError("--layerwise builds its own engine with the layer tensors marked as outputs; "
-                             "omit --engine (a saved engine has only the model outputs)")
+        check_engine_matches(engine.sidecar, source, spec.name, small, precision)
+        precision = (engine.sidecar or {}).get("precision") or precision or "fp32"
+    elif engine is not None:
+        raise ValueError("--layerwise builds its own engine with the layer tensors marked as outputs; "
+                         "omit --engine (a saved engine has only the model outputs)")
+    if batch is not None and int(batch) < 1:
+        raise ValueError(f"batch must be >= 1, got {batch}")
+    if module is None:
+        module = registry.get_torch_model(spec.name, seed=weights_seed, small=small)
+    wm = None
+    if weights is not None:
+        wm = weights if isinstance(weights, WeightMap) else WeightMap.load(weights)
+        load_weights_into(module, wm)
+    layer_map = dict(spec.layer_map) if layerwise else {}
+    if layerwise and not layer_map:
+        raise ValueError(f"model '{spec.name}' has an empty layer_map, so layerwise parity is not available")
+    if engine is None:
         precision = precision or "fp32"
+        build_batch = int(batch or 1)
         if wm is None:
             wm = WeightMap.from_module(module)
         plan = build_model(spec, wm, trt, precision, small=small, progress=progress,
-                           batch=(1, batch, batch) if batch > 1 else None, extra_outputs=list(layer_map))
+                           batch=(1, build_batch, build_batch) if build_batch > 1 else None,
+                           extra_outputs=list(layer_map))
         output_of = plan.info["extra_outputs"]
         order = list(output_of)
         engine = Engine(plan, trt, sidecar=plan.info, name=f"{spec.name} ({precision}, in memory)")
-    shapes = {}
-    for name in engine.input_names:
-        info = engine.tensors[name]
-        dims = list(info.shape)
-        if dims[0] < 0:
-            dims[0] = min(max(batch, info.min_shape[0]), info.max_shape[0])
-        shapes[name] = dims
+    shapes = engine_input_shapes(engine, batch, source)
     value_range = tuple(value_range) if value_range is not None else tuple(spec.value_range)
     inputs = make_inputs(shapes, seed, value_range, distribution, large_scale)
     meta = {"model": spec.name + (" (small)" if small else ""), "backend": engine.backend, "precision": precision,

@@ -5,7 +5,8 @@ from __future__ import annotations
 import html
 import json
 import math
-from pathlib import Path
+
+from trtbuild.weights.atomic import AtomicWriteError, atomic_write, atomic_write_bytes, ensure_parent_dir
 
 from .compare import Report, TensorStats
 
@@ -92,11 +93,10 @@ def render_table(report: Report) -> str:
 
 
 def _write(path, text: str) -> None:
-    from trtbuild.engine.serialize import atomic_write_bytes
-
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_bytes(target, text.encode())
+    """Write a report file atomically, creating missing parent directories; an OSError becomes
+    AtomicWriteError (a ValueError and OSError) naming `path`."""
+    target = ensure_parent_dir(path, AtomicWriteError)
+    atomic_write_bytes(target, text.encode(), AtomicWriteError)
 
 
 def render_json(report: Report, path=None) -> str:
@@ -172,8 +172,18 @@ def render_html(report: Report, path=None) -> str:
     return text
 
 
+def png_available() -> bool:
+    """True if matplotlib (needed by render_png / --png) can be imported."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
 def render_png(report: Report, path) -> bool:
-    """Error histograms as a PNG, only if matplotlib is installed; returns whether a file was written."""
+    """Error histograms as a PNG (written atomically, parent directories created), only if
+    matplotlib is installed; returns whether a file was written."""
     try:
         import matplotlib
 
@@ -189,7 +199,9 @@ def render_png(report: Report, path) -> bool:
             ax.bar(edges[:-1], counts, width=[b - a for a, b in zip(edges, edges[1:])], align="edge")
         ax.set_title(f"{s.name}: log10 |a-e| ({s.hist.get('zeros', 0)} exact zeros)", fontsize=9)
     fig.tight_layout()
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
-    plt.close(fig)
+    try:
+        target = ensure_parent_dir(path, AtomicWriteError)
+        atomic_write(target, lambda tmp: fig.savefig(tmp, format="png"), AtomicWriteError)
+    finally:
+        plt.close(fig)
     return True
