@@ -19,9 +19,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 def models_table(verbose_notes: bool = False) -> str:
     """The registry as aligned text: name, input (full / small), outputs, layerwise layers, plugins."""
-    from trtbuild.engine.model import registry
+    from trtbuild.models import registry as reg
 
-    reg = registry()
     header = ["model", "input (full)", "input (--small)", "outputs", "layers", "plugins", "description"]
     rows = []
     for name in reg.names():
@@ -38,10 +37,11 @@ def models_table(verbose_notes: bool = False) -> str:
 
 def run(args) -> int:
     """Print which backend would build the models, then the models table."""
-    from trtbuild.engine.model import registry, select_backend
+    from trtbuild.engine.model import select_backend
+    from trtbuild.models import registry
 
     _, line = select_backend(args.backend)
     print(line)
-    print(f"{len(registry().names())} models (layers = tensors compared by `trtbuild parity --layerwise`)")
+    print(f"{len(registry.names())} models (layers = tensors compared by `trtbuild parity --layerwise`)")
     print(models_table(args.verbose_notes))
     return 0

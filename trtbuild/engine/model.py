@@ -28,11 +28,6 @@ ENGINES_DIR = Path("engines")
 DEFAULT_WEIGHTS_EXT = ".wts"
 
 
-def registry():
-    """The module trtbuild.models.registry (ModelSpecs, get_torch_model)."""
-    return model_registry
-
-
 def get_spec(name: str):
     """The ModelSpec called `name`; ValueError listing the known names otherwise."""
     try:
