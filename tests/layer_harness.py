@@ -96,3 +96,12 @@ def assert_named_under(network, name: str, y) -> None:
             t = layer.get_output(j)
             assert t.name == layer.name or t is y, f"output of {layer.name!r} is named {t.name!r}"
     assert y.name == name
+
+
+def random_affine(m, seed=1):
+    """Fill a norm module's weight and bias with seeded normal values; returns them as numpy."""
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        m.weight.copy_(torch.randn(m.weight.shape, generator=g, dtype=torch.float64))
+        m.bias.copy_(torch.randn(m.bias.shape, generator=g, dtype=torch.float64))
+    return m.weight.detach().numpy(), m.bias.detach().numpy()

@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 import trtbuild.reference as trt
-from layer_harness import assert_close, assert_named_under, new_network, run_builder, run_network
+from layer_harness import assert_close, assert_named_under, new_network, run_builder, run_network, random_affine
 from trtbuild.layers.common import BuilderError
 from trtbuild.layers.normalization import _native, group_norm, instance_norm, layer_norm
 
@@ -17,20 +17,12 @@ def _x(shape, seed=0):
     return torch.randn(shape, generator=torch.Generator().manual_seed(seed), dtype=torch.float64) * 3 + 1
 
 
-def _affine(m, seed=1):
-    g = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        m.weight.copy_(torch.randn(m.weight.shape, generator=g, dtype=torch.float64))
-        m.bias.copy_(torch.randn(m.bias.shape, generator=g, dtype=torch.float64))
-    return m.weight.detach().numpy(), m.bias.detach().numpy()
-
-
 @pytest.mark.parametrize("impl", ["native", "composed"])
 @pytest.mark.parametrize("shape, cls", [((2, 6, 7), nn.InstanceNorm1d), ((2, 6, 4, 5), nn.InstanceNorm2d),
                                         ((2, 6, 3, 4, 2), nn.InstanceNorm3d)])
 def test_instance_norm_matches_torch(shape, cls, impl):
     m = cls(6, affine=True).double()
-    gamma, beta = _affine(m)
+    gamma, beta = random_affine(m)
     x = _x(shape)
     y, _ = run_builder(instance_norm, x.float(), gamma, beta, m.eps, "in1", impl=impl)
     assert_close(y, m(x), 1e-5, 1e-6, f"instance {shape} {impl}")
@@ -41,7 +33,7 @@ def test_instance_norm_matches_torch(shape, cls, impl):
                                            ((3, 12, 2, 2), 4)])
 def test_group_norm_matches_torch(shape, groups, impl):
     m = nn.GroupNorm(groups, shape[1], eps=1e-4).double()
-    gamma, beta = _affine(m, seed=groups)
+    gamma, beta = random_affine(m, seed=groups)
     x = _x(shape, seed=groups)
     y, _ = run_builder(group_norm, x.float(), groups, gamma, beta, m.eps, "gn1", impl=impl)
     assert_close(y, m(x), 1e-5, 1e-6, f"group {shape} G={groups} {impl}")
@@ -50,7 +42,7 @@ def test_group_norm_matches_torch(shape, groups, impl):
 @pytest.mark.parametrize("groups", [1, 2, 6])
 def test_group_norm_rank2_composed_and_auto(groups):
     m = nn.GroupNorm(groups, 6).double()
-    gamma, beta = _affine(m)
+    gamma, beta = random_affine(m)
     x = _x((4, 6))
     for impl in ("auto", "composed"):
         y, _ = run_builder(group_norm, x.float(), groups, gamma, beta, m.eps, "gn", impl=impl)
@@ -79,7 +71,7 @@ def _v1_group_network(x, groups, scale, bias, eps):
 
 def test_group_norm_v1_per_group_scale_differs_from_torch_and_v1_fallback_fixes_it():
     m = nn.GroupNorm(2, 6).double()
-    gamma, beta = _affine(m)  # gamma varies within each group of 3 channels
+    gamma, beta = random_affine(m)  # gamma varies within each group of 3 channels
     x = _x((2, 6, 3, 3))
     expected = m(x)
     # v1 can only scale per group: the best it can do with a per-group gamma (here the group mean) is wrong
@@ -115,7 +107,7 @@ def test_group_norm_v1_rejects_per_channel_scale():
                                                ((3, 8), 8)])
 def test_layer_norm_matches_torch(shape, normalized, impl):
     m = nn.LayerNorm(normalized).double()
-    gamma, beta = _affine(m)
+    gamma, beta = random_affine(m)
     x = _x(shape)
     y, _ = run_builder(layer_norm, x.float(), normalized, gamma, beta, m.eps, "ln", impl=impl)
     assert_close(y, m(x), 1e-5, 1e-6, f"layer {shape} {normalized} {impl}")
@@ -132,7 +124,7 @@ def test_no_affine(impl):
 
 def test_dynamic_batch_native_and_composed():
     m = nn.GroupNorm(2, 4).double()
-    gamma, beta = _affine(m)
+    gamma, beta = random_affine(m)
     x = _x((3, 4, 2, 3))
     for impl in ("native", "composed"):
         y, _ = run_builder(group_norm, x.float(), 2, gamma, beta, m.eps, "gn", impl=impl, input_shape=(-1, 4, 2, 3))

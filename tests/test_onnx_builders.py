@@ -16,6 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from layer_harness import random_affine  # noqa: E402
 import trtbuild.reference as trt
 from trtbuild.onnx_export import export_onnx, run_onnxruntime
 
@@ -58,14 +59,6 @@ def rel_error(actual, expected, dtype) -> float:
 
 def _x(shape, seed=0, scale=1.0, shift=0.0):
     return torch.randn(shape, generator=torch.Generator().manual_seed(seed), dtype=torch.float64) * scale + shift
-
-
-def _affine(m, seed=1):
-    g = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        m.weight.copy_(torch.randn(m.weight.shape, generator=g, dtype=torch.float64))
-        m.bias.copy_(torch.randn(m.bias.shape, generator=g, dtype=torch.float64))
-    return m.weight.detach().numpy(), m.bias.detach().numpy()
 
 
 # ---------------------------------------------------------------- fp32: the builder tests' cases
@@ -128,7 +121,7 @@ def test_batchnorm_eval_and_batch_stats(shape, cls):
                                         ((2, 6, 3, 4, 2), nn.InstanceNorm3d)])
 def test_instance_norm(shape, cls, impl):
     m = cls(6, affine=True).double()
-    gamma, beta = _affine(m)
+    gamma, beta = random_affine(m)
     x = _x(shape, 0, 3.0, 1.0)
     y, _ = through_onnxruntime(lambda n, t: norm_mod.instance_norm(n, t, gamma, beta, m.eps, "in1", impl=impl), x.float())
     assert_close(y, m(x), what=f"instance {shape} {impl}")
@@ -142,7 +135,7 @@ GROUP_SHAPES = [((2, 6, 7), 3), ((2, 6, 4, 5), 2), ((2, 6, 3, 4, 2), 6), ((2, 6,
                                                  if not (len(s) == 2 and i == "native")])
 def test_group_norm(shape, groups, impl):
     m = nn.GroupNorm(groups, shape[1], eps=1e-4).double()
-    gamma, beta = _affine(m, seed=groups)
+    gamma, beta = random_affine(m, seed=groups)
     x = _x(shape, groups, 3.0, 1.0)
     y, _ = through_onnxruntime(lambda n, t: norm_mod.group_norm(n, t, groups, gamma, beta, m.eps, "gn1", impl=impl),
                                x.float())
@@ -154,7 +147,7 @@ def test_group_norm(shape, groups, impl):
                                                ((3, 8), 8)])
 def test_layer_norm(shape, normalized, impl):
     m = nn.LayerNorm(normalized).double()
-    gamma, beta = _affine(m)
+    gamma, beta = random_affine(m)
     x = _x(shape, 0, 3.0, 1.0)
     y, model = through_onnxruntime(lambda n, t: norm_mod.layer_norm(n, t, normalized, gamma, beta, m.eps, "ln", impl=impl),
                                    x.float())
@@ -164,7 +157,7 @@ def test_layer_norm(shape, normalized, impl):
 @pytest.mark.parametrize("impl", ["native", "composed"])
 def test_group_norm_dynamic_batch(impl):
     m = nn.GroupNorm(2, 4).double()
-    gamma, beta = _affine(m)
+    gamma, beta = random_affine(m)
     x = _x((3, 4, 2, 3))
     y, model = through_onnxruntime(lambda n, t: norm_mod.group_norm(n, t, 2, gamma, beta, m.eps, "gn", impl=impl),
                                    x.float(), input_shape=(-1, 4, 2, 3))

@@ -39,6 +39,7 @@ from torch import nn
 from trtbuild.ops.involution import Involution
 
 from .common import seeded
+from .resnet import Bottleneck
 
 __all__ = ["ConvModule", "RedNetBottleneck", "RedNet", "rednet", "damp_residual_branches_", "calibrate_bn_", "REDNET_DEPTHS",
            "STEM_KERNEL", "BLOCK_KERNEL"]
@@ -80,12 +81,7 @@ class RedNetBottleneck(nn.Module):
         self.relu = nn.ReLU(inplace=True)
         self.downsample = downsample
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        identity = x if self.downsample is None else self.downsample(x)
-        out = self.relu(self.bn1(self.conv1(x)))
-        out = self.relu(self.bn2(self.conv2(out)))
-        out = self.bn3(self.conv3(out))
-        return self.relu(out + identity)
+    forward = Bottleneck.forward  # the same residual wiring; only conv2 (an involution) differs
 
 
 class RedNet(nn.Module):
