@@ -66,9 +66,7 @@ def test_scale_nd_channel_axis_last(refnet):
 
 
 def test_add_scale_channel_axis_is_c_of_nchw(refnet):
-    """add_scale on an explicit-batch NCHW tensor scales per C (axis 1 = the third from last).
-    (Ranks 3 and 5, where "axis 1" and "third from last" differ, are left unchecked: TensorRT's
-    Python docs do not settle them.)"""
+    """add_scale on an explicit-batch NCHW tensor scales per C (axis 1 = the third from last)."""
     x = rand(2, 3, 4, 5)
     scale = rand(3)
     layer = refnet.network.add_scale(refnet.input("x", x.shape), trt.ScaleMode.CHANNEL, scale=scale)
@@ -321,3 +319,14 @@ def test_activation_clip_with_alpha_above_beta_follows_the_formula(refnet):
 def test_activation_rejects_integer_input(refnet):
     with pytest.raises(trt.NetworkError, match=r"(?s)Activation.*INT32.*'i'"):
         refnet.network.add_activation(refnet.input("i", (3,), trt.int32), A.RELU)
+
+
+def test_add_scale_channel_is_the_third_to_last_dimension(refnet):
+    """ScaleMode.CHANNEL (TensorRT's docstring): the channel is the third-to-last dimension, so a
+    rank-5 (N, C, D, H, W) input is scaled along D by add_scale; add_scale_nd picks the axis."""
+    x = torch.arange(2 * 2 * 3 * 1 * 1, dtype=torch.float32).reshape(2, 2, 3, 1, 1)
+    scale = np.array([1.0, 10.0, 100.0], np.float32)
+    layer = refnet.network.add_scale(refnet.input("x", x.shape), trt.ScaleMode.CHANNEL, scale=scale)
+    assert layer.channel_axis == 2
+    y = refnet.run({"x": x}, y=layer.get_output(0))["y"]
+    torch.testing.assert_close(y, x * torch.tensor([1.0, 10.0, 100.0]).reshape(1, 1, 3, 1, 1))

@@ -119,9 +119,10 @@ class INetworkDefinition:
         return self._add(L.IConstantLayer, [], {"shape": tuple(Dims(shape))}, {"weights": weights})
 
     def add_scale(self, input, mode, shift=None, scale=None, power=None) -> L.IScaleLayer:
-        """In explicit-batch networks add_scale treats dimension 1 as the channel (N, C, ...);
-        use add_scale_nd to choose another axis."""
-        return self.add_scale_nd(input, mode, shift, scale, power, channel_axis=1)
+        """ScaleMode.CHANNEL's documentation: "The channel dimension is assumed to be the third to
+        last dimension" (dimension 1 of NCHW, but 0 of a rank-3 and 2 of a rank-5 tensor); builders
+        use add_scale_nd with an explicit channel_axis."""
+        return self.add_scale_nd(input, mode, shift, scale, power, channel_axis=max(len(input.shape) - 3, 0))
 
     def add_scale_nd(self, input, mode, shift=None, scale=None, power=None, channel_axis=None) -> L.IScaleLayer:
         if channel_axis is None:
