@@ -6,6 +6,7 @@ from __future__ import annotations
 import enum
 
 import pytest
+import numpy as np
 import torch
 
 import trtbuild.reference as trt
@@ -96,3 +97,10 @@ def pytest_make_parametrize_id(config, val, argname):
     if isinstance(val, enum.Enum) and type(val).__module__.startswith("trtbuild.reference"):
         return val.name
     return None
+
+
+def close(actual: torch.Tensor, expected, atol: float = 1e-5, rtol: float = 1e-5, equal_nan: bool = False):
+    """Shapes equal, then torch.testing.assert_close in float64 (`expected`: tensor or array-like)."""
+    expected = torch.as_tensor(np.asarray(expected))
+    assert tuple(actual.shape) == tuple(expected.shape), (tuple(actual.shape), tuple(expected.shape))
+    torch.testing.assert_close(actual.double(), expected.double(), atol=atol, rtol=rtol, equal_nan=equal_nan)

@@ -11,6 +11,8 @@ with output sizes from the PaddingMode formulas of TensorRT's NvInfer.h:
 
 from __future__ import annotations
 
+import functools
+
 import math
 
 import numpy as np
@@ -19,6 +21,7 @@ import torch
 import torch.nn.functional as F
 
 import trtbuild.reference as trt
+from conftest import close as shared_close
 
 PM = trt.PaddingMode
 gen = torch.Generator().manual_seed(0)
@@ -28,9 +31,7 @@ def randn(*shape) -> torch.Tensor:
     return torch.randn(*shape, generator=gen)
 
 
-def close(actual, expected, atol=1e-4, rtol=1e-4):
-    assert tuple(actual.shape) == tuple(expected.shape), (tuple(actual.shape), tuple(expected.shape))
-    torch.testing.assert_close(actual.double(), expected.double(), atol=atol, rtol=rtol)
+close = functools.partial(shared_close, atol=1e-4, rtol=1e-4)
 
 
 def np32(t: torch.Tensor) -> np.ndarray:

@@ -4,10 +4,14 @@ for group norm, v1 takes scale/bias of shape [1, G, 1, 1] (per group) and v2 [1,
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+
+from conftest import close as shared_close
 
 
 gen = torch.Generator().manual_seed(1)
@@ -17,9 +21,7 @@ def randn(*shape) -> torch.Tensor:
     return torch.randn(*shape, generator=gen)
 
 
-def close(actual, expected, atol=1e-4, rtol=1e-4):
-    assert tuple(actual.shape) == tuple(expected.shape), (tuple(actual.shape), tuple(expected.shape))
-    torch.testing.assert_close(actual.double(), expected.double(), atol=atol, rtol=rtol)
+close = functools.partial(shared_close, atol=1e-4, rtol=1e-4)
 
 
 def const(refnet, array: torch.Tensor):

@@ -3,6 +3,8 @@ torch and the formulas in TensorRT's documentation, plus the constructions Tenso
 
 from __future__ import annotations
 
+import functools
+
 import math
 
 import numpy as np
@@ -10,6 +12,7 @@ import pytest
 import torch
 
 import trtbuild.reference as trt
+from conftest import close as shared_close
 
 rng = np.random.default_rng(0)
 
@@ -18,10 +21,7 @@ def rand(*shape, low=-2.0, high=2.0) -> np.ndarray:
     return rng.uniform(low, high, size=shape).astype(np.float32)
 
 
-def close(actual: torch.Tensor, expected, atol=1e-5, rtol=1e-5):
-    expected = torch.as_tensor(np.asarray(expected))
-    assert tuple(actual.shape) == tuple(expected.shape), (tuple(actual.shape), tuple(expected.shape))
-    torch.testing.assert_close(actual.double(), expected.double(), atol=atol, rtol=rtol, equal_nan=True)
+close = functools.partial(shared_close, equal_nan=True)
 
 
 # -- Scale -------------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ import torch
 import torch.nn.functional as F
 
 import trtbuild.reference as trt
+from conftest import close as shared_close
 
 gen = torch.Generator().manual_seed(2)
 
@@ -19,10 +20,7 @@ def randn(*shape) -> torch.Tensor:
     return torch.randn(*shape, generator=gen)
 
 
-def close(actual, expected, atol=1e-5, rtol=1e-5):
-    expected = torch.as_tensor(expected)
-    assert tuple(actual.shape) == tuple(expected.shape), (tuple(actual.shape), tuple(expected.shape))
-    torch.testing.assert_close(actual.double(), expected.double(), atol=atol, rtol=rtol)
+close = shared_close
 
 
 def build_fails_naming(refnet, layer, name: str, *words):
