@@ -153,3 +153,52 @@ def test_emulation_detects_a_wrong_result(emu):
     out = forward(emu, case, x, w_t, 1)
     assert not torch.allclose(out, involution_reference(x, w, *case[4:]))
     assert np.isfinite(out.numpy()).all()
+
+
+class _EmulatedKernels(torch.autograd.Function):
+    """The device kernels (run on the CPU by host_emulation.cpp) as an autograd op, float64 only."""
+
+    @staticmethod
+    def forward(ctx, x, w, emu, case):
+        ctx.save_for_backward(x, w)
+        ctx.emu, ctx.case = emu, case
+        return forward(emu, case, x.contiguous(), w.contiguous(), 2)
+
+    @staticmethod
+    def backward(ctx, gy):
+        x, w = ctx.saved_tensors
+        dims, _, _ = dims_of(ctx.case)
+        gy = gy.contiguous()
+        gx, gw = torch.full_like(x, float("nan")), torch.full_like(w, float("nan"))
+        assert ctx.emu.emulated_backward_input(2, dims, ptr(gy), ptr(w.contiguous()), ptr(gx), 3, 32) == 0
+        assert ctx.emu.emulated_backward_weight(2, dims, ptr(gy), ptr(x.contiguous()), ptr(gw), 3, 32) == 0
+        return gx, gw, None, None
+
+
+@pytest.mark.parametrize("case", [(1, 4, 6, 7, 3, 1, 1, 1, 2), (2, 6, 7, 6, 5, 2, 2, 1, 3), (1, 4, 8, 8, 2, 3, 1, 2, 1)],
+                         ids=["K3", "K5s2", "K2s3d2"])
+def test_gradcheck_float64_on_emulated_kernels(emu, case):
+    """torch.autograd.gradcheck with the kernels' own forward and backward (finite differences of the
+    forward kernel against the analytic grad-input and grad-weight kernels)."""
+    x, w, _ = make(case, torch.float64, seed=3)
+    x.requires_grad_(True)
+    w.requires_grad_(True)
+    assert torch.autograd.gradcheck(lambda a, b: _EmulatedKernels.apply(a, b, emu, case), (x, w),
+                                    eps=1e-6, atol=1e-8, rtol=1e-6)
+
+
+def test_gradcheck_catches_a_wrong_backward_kernel(emu):
+    """The gradcheck above can fail: swapping grad-input for zeros is detected."""
+    case = (1, 4, 6, 7, 3, 1, 1, 1, 2)
+    x, w, _ = make(case, torch.float64, seed=3)
+
+    class Broken(_EmulatedKernels):
+        @staticmethod
+        def backward(ctx, gy):
+            gx, gw, _, _ = _EmulatedKernels.backward(ctx, gy)
+            return torch.zeros_like(gx), gw, None, None
+
+    x.requires_grad_(True)
+    w.requires_grad_(True)
+    assert not torch.autograd.gradcheck(lambda a, b: Broken.apply(a, b, emu, case), (x, w),
+                                        eps=1e-6, atol=1e-8, rtol=1e-6, raise_exception=False)
