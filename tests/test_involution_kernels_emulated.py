@@ -16,6 +16,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from trtbuild.ops.involution import involution_output_size, involution_reference
 
@@ -202,3 +204,37 @@ def test_gradcheck_catches_a_wrong_backward_kernel(emu):
     w.requires_grad_(True)
     assert not torch.autograd.gradcheck(lambda a, b: Broken.apply(a, b, emu, case), (x, w),
                                         eps=1e-6, atol=1e-8, rtol=1e-6, raise_exception=False)
+
+
+@st.composite
+def geometries(draw):
+    """Random (N, C, H, W, K, stride, padding, dilation, groups) whose output is not empty."""
+    k = draw(st.integers(1, 7))
+    stride, dilation = draw(st.integers(1, 3)), draw(st.integers(1, 3))
+    padding = draw(st.integers(0, 3))
+    span = dilation * (k - 1) + 1
+    h = draw(st.integers(max(1, span - 2 * padding), max(1, span - 2 * padding) + 6))
+    w = draw(st.integers(max(1, span - 2 * padding), max(1, span - 2 * padding) + 6))
+    groups = draw(st.integers(1, 3))
+    c = groups * draw(st.integers(1, 4))
+    return (draw(st.integers(1, 2)), c, h, w, k, stride, padding, dilation, groups)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(case=geometries(), cpt=st.integers(1, 4), blocks=st.integers(1, 4))
+def test_kernels_match_reference_for_any_geometry(emu, case, cpt, blocks):
+    """Any K, stride, padding, dilation and groups: forward (both paths, any chunking and grid) and
+    both backward kernels equal the unfold reference and its autograd in float64."""
+    x, w, gy = make(case, torch.float64)
+    xr, wr = x.clone().requires_grad_(True), w.clone().requires_grad_(True)
+    expected = involution_reference(xr, wr, *case[4:])
+    expected.backward(gy)
+    for specialize in (1, 0):
+        out = forward(emu, case, x, w, cpt, specialize, blocks=blocks)
+        torch.testing.assert_close(out, expected.detach(), atol=1e-12, rtol=1e-12)
+    dims, _, _ = dims_of(case)
+    gx, gw = torch.full_like(x, float("nan")), torch.full_like(w, float("nan"))
+    assert emu.emulated_backward_input(2, dims, ptr(gy), ptr(w), ptr(gx), blocks, 32) == 0
+    assert emu.emulated_backward_weight(2, dims, ptr(gy), ptr(x), ptr(gw), blocks, 32) == 0
+    torch.testing.assert_close(gx, xr.grad, atol=1e-12, rtol=1e-12)
+    torch.testing.assert_close(gw, wr.grad, atol=1e-12, rtol=1e-12)
