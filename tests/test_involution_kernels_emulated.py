@@ -77,6 +77,16 @@ def forward(emu, case, x, w, channels_per_thread, specialize=1, blocks=3, thread
     return out
 
 
+def backward(emu, case, gy, x, w, blocks=2, threads=64):
+    """grad-input and grad-weight kernels; every output element must be written (NaN-filled first)."""
+    dims, _, _ = dims_of(case)
+    gx, gw = torch.full_like(x, float("nan")), torch.full_like(w, float("nan"))
+    code = DTYPES[x.dtype]
+    assert emu.emulated_backward_input(code, dims, ptr(gy), ptr(w), ptr(gx), blocks, threads) == 0
+    assert emu.emulated_backward_weight(code, dims, ptr(gy), ptr(x), ptr(gw), blocks, threads) == 0
+    return gx, gw
+
+
 # (N, C, H, W, K, stride, padding, dilation, groups)
 CASES = [
     (2, 8, 7, 6, 3, 1, 1, 1, 2),
@@ -123,11 +133,7 @@ def test_backward_kernels_match_autograd_of_reference(emu, case):
     x, w, gy = make(case, torch.float64)
     xr, wr = x.clone().requires_grad_(True), w.clone().requires_grad_(True)
     involution_reference(xr, wr, *case[4:]).backward(gy)
-    dims, _, _ = dims_of(case)
-    gx = torch.full_like(x, float("nan"))
-    gw = torch.full_like(w, float("nan"))
-    assert emu.emulated_backward_input(2, dims, ptr(gy), ptr(w), ptr(gx), 2, 64) == 0
-    assert emu.emulated_backward_weight(2, dims, ptr(gy), ptr(x), ptr(gw), 2, 64) == 0
+    gx, gw = backward(emu, case, gy, x, w, blocks=2, threads=64)
     torch.testing.assert_close(gx, xr.grad, atol=1e-12, rtol=1e-12)
     torch.testing.assert_close(gw, wr.grad, atol=1e-12, rtol=1e-12)
 
@@ -137,10 +143,7 @@ def test_backward_kernels_float32(emu):
     x, w, gy = make(case, torch.float32)
     xr, wr = x.double().requires_grad_(True), w.double().requires_grad_(True)
     involution_reference(xr, wr, *case[4:]).backward(gy.double())
-    dims, _, _ = dims_of(case)
-    gx, gw = torch.empty_like(x), torch.empty_like(w)
-    assert emu.emulated_backward_input(0, dims, ptr(gy), ptr(w), ptr(gx), 5, 32) == 0
-    assert emu.emulated_backward_weight(0, dims, ptr(gy), ptr(x), ptr(gw), 5, 32) == 0
+    gx, gw = backward(emu, case, gy, x, w, blocks=5, threads=32)
     torch.testing.assert_close(gx.double(), xr.grad, atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(gw.double(), wr.grad, atol=1e-5, rtol=1e-5)
 
@@ -169,11 +172,7 @@ class _EmulatedKernels(torch.autograd.Function):
     @staticmethod
     def backward(ctx, gy):
         x, w = ctx.saved_tensors
-        dims, _, _ = dims_of(ctx.case)
-        gy = gy.contiguous()
-        gx, gw = torch.full_like(x, float("nan")), torch.full_like(w, float("nan"))
-        assert ctx.emu.emulated_backward_input(2, dims, ptr(gy), ptr(w.contiguous()), ptr(gx), 3, 32) == 0
-        assert ctx.emu.emulated_backward_weight(2, dims, ptr(gy), ptr(x.contiguous()), ptr(gw), 3, 32) == 0
+        gx, gw = backward(ctx.emu, ctx.case, gy.contiguous(), x.contiguous(), w.contiguous(), blocks=3, threads=32)
         return gx, gw, None, None
 
 
@@ -232,9 +231,6 @@ def test_kernels_match_reference_for_any_geometry(emu, case, cpt, blocks):
     for specialize in (1, 0):
         out = forward(emu, case, x, w, cpt, specialize, blocks=blocks)
         torch.testing.assert_close(out, expected.detach(), atol=1e-12, rtol=1e-12)
-    dims, _, _ = dims_of(case)
-    gx, gw = torch.full_like(x, float("nan")), torch.full_like(w, float("nan"))
-    assert emu.emulated_backward_input(2, dims, ptr(gy), ptr(w), ptr(gx), blocks, 32) == 0
-    assert emu.emulated_backward_weight(2, dims, ptr(gy), ptr(x), ptr(gw), blocks, 32) == 0
+    gx, gw = backward(emu, case, gy, x, w, blocks=blocks, threads=32)
     torch.testing.assert_close(gx, xr.grad, atol=1e-12, rtol=1e-12)
     torch.testing.assert_close(gw, wr.grad, atol=1e-12, rtol=1e-12)
