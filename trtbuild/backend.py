@@ -1,7 +1,11 @@
-"""Backend selection: the real `tensorrt` module where it can run, else trtbuild's reference.
+"""Backend selection: the real `tensorrt` module where it can run, else trtbuild's reference;
+NVIDIA's TensorRT-RTX (`tensorrt_rtx`) when asked for.
 
 Order of precedence: an explicit choice (argument / CLI --backend), then the TRTBUILD_BACKEND
-environment variable, then "auto" (tensorrt when it imports and a CUDA GPU is visible).
+environment variable, then "auto" (tensorrt when it imports and a CUDA GPU is visible, else the
+reference). "tensorrt-rtx" is never picked by auto: it is NVIDIA's RTX-GPU edition of TensorRT
+(strongly typed only, no plugins, no Hopper target). Its builder runs without a GPU once target
+compute capabilities are set, so it loads on any machine; running its engines needs an RTX-class GPU.
 """
 
 from __future__ import annotations
@@ -12,7 +16,8 @@ import os
 from types import ModuleType
 
 ENV_VAR = "TRTBUILD_BACKEND"
-CHOICES = ("auto", "reference", "tensorrt")
+CHOICES = ("auto", "reference", "tensorrt", "tensorrt-rtx")
+RTX_MODULE = "tensorrt_rtx"
 SUPPORTED_TRT_MAJORS = (10, 11)
 
 
@@ -71,6 +76,19 @@ def _import_tensorrt() -> ModuleType:
     return trt
 
 
+def _import_tensorrt_rtx() -> ModuleType:
+    try:
+        trt = importlib.import_module(RTX_MODULE)
+    except Exception as e:  # ImportError, or OSError from a missing libtensorrt_rtx
+        raise BackendError(f"the tensorrt-rtx backend needs NVIDIA's TensorRT-RTX Python package, but "
+                           f"`import tensorrt_rtx` failed ({e}); install it with "
+                           "`pip install tensorrt-rtx-cu13`, or use --backend reference") from None
+    if not hasattr(trt, "ComputeCapability"):
+        raise BackendError(f"`import tensorrt_rtx` gave a module without ComputeCapability (version "
+                           f"{getattr(trt, '__version__', '?')}); trtbuild needs TensorRT-RTX >= 1.0")
+    return trt
+
+
 def requested_backend(choice: str | None = None) -> str:
     source = "--backend" if choice else ENV_VAR if os.environ.get(ENV_VAR) else "default"
     choice = (choice or os.environ.get(ENV_VAR) or "auto").strip().lower()
@@ -84,6 +102,8 @@ def load_trt(choice: str | None = None) -> ModuleType:
     choice = requested_backend(choice)
     if choice == "tensorrt":
         return _import_tensorrt()
+    if choice == "tensorrt-rtx":
+        return _import_tensorrt_rtx()
     if choice == "auto":
         try:
             return _import_tensorrt()
@@ -98,14 +118,39 @@ def is_reference(trt: ModuleType) -> bool:
     return getattr(trt, "__name__", "") == "trtbuild.reference"
 
 
+def is_rtx(trt: ModuleType) -> bool:
+    """True for NVIDIA's TensorRT-RTX module (`tensorrt_rtx`)."""
+    return getattr(trt, "__name__", "") == RTX_MODULE
+
+
+def backend_kind(trt: ModuleType) -> str:
+    """"reference", "tensorrt" or "tensorrt-rtx": the --backend name of a trt module."""
+    return "reference" if is_reference(trt) else "tensorrt-rtx" if is_rtx(trt) else "tensorrt"
+
+
 def backend_name(trt: ModuleType) -> str:
-    return "reference" if is_reference(trt) else f"tensorrt {trt.__version__}"
+    """"reference", "tensorrt 10.16.1.11" or "tensorrt-rtx 1.7.1.116"."""
+    kind = backend_kind(trt)
+    return kind if kind == "reference" else f"{kind} {trt.__version__}"
+
+
+def product_name(trt: ModuleType) -> str:
+    """How messages name the backend: "the reference backend", "TensorRT 10.16.1.11", "TensorRT-RTX 1.7.1.116"."""
+    kind = backend_kind(trt)
+    return "the reference backend" if kind == "reference" else \
+        f"{'TensorRT-RTX' if kind == 'tensorrt-rtx' else 'TensorRT'} {trt.__version__}"
 
 
 def trt_of(network) -> ModuleType:
-    """The module (reference or tensorrt) that a network object belongs to."""
+    """The module (trtbuild.reference, tensorrt or tensorrt_rtx) that a network object (or any
+    object of the API: builder, layer, tensor) belongs to."""
     from trtbuild import reference
 
-    if isinstance(network, reference.INetworkDefinition):
+    if isinstance(network, (reference.INetworkDefinition, reference.ITensor)):
         return reference
+    origin = type(network).__module__ or ""
+    if origin.startswith("trtbuild.reference"):
+        return reference
+    if origin.split(".")[0].startswith(RTX_MODULE):  # tensorrt_rtx_bindings.tensorrt_rtx
+        return importlib.import_module(RTX_MODULE)
     return importlib.import_module("tensorrt")
