@@ -2,6 +2,8 @@
 
     trtbuild build alexnet                                  # weights/alexnet.wts (exported if missing)
     trtbuild build resnet50 --weights r50.wts --precision fp16 --batch 1,8,32 --timing-cache trt.cache
+    trtbuild build resnet18 --backend tensorrt-rtx --target sm86,sm89,sm120   # no GPU needed
+    trtbuild build resnet18 --cross-check          # also build with the reference and TensorRT-RTX and compare
 
 Precision comes from the input type (strongly typed network). The engine keeps float32 input
 and output tensors unless --native-io is given (then fp16/bf16 engines take and return
@@ -67,6 +69,29 @@ def add_common_model_options(p: argparse.ArgumentParser) -> None:
     add_backend_option(p)
 
 
+def add_rtx_options(p: argparse.ArgumentParser) -> None:
+    """--target (TensorRT-RTX's target GPUs) and --cross-check, shared by build and parity."""
+    p.add_argument("--target", default=None, metavar="SM,...",
+                   help="--backend tensorrt-rtx only: compute capabilities the engine is built for, e.g. "
+                        "sm86,sm89,sm120 (default: NVIDIA's portable set sm86,sm89,sm120; 'current' = this GPU)")
+    p.add_argument("--cross-check", action="store_true",
+                   help="also build the network with the reference and TensorRT-RTX and fail unless they agree on "
+                        "acceptance and every tensor's name, shape and dtype")
+
+
+def check_target_option(trt, target: str | None):
+    """The parsed --target (None when not given); a ValueError in one sentence for a backend without targets."""
+    if target is None:
+        return None
+    from trtbuild.backend import is_rtx
+    from trtbuild.engine.rtx import parse_targets
+
+    if not is_rtx(trt):
+        raise ValueError(f"--target {target}: only --backend tensorrt-rtx builds for chosen GPUs; other backends build "
+                         "for the GPU they run on")
+    return parse_targets(target)
+
+
 def add_model_command(subparsers, name: str, help: str, description: str) -> argparse.ArgumentParser:
     """A subcommand taking a registry model name plus the common model options (build, parity)."""
     p = subparsers.add_parser(name, help=help, description=description,
@@ -99,6 +124,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--native-io", action="store_true",
                    help="fp16/bf16 engines take and return fp16/bf16 tensors (default: float32 I/O with casts inside)")
     p.add_argument("--tf32", action="store_true", help="allow TF32 for float32 math on real TensorRT (default off)")
+    add_rtx_options(p)
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.set_defaults(func=run)
     return p
@@ -114,12 +140,14 @@ def run(args) -> int:
     weights, exported = ensure_weights(spec.name, args.weights, args.seed, args.small)
     print(f"weights: {weights}" + (f" (exported from the seeded PyTorch model, seed {args.seed})" if exported else ""),
           flush=True)
+    targets = check_target_option(trt, args.target)
     out = args.out or default_engine_path(spec.name, precision, args.small)
     start = time.perf_counter()
     path, sidecar = build_and_save(
         spec.name, weights, out, trt, precision, small=args.small, batch=batch,
         workspace=args.workspace * MIB if args.workspace is not None else None, timing_cache=args.timing_cache,
-        progress=False if args.no_progress else None, fp32_io=not args.native_io, tf32=args.tf32)
+        progress=False if args.no_progress else None, fp32_io=not args.native_io, tf32=args.tf32,
+        targets=targets, cross_check=args.cross_check)
     elapsed = time.perf_counter() - start
     print(f"built {spec.name}{' (small)' if args.small else ''} [{precision}] in {elapsed:.1f} s: "
           f"{path} ({human_bytes(sidecar['engine_bytes'])}) + sidecar {path}.json")
@@ -128,6 +156,16 @@ def run(args) -> int:
     if sidecar.get("profile"):
         for name, prof in sidecar["profile"].items():
             print(f"profile {name}: min {prof['min']} opt {prof['opt']} max {prof['max']}")
+    if sidecar.get("targets"):
+        from trtbuild.engine.rtx import target_list
+
+        print(f"targets: {target_list(sidecar['targets'])} (TensorRT-RTX engine: runs on GPUs of these compute "
+              "capabilities, specialised just in time on first use)")
     if args.timing_cache:
-        print(f"timing cache: {args.timing_cache}")
+        used = "not used: TensorRT-RTX has no timing cache" if sidecar.get("targets") else args.timing_cache
+        print(f"timing cache: {used}")
+    if sidecar.get("cross_check"):
+        from trtbuild.engine.cross_check import CrossCheckResult
+
+        print(CrossCheckResult(**sidecar["cross_check"]).summary())
     return 0

@@ -13,7 +13,7 @@ from the weakly typed FP16 builder flag. By default engines keep float32 inputs 
 from .build import (PRECISIONS, Plan, batch_profile_shapes, build_plan, check_batch, check_precision,
                     check_spec_outputs, new_network, serialize_network)
 from .device import device_info, gpu_info
-from .errors import (BuildError, EngineCompatibilityError, EngineError, EngineFileError, EngineInputError,
+from .errors import (BuildError, CrossCheckError, EngineCompatibilityError, EngineError, EngineFileError, EngineInputError,
                      EngineWriteError, TimingCacheError)
 from .logging_bridge import make_logger
 from .model import (build_and_save, build_model, default_engine_path, default_weights_path, ensure_weights,
@@ -26,7 +26,7 @@ from .serialize import (atomic_write_bytes, check_compatible, make_sidecar, read
 __all__ = [
     "PRECISIONS", "Plan", "batch_profile_shapes", "build_plan", "check_batch", "check_precision",
     "check_spec_outputs", "new_network", "serialize_network", "device_info", "gpu_info",
-    "BuildError", "EngineCompatibilityError", "EngineError", "EngineFileError", "EngineInputError",
+    "BuildError", "CrossCheckError", "EngineCompatibilityError", "EngineError", "EngineFileError", "EngineInputError",
     "EngineWriteError", "TimingCacheError",
     "make_logger", "make_progress_monitor", "build_and_save", "build_model", "default_engine_path",
     "default_weights_path", "ensure_weights", "export_seeded_weights", "get_spec", "select_backend",

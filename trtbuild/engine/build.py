@@ -20,12 +20,14 @@ from pathlib import Path
 from types import ModuleType
 from typing import Callable, Iterable, Mapping
 
-from trtbuild.backend import backend_name
+from trtbuild.backend import backend_name, is_rtx, product_name
 from trtbuild.layers.common import out
 
 from .errors import BuildError, TimingCacheError
 from .logging_bridge import make_logger
 from .progress import make_progress_monitor
+from .timing_cache import load_timing_cache
+from .rtx import set_targets, target_list
 from .serialize import atomic_write_bytes
 
 log = logging.getLogger("trtbuild.engine")
@@ -96,42 +98,6 @@ def _takes_input(define: Callable) -> bool:
     except (TypeError, ValueError):
         return True
     return len(params) >= 2
-
-
-def _load_timing_cache(trt: ModuleType, config, path: Path | None, logger=None):
-    """Attach the timing cache stored at `path` (a new one if the file is missing or empty).
-
-    An existing file that TensorRT does not accept as a timing cache is refused with a
-    TimingCacheError naming it, so a mistyped path (a weight file, an engine) is never
-    overwritten. A real cache made by another device or TensorRT version is replaced (warning)."""
-    if path is None:
-        return None
-    if path.exists() and not path.is_file():
-        raise TimingCacheError(f"timing cache {path} is not a file")
-    if not path.parent.is_dir():
-        raise TimingCacheError(f"timing cache {path}: directory {path.parent} does not exist")
-    data = path.read_bytes() if path.exists() else b""
-    cache, reason = None, "TensorRT returned no cache"
-    if logger is not None:
-        logger.clear()
-    try:
-        cache = config.create_timing_cache(data)
-    except Exception as e:  # the reference raises; real TensorRT raises or logs an error and returns None
-        reason = str(e)
-    if data and logger is not None and logger.errors:
-        cache, reason = None, logger.error_text()
-    if cache is None:
-        if data:
-            raise TimingCacheError(
-                f"timing cache {path} exists but is not a timing cache that {backend_name(trt)} can read ({reason}); "
-                "refusing to overwrite it: pass another --timing-cache path or delete the file")
-        raise BuildError(f"{backend_name(trt)} could not create an empty timing cache for {path} ({reason})")
-    if not config.set_timing_cache(cache, False):
-        log.warning("timing cache %s was made on another device or TensorRT version; starting a new one", path)
-        cache = config.create_timing_cache(b"")
-        config.set_timing_cache(cache, False)
-    log.info("timing cache %s: %s", path, f"loaded {len(data)} bytes" if data else "new")
-    return cache
 
 
 def _add_model(trt, network, define, input_name, input_shape, precision, fp32_io, batch):
@@ -229,15 +195,21 @@ def _as_plan(serialized, info: dict):
 
 def serialize_network(trt: ModuleType, builder, network, logger, *, batch=None, profile_shapes=None,
                       workspace: int | None = None, timing_cache: str | os.PathLike | None = None,
-                      progress: bool | None = True, tf32: bool = False) -> bytes:
+                      progress: bool | None = True, tf32: bool = False, targets=None) -> bytes:
     """Build an already defined network (outputs marked) with `builder`; return a `Plan` whose
-    `.info` holds network, inputs, outputs, profile, workspace, tf32 and build_phases.
+    `.info` holds network, inputs, outputs, profile, workspace, tf32, build_phases and, on
+    TensorRT-RTX, targets (the compute capabilities the engine was built for).
 
     Dynamic inputs need either `batch=(min, opt, max)` (only the batch dimension dynamic, see
     batch_profile_shapes) or `profile_shapes={input name: (min, opt, max)}` (any dimensions).
     workspace, timing_cache, progress, tf32: as in build_plan. `logger` is the builder's logger
     (from make_logger / new_network); its errors are quoted in the BuildError raised on failure.
+    targets: TensorRT-RTX only: target compute capabilities ("sm86,sm89" or ("8.6", "8.9"); default
+    NVIDIA's portable set 8.6, 8.9, 12.0); its builder needs them to build without a GPU.
     """
+    if targets is not None and not is_rtx(trt):
+        raise ValueError(f"target compute capabilities apply to TensorRT-RTX only; {product_name(trt)} builds for "
+                         "the GPU it runs on")
     if network.num_outputs == 0:
         raise BuildError(f"network '{network.name}' has no outputs: return them from the definition or mark them")
     if batch is not None and profile_shapes is not None:
@@ -249,8 +221,10 @@ def serialize_network(trt: ModuleType, builder, network, logger, *, batch=None, 
         config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, int(workspace))
     if not tf32:
         config.clear_flag(trt.BuilderFlag.TF32)
+    built_targets = set_targets(trt, config, targets) if is_rtx(trt) else None
     cache_path = Path(timing_cache) if timing_cache is not None else None
-    _load_timing_cache(trt, config, cache_path, logger)
+    if load_timing_cache(trt, config, cache_path, logger) is None:
+        cache_path = None
     monitor = make_progress_monitor(trt, progress)
     config.progress_monitor = monitor
 
@@ -260,7 +234,8 @@ def serialize_network(trt: ModuleType, builder, network, logger, *, batch=None, 
     finally:
         monitor.close()
     if serialized is None:
-        raise BuildError(f"{backend_name(trt)} failed to build network '{network.name}': {logger.error_text()}")
+        where = f" for {target_list(built_targets)}" if built_targets else ""
+        raise BuildError(f"{backend_name(trt)} failed to build network '{network.name}'{where}: {logger.error_text()}")
     if cache_path is not None:
         cache = config.get_timing_cache()
         if cache is not None:
@@ -270,32 +245,24 @@ def serialize_network(trt: ModuleType, builder, network, logger, *, batch=None, 
         "inputs": [describe_tensor(network.get_input(i)) for i in range(network.num_inputs)],
         "outputs": [describe_tensor(network.get_output(i)) for i in range(network.num_outputs)],
         "profile": profile_info, "workspace": workspace, "tf32": bool(tf32), "build_phases": list(monitor.phases),
+        **({"targets": list(built_targets)} if built_targets else {}),
     })
 
 
-def build_plan(trt: ModuleType, define, *, weights=None, input_name: str | None = None, input_shape=None,
-               precision: str = "fp32", fp32_io: bool = True, batch=None, workspace: int | None = None,
-               timing_cache: str | os.PathLike | None = None, progress: bool | None = True,
-               extra_outputs: Iterable[str] = (), tf32: bool = False, small: bool = False,
-               network_name: str | None = None) -> bytes:
-    """Build and serialize a strongly typed network; return the plan bytes (a `Plan` with `.info`).
+class DefinedNetwork:
+    """A network defined by build_plan's definition step, not built yet: builder, network, logger
+    (keep it alive with the builder), the model name and the extra (layerwise) outputs."""
 
-    define: one of
-      * a ModelSpec (from trtbuild.models.registry) together with `weights` (WeightMap or path);
-      * `f(network, x) -> {name: ITensor}` with `input_shape` (NCHW, batch 1): build_plan adds the
-        input (and its cast), and names, casts and marks the returned outputs;
-      * `f(network) -> {name: ITensor} | None`: f adds inputs and handles types itself; returned
-        tensors are marked (f may also mark outputs itself).
-    precision: "fp32" | "fp16" | "bf16", the type the model computes in. fp32_io: see module doc.
-    batch: (min, opt, max) for a dynamic batch dimension (input declared with -1), or None.
-    workspace: memory-pool limit for MemoryPoolType.WORKSPACE in bytes.
-    timing_cache: file loaded if present and rewritten atomically after a successful build; an
-        existing file that is not a timing cache raises TimingCacheError (it is never overwritten).
-    progress: True draws tqdm bars, None only on a terminal, False none.
-    extra_outputs: names of intermediate tensors to mark as outputs too (layerwise parity).
-    tf32: allow TF32 for float32 math on real TensorRT (cleared by default for exact fp32).
-    Raises BuildError quoting TensorRT's errors if the build fails; nothing is written then.
-    """
+    def __init__(self, builder, network, logger, model_name, extra):
+        self.builder, self.network, self.logger = builder, network, logger
+        self.model_name, self.extra = model_name, extra
+
+
+def definition_step(define, *, weights=None, input_name=None, input_shape=None, precision="fp32",
+                    fp32_io=True, batch=None, extra_outputs=(), small=False, network_name=None):
+    """`f(trt) -> DefinedNetwork`: build_plan's definition step (input, casts, the model, named and
+    marked outputs) for any backend module, so the same definition can be replayed on another
+    backend (the cross-check). Arguments as in build_plan."""
     check_precision(precision)
     batch = check_batch(batch)
     spec = define if hasattr(define, "build_network") else None
@@ -311,31 +278,81 @@ def build_plan(trt: ModuleType, define, *, weights=None, input_name: str | None 
 
         def define(network, x, _spec=spec, _wm=wm):  # noqa: F811 - the spec becomes a plain definition
             return check_spec_outputs(_spec, _spec.build_network(network, _wm, x))
-    builder, network, logger = new_network(trt)
-    network.name = network_name or model_name or "trtbuild"
-    if input_shape is not None or spec is not None:
-        outputs, _ = _add_model(trt, network, define, input_name or "input", input_shape, precision, fp32_io, batch)
-    elif _takes_input(define):
+    elif input_shape is None and _takes_input(define):
         raise ValueError("build_plan: a definition f(network, x) needs input_shape (NCHW with batch 1)")
+
+    def on(trt: ModuleType) -> DefinedNetwork:
+        builder, network, logger = new_network(trt)
+        network.name = network_name or model_name or "trtbuild"
+        if input_shape is not None:
+            outputs, _ = _add_model(trt, network, define, input_name or "input", input_shape, precision, fp32_io, batch)
+        else:
+            outputs = define(network) or {}
+        by_name = tensors_by_name(network)
+        extra_names = list(dict.fromkeys(extra_outputs))
+        unknown = [n for n in extra_names if n not in by_name]
+        if unknown:
+            raise BuildError(f"extra outputs {unknown} are not tensors of network '{network.name}' "
+                             f"(it has {len(by_name)} tensors, e.g. {list(by_name)[:8]})")
+        extra_names.sort(key=lambda n: by_name[n][0])  # network order
+        extra = {n: by_name[n][1] for n in extra_names}
+        _finish_outputs(trt, network, dict(outputs), fp32_io and input_shape is not None, extra)
+        return DefinedNetwork(builder, network, logger, model_name, extra)
+
+    return on
+
+
+def build_plan(trt: ModuleType, define, *, weights=None, input_name: str | None = None, input_shape=None,
+               precision: str = "fp32", fp32_io: bool = True, batch=None, workspace: int | None = None,
+               timing_cache: str | os.PathLike | None = None, progress: bool | None = True,
+               extra_outputs: Iterable[str] = (), tf32: bool = False, small: bool = False,
+               network_name: str | None = None, targets=None, cross_check: bool = False) -> bytes:
+    """Build and serialize a strongly typed network; return the plan bytes (a `Plan` with `.info`).
+
+    define: one of
+      * a ModelSpec (from trtbuild.models.registry) together with `weights` (WeightMap or path);
+      * `f(network, x) -> {name: ITensor}` with `input_shape` (NCHW, batch 1): build_plan adds the
+        input (and its cast), and names, casts and marks the returned outputs;
+      * `f(network) -> {name: ITensor} | None`: f adds inputs and handles types itself; returned
+        tensors are marked (f may also mark outputs itself).
+    precision: "fp32" | "fp16" | "bf16", the type the model computes in. fp32_io: see module doc.
+    batch: (min, opt, max) for a dynamic batch dimension (input declared with -1), or None.
+    workspace: memory-pool limit for MemoryPoolType.WORKSPACE in bytes.
+    timing_cache: file loaded if present and rewritten atomically after a successful build; an
+        existing file that is not a timing cache raises TimingCacheError (it is never overwritten).
+        TensorRT-RTX has no timing cache (deprecated and unused there): a warning says so and the
+        file is left alone.
+    progress: True draws tqdm bars, None only on a terminal, False none.
+    extra_outputs: names of intermediate tensors to mark as outputs too (layerwise parity).
+    tf32: allow TF32 for float32 math on real TensorRT (cleared by default for exact fp32).
+    targets: TensorRT-RTX target compute capabilities (default 8.6, 8.9, 12.0); other backends refuse them.
+    cross_check: also define and build the same network on the reference backend and with
+        TensorRT-RTX, and raise CrossCheckError (naming the first differing tensor and its layer)
+        unless both accept it and every output and shared tensor has the same name, shape and
+        dtype. The result is in `plan.info["cross_check"]`.
+    Raises BuildError quoting TensorRT's errors if the build fails; nothing is written then.
+    """
+    on = definition_step(define, weights=weights, input_name=input_name, input_shape=input_shape,
+                         precision=precision, fp32_io=fp32_io, batch=batch, extra_outputs=extra_outputs,
+                         small=small, network_name=network_name)
+    serialize = dict(batch=check_batch(batch), workspace=workspace, timing_cache=timing_cache, progress=progress,
+                     tf32=tf32, targets=targets)
+    if cross_check:
+        from .cross_check import cross_check_build
+
+        plan, defined, result = cross_check_build(trt, on, serialize)
     else:
-        outputs = define(network) or {}
-    by_name = tensors_by_name(network)
-    extra_names = list(dict.fromkeys(extra_outputs))
-    unknown = [n for n in extra_names if n not in by_name]
-    if unknown:
-        raise BuildError(f"extra outputs {unknown} are not tensors of network '{network.name}' "
-                         f"(it has {len(by_name)} tensors, e.g. {list(by_name)[:8]})")
-    extra_names.sort(key=lambda n: by_name[n][0])  # network order
-    extra = {n: by_name[n][1] for n in extra_names}
-    _finish_outputs(trt, network, dict(outputs), fp32_io and (input_shape is not None or spec is not None), extra)
-    plan = serialize_network(trt, builder, network, logger, batch=batch, workspace=workspace,
-                             timing_cache=timing_cache, progress=progress, tf32=tf32)
+        defined, result = on(trt), None
+        plan = serialize_network(trt, defined.builder, defined.network, defined.logger, **serialize)
     built = plan.info
     plan.info = {
-        "model": model_name, "network": built["network"], "precision": precision,
-        "fp32_io": bool(fp32_io), "small": bool(small) if spec is not None else None,
+        "model": defined.model_name, "network": built["network"],
+        "precision": precision, "fp32_io": bool(fp32_io),
+        "small": bool(small) if hasattr(define, "build_network") else None,
         "inputs": built["inputs"], "outputs": built["outputs"], "profile": built["profile"],
         "workspace": workspace, "tf32": bool(tf32),
-        "extra_outputs": {n: t.name for n, t in extra.items()}, "build_phases": built["build_phases"],
+        "extra_outputs": {n: t.name for n, t in defined.extra.items()}, "build_phases": built["build_phases"],
+        **({"targets": built["targets"]} if "targets" in built else {}),
+        **({"cross_check": result.to_dict()} if result is not None else {}),
     }
     return plan

@@ -28,3 +28,9 @@ class EngineWriteError(EngineFileError, OSError):
 
 class TimingCacheError(EngineError, ValueError):
     """The --timing-cache path exists but is not a timing cache, so it is neither read nor overwritten."""
+
+
+class CrossCheckError(EngineError):
+    """The reference backend and TensorRT-RTX disagree on a network: one accepts what the other
+    rejects, or a tensor has another shape or dtype. The message names the first differing tensor
+    and the layer that produces it."""

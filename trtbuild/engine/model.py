@@ -11,12 +11,12 @@ import os
 from pathlib import Path
 from types import ModuleType
 
-from trtbuild.backend import BackendError, is_reference, load_trt, requested_backend
+from trtbuild.backend import BackendError, is_reference, is_rtx, load_trt, requested_backend
 from trtbuild.models import registry as model_registry
 from trtbuild.weights.atomic import ensure_parent_dir
 
 from .build import Plan, build_plan
-from .device import device_info
+from .device import CPU, device_info
 from .errors import EngineWriteError
 from .serialize import make_sidecar, save_engine
 
@@ -39,6 +39,12 @@ def get_spec(name: str):
 def select_backend(choice: str | None = None) -> tuple[ModuleType, str]:
     """(trt module, first output line saying which backend runs and why)."""
     trt = load_trt(choice)
+    if is_rtx(trt):
+        dev = device_info(trt)
+        where = ("no CUDA GPU is visible, so its engines are built here ahead of time but cannot run"
+                 if dev["compute_capability"] == CPU else f"on {dev['gpu']} (compute capability {dev['compute_capability']})")
+        return trt, (f"backend: tensorrt-rtx {trt.__version__} (NVIDIA TensorRT for RTX, not TensorRT 10/11) — "
+                     f"{where}")
     if not is_reference(trt):
         dev = device_info(trt)
         return trt, f"backend: tensorrt {trt.__version__} on {dev['gpu']} (compute capability {dev['compute_capability']})"
@@ -100,12 +106,14 @@ def load_model_weights(weights):
 
 def build_model(model, weights, trt: ModuleType, precision: str = "fp32", *, small: bool = False,
                 batch=None, workspace: int | None = None, timing_cache=None, progress: bool | None = True,
-                fp32_io: bool = True, extra_outputs=(), tf32: bool = False) -> Plan:
-    """Build the registry model `model` (name or ModelSpec) with weights (path or WeightMap)."""
+                fp32_io: bool = True, extra_outputs=(), tf32: bool = False, targets=None,
+                cross_check: bool = False) -> Plan:
+    """Build the registry model `model` (name or ModelSpec) with weights (path or WeightMap).
+    targets (TensorRT-RTX only) and cross_check: as in build_plan."""
     spec = get_spec(model) if isinstance(model, str) else model
     plan = build_plan(trt, spec, weights=load_model_weights(weights), precision=precision, small=small, batch=batch,
                       workspace=workspace, timing_cache=timing_cache, progress=progress, fp32_io=fp32_io,
-                      extra_outputs=extra_outputs, tf32=tf32)
+                      extra_outputs=extra_outputs, tf32=tf32, targets=targets, cross_check=cross_check)
     return plan
 
 

@@ -24,7 +24,7 @@ from trtbuild.backend import BackendError, backend_name, is_reference, load_trt
 
 from .errors import EngineCompatibilityError, EngineError, EngineFileError, EngineInputError
 from .logging_bridge import make_logger
-from .serialize import looks_like_reference_plan, read_engine_file, read_sidecar, sidecar_backend
+from .serialize import looks_like_reference_plan, looks_like_rtx_engine, read_engine_file, read_sidecar, sidecar_backend
 
 TORCH_DTYPES = {"FLOAT": torch.float32, "HALF": torch.float16, "BF16": torch.bfloat16, "INT32": torch.int32,
                 "INT64": torch.int64, "INT8": torch.int8, "UINT8": torch.uint8, "BOOL": torch.bool}
@@ -239,13 +239,18 @@ def _trt_for_plan(plan, sidecar: dict | None, name: str) -> ModuleType:
     if sidecar is not None:
         backend = sidecar_backend(sidecar)
     else:
-        backend = "reference" if looks_like_reference_plan(plan) else "tensorrt"
+        backend = ("reference" if looks_like_reference_plan(plan) else
+                   "tensorrt-rtx" if looks_like_rtx_engine(plan) else "tensorrt")
     if backend == "reference":
         return load_trt("reference")
+    if backend not in ("tensorrt", "tensorrt-rtx"):
+        raise EngineCompatibilityError(f"{name}: its sidecar names an unknown backend {backend!r}")
     try:
-        return load_trt("tensorrt")
+        return load_trt(backend)
     except BackendError as e:
-        built = (f"was built with TensorRT {sidecar.get('tensorrt_version')} for {sidecar.get('gpu')}"
+        product = "TensorRT-RTX" if backend == "tensorrt-rtx" else "TensorRT"
+        built = (f"was built with {product} {sidecar.get('tensorrt_version')} for "
+                 f"{sidecar.get('targets') or sidecar.get('gpu')}"
                  if sidecar is not None else "is not a trtbuild reference plan, so it needs real TensorRT")
         raise EngineCompatibilityError(f"{name} {built}, but TensorRT cannot be used here: {e}") from None
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from types import ModuleType
 
 from trtbuild import __version__
-from trtbuild.backend import is_reference
+from trtbuild.backend import backend_kind, is_reference, is_rtx
 from trtbuild.weights.atomic import atomic_write_bytes as _atomic_write_bytes
 from trtbuild.weights.atomic import atomic_write_files
 
@@ -71,9 +71,9 @@ def make_sidecar(trt: ModuleType, plan, info: dict | None = None, weights_path: 
     sidecar = {
         "format": SIDECAR_FORMAT,
         "trtbuild_version": __version__,
-        "backend": "reference" if is_reference(trt) else "tensorrt",
+        "backend": backend_kind(trt),
         "tensorrt_version": str(trt.__version__),
-        "gpu": dev["gpu"],
+        "gpu": dev["gpu"],  # TensorRT-RTX: the machine that built it (engines run on any of `targets`)
         "compute_capability": dev["compute_capability"],
         "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         **info,
@@ -119,29 +119,52 @@ def read_sidecar(engine_path: str | os.PathLike) -> dict | None:
 
 
 def sidecar_backend(sidecar: dict) -> str:
-    """"reference" or "tensorrt": which backend built the engine the sidecar describes."""
+    """"reference", "tensorrt" or "tensorrt-rtx": which backend built the engine the sidecar describes."""
     return "reference" if sidecar.get("tensorrt_version") == "reference" else sidecar.get("backend", "tensorrt")
+
+
+def _check_rtx_targets(sidecar: dict, here: dict, engine_path) -> None:
+    """A TensorRT-RTX engine runs on a GPU whose compute capability is one of its targets."""
+    targets = [str(t) for t in sidecar.get("targets") or []]
+    if "current" in targets:  # built for the GPU of the build machine
+        targets = [str(sidecar.get("compute_capability"))]
+    shown = ", ".join(targets) or "none recorded"
+    if here["compute_capability"] == CPU:
+        raise EngineCompatibilityError(f"{engine_path} is a TensorRT-RTX engine for GPUs of compute capability "
+                                       f"{shown}, but no CUDA GPU is visible here, so it cannot run")
+    if here["compute_capability"] not in targets:
+        raise EngineCompatibilityError(
+            f"{engine_path} was built by TensorRT-RTX for compute capabilities {shown}, but this GPU is {here['gpu']} "
+            f"with compute capability {here['compute_capability']}; rebuild it with --target "
+            f"sm{here['compute_capability'].replace('.', '')} (TensorRT-RTX targets RTX-class GPUs, not Hopper)")
 
 
 def check_compatible(sidecar: dict, trt: ModuleType, engine_path: str | os.PathLike = "engine",
                      current_device: dict | None = None) -> None:
     """Raise EngineCompatibilityError (one sentence) if the sidecar names another backend,
-    TensorRT version or GPU architecture than `trt` and this machine. Calls nothing in TensorRT."""
+    TensorRT (or TensorRT-RTX) version or GPU architecture than `trt` and this machine (for
+    TensorRT-RTX engines: a GPU outside the targets they were built for). Calls nothing in TensorRT."""
     built_backend = sidecar_backend(sidecar)
-    here_backend = "reference" if is_reference(trt) else "tensorrt"
+    here_backend = backend_kind(trt)
     built_version = str(sidecar.get("tensorrt_version"))
+    product = {"tensorrt": "TensorRT", "tensorrt-rtx": "TensorRT-RTX"}
     if built_backend != here_backend:
-        built = f"TensorRT {built_version}" if built_backend == "tensorrt" else "the reference backend"
+        built = f"{product.get(built_backend, built_backend)} {built_version}" if built_backend != "reference" \
+            else "the reference backend"
         raise EngineCompatibilityError(
             f"{engine_path} was built by {built} but is being loaded with the {here_backend} backend; "
             f"use --backend {built_backend} or rebuild it with `trtbuild build`")
-    if built_backend == "tensorrt" and built_version != str(trt.__version__):
+    if built_backend != "reference" and built_version != str(trt.__version__):
+        name = product[built_backend]
         raise EngineCompatibilityError(
-            f"{engine_path} was built with TensorRT {built_version} but TensorRT {trt.__version__} is installed; "
-            "engines only load in the TensorRT version that built them, so rebuild it with `trtbuild build`")
+            f"{engine_path} was built with {name} {built_version} but {name} {trt.__version__} is installed; "
+            f"engines only load in the {name} version that built them, so rebuild it with `trtbuild build`")
     if built_backend == "reference":
         return  # reference plans run on any device
     here = current_device if current_device is not None else device_info(trt)
+    if built_backend == "tensorrt-rtx":
+        _check_rtx_targets(sidecar, here, engine_path)
+        return
     built_cc = str(sidecar.get("compute_capability"))
     if here["compute_capability"] == CPU:
         raise EngineCompatibilityError(f"{engine_path} is a TensorRT engine for {sidecar.get('gpu')} "
@@ -183,6 +206,14 @@ def read_engine_file(path: str | os.PathLike, trt: ModuleType | None = None,
             raise EngineFileError(f"engine file {path} does not match the sha256 in its sidecar ({size_note}), "
                                   "so it was changed or truncated after the build; rebuild it")
     return data, sidecar
+
+
+RTX_MAGIC = b"vtrt"  # the first bytes of every TensorRT-RTX 1.x engine seen (TensorRT's own start "ftrt")
+
+
+def looks_like_rtx_engine(data) -> bool:
+    """True if the bytes start like a TensorRT-RTX engine."""
+    return bytes(data[:len(RTX_MAGIC)]) == RTX_MAGIC
 
 
 def looks_like_reference_plan(data) -> bool:

@@ -1,0 +1,182 @@
+"""The cross-check: the reference backend must agree with NVIDIA's real builder (TensorRT-RTX).
+
+    plan = build_plan(trt, spec, weights=wm, cross_check=True)
+    plan.info["cross_check"]   # {"rtx_version": ..., "targets": [...], "outputs": [...], "tensors_compared": ...}
+
+The same definition is run on the reference backend and on TensorRT-RTX, and both networks are
+built (TensorRT-RTX needs no GPU to build). They must agree on acceptance (a network the
+reference accepts must build), on the names of the marked outputs, and on the shape and dtype of
+every output and of every other tensor both networks name alike (dynamic dimensions included).
+The first difference, in network order, raises CrossCheckError naming the tensor and the layer
+that produces it. The reference is the side whose plan build_plan returns when `trt` is the
+reference; with TensorRT-RTX or TensorRT the plan is that backend's.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from types import ModuleType
+
+from trtbuild.backend import BackendError, backend_name, is_reference, is_rtx, load_trt, product_name
+
+from .errors import BuildError, CrossCheckError
+from .rtx import target_list
+
+
+@dataclass
+class CrossCheckResult:
+    """What the cross-check compared and found equal."""
+
+    rtx_version: str
+    targets: list[str]
+    outputs: list[dict]
+    tensors_compared: int
+    rtx_build_seconds: float
+    rtx_engine_bytes: int
+    notes: list[str] = field(default_factory=list)
+
+    def summary(self) -> str:
+        return (f"built and cross-checked by TensorRT-RTX {self.rtx_version} for {target_list(self.targets)}: "
+                f"{len(self.outputs)} output(s) and {self.tensors_compared} tensors agree with the reference "
+                f"(engine {self.rtx_engine_bytes / 2**20:.1f} MiB, built in {self.rtx_build_seconds:.1f} s)")
+
+    def to_dict(self) -> dict:
+        return {"rtx_version": self.rtx_version, "targets": list(self.targets), "outputs": self.outputs,
+                "tensors_compared": self.tensors_compared, "rtx_build_seconds": round(self.rtx_build_seconds, 3),
+                "rtx_engine_bytes": self.rtx_engine_bytes, "notes": list(self.notes)}
+
+
+def _dtype(t) -> str:
+    dt = t.dtype
+    return getattr(dt, "name", str(dt).split(".")[-1])
+
+
+def _shape(t) -> tuple:
+    return tuple(int(d) for d in t.shape)
+
+
+def _layer_kind(layer) -> str:
+    kind = getattr(layer, "type", None)
+    return getattr(kind, "name", str(kind).split(".")[-1])
+
+
+def _tensors_in_order(network) -> list[tuple[object, object]]:
+    """[(tensor, producing layer or None for inputs)] in network order, each tensor once."""
+    seen, found = set(), []
+    for i in range(network.num_inputs):
+        t = network.get_input(i)
+        seen.add(t.name)
+        found.append((t, None))
+    for li in range(network.num_layers):
+        layer = network.get_layer(li)
+        for j in range(layer.num_outputs):
+            t = layer.get_output(j)
+            if t is not None and t.name not in seen:
+                seen.add(t.name)
+                found.append((t, layer))
+    return found
+
+
+def _where(layer) -> str:
+    return "a network input" if layer is None else f"layer '{layer.name}' ({_layer_kind(layer)})"
+
+
+def compare_networks(reference_network, rtx_network, rtx_label: str = "TensorRT-RTX") -> tuple[list[str], int]:
+    """Compare two defined networks: ([differences, first in network order], tensors compared).
+
+    Compared: the marked outputs' names (in order), and the shape and dtype of every tensor that
+    both networks have under the same name, walking the reference network's layers in order."""
+    differences = []
+    ref_out = [reference_network.get_output(i).name for i in range(reference_network.num_outputs)]
+    rtx_out = [rtx_network.get_output(i).name for i in range(rtx_network.num_outputs)]
+    rtx_tensors = {t.name: (t, layer) for t, layer in _tensors_in_order(rtx_network)}
+    compared = 0
+    for t, layer in _tensors_in_order(reference_network):
+        other = rtx_tensors.get(t.name)
+        if other is None:
+            if t.name in ref_out:
+                differences.append(f"output '{t.name}' of {_where(layer)} exists on the reference but not in the "
+                                   f"{rtx_label} network")
+            continue
+        compared += 1
+        try:
+            theirs = (_shape(other[0]), _dtype(other[0]))
+        except RuntimeError as e:  # TensorRT-RTX could not infer the tensor's shape
+            differences.append(f"tensor '{t.name}' of {_where(layer)}: the reference infers {_shape(t)} "
+                               f"{_dtype(t)} but {rtx_label} cannot ({e})")
+            continue
+        ours = (_shape(t), _dtype(t))
+        if ours != theirs:
+            differences.append(f"tensor '{t.name}' of {_where(layer)} is {ours[0]} {ours[1]} on the reference but "
+                               f"{theirs[0]} {theirs[1]} in {rtx_label}")
+    if ref_out != rtx_out:
+        differences.append(f"the marked outputs differ: reference {ref_out}, {rtx_label} {rtx_out}")
+    return differences, compared
+
+
+def _load_rtx() -> ModuleType:
+    try:
+        return load_trt("tensorrt-rtx")
+    except BackendError as e:
+        raise CrossCheckError(f"the cross-check needs TensorRT-RTX: {e}") from None
+
+
+def _build(trt, on, serialize: dict):
+    """(defined network, plan or None, the exception that rejected it or None, seconds) of one backend."""
+    start = time.perf_counter()
+    try:
+        defined = on(trt)
+    except (BuildError, ValueError, RuntimeError, TypeError) as e:  # rejected while defining
+        return None, None, e, time.perf_counter() - start
+    from .build import serialize_network
+
+    opts = dict(serialize)
+    if not is_rtx(trt):
+        opts["targets"] = None
+    try:
+        plan = serialize_network(trt, defined.builder, defined.network, defined.logger, **opts)
+    except BuildError as e:
+        return defined, None, e, time.perf_counter() - start
+    return defined, plan, None, time.perf_counter() - start
+
+
+def cross_check_build(trt: ModuleType, on, serialize: dict):
+    """Define and build with `on` (build.definition_step) on the reference and on TensorRT-RTX
+    (and on `trt` if it is real TensorRT); return (plan of `trt`, its DefinedNetwork,
+    CrossCheckResult). Raises CrossCheckError on any disagreement, BuildError if both reject."""
+    rtx = trt if is_rtx(trt) else _load_rtx()
+    from trtbuild import reference
+
+    rtx_opts = dict(serialize, timing_cache=None, progress=False)
+    ref_opts = dict(serialize, timing_cache=None if not is_reference(trt) else serialize.get("timing_cache"),
+                    targets=None, progress=False if not is_reference(trt) else serialize.get("progress"))
+    if is_rtx(trt):
+        rtx_opts = dict(serialize)
+    ref_defined, ref_plan, ref_error, _ = _build(reference, on, ref_opts)
+    rtx_defined, rtx_plan, rtx_error, rtx_seconds = _build(rtx, on, rtx_opts)
+    label = product_name(rtx)
+    if ref_plan is None and rtx_plan is None:  # both agree it is wrong: the error of the backend asked for
+        raise rtx_error if is_rtx(trt) else ref_error
+    if rtx_plan is None:
+        raise CrossCheckError(f"cross-check: the reference builds the network but {label} rejects it ({rtx_error})")
+    if ref_plan is None:
+        raise CrossCheckError(f"cross-check: {label} builds the network but the reference rejects it ({ref_error})")
+    differences, compared = compare_networks(ref_defined.network, rtx_defined.network, label)
+    if differences:
+        more = f" (and {len(differences) - 1} more difference(s))" if len(differences) > 1 else ""
+        raise CrossCheckError(f"cross-check against {label}: {differences[0]}{more}")
+    result = CrossCheckResult(
+        rtx_version=str(rtx.__version__), targets=list(rtx_plan.info.get("targets", [])),
+        outputs=rtx_plan.info["outputs"], tensors_compared=compared, rtx_build_seconds=rtx_seconds,
+        rtx_engine_bytes=len(rtx_plan))
+    if is_reference(trt):
+        return ref_plan, ref_defined, result
+    if is_rtx(trt):
+        return rtx_plan, rtx_defined, result
+    from .build import serialize_network
+
+    defined = on(trt)  # real TensorRT: its own build, checked like any other
+    plan = serialize_network(trt, defined.builder, defined.network, defined.logger, **dict(serialize, targets=None))
+    result.notes.append(f"engine built by {backend_name(trt)}; the cross-check compared the reference with {label}")
+    return plan, defined, result
