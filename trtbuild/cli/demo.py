@@ -7,6 +7,13 @@ Steps: write the seeded PyTorch model's weights to weights/<model>[-small].wts (
 present), build the engine on the default backend, save it atomically with its sidecar under
 engines/, load it back (sidecar and checksum checked), run it, and compare it with PyTorch using
 the same weights and inputs. Exit code 1 if parity fails.
+
+Wherever NVIDIA's TensorRT-RTX imports (the `test` extra installs it), the build is cross-checked:
+the same network is also built by TensorRT-RTX for its portable targets (no GPU needed), the
+reference must agree with it on every tensor's shape and dtype, and the real TensorRT-RTX engine is
+saved next to the other as engines/<model>[-small]-<precision>-rtx.engine. With --backend
+tensorrt-rtx and no GPU that runs its engines, the numbers come from the reference build of the same
+network, and the output says so.
 """
 
 from __future__ import annotations
@@ -53,7 +60,17 @@ def run(args) -> int:
     from trtbuild.parity import check_model_parity, load_weights_into
     from trtbuild.weights import WeightMap
 
+    from trtbuild.backend import BackendError, is_rtx, load_trt
+    from trtbuild.engine.cross_check import CrossCheckResult
+    from trtbuild.engine.rtx import can_run_here
+
     trt, spec = backend_and_model(args)
+    try:
+        load_trt("tensorrt-rtx")
+        cross_check = True
+    except BackendError as e:
+        cross_check = False
+        print(f"no cross-check: {str(e).split('; ')[0]}", flush=True)
     clock = _Clock()
     precision = args.precision or "fp32"
     label = f"{spec.name}{' (small)' if args.small else ''}"
@@ -62,20 +79,36 @@ def run(args) -> int:
     print(f"[1/4] weights: {weights_path} ({'exported from the seeded PyTorch model' if exported else 'existing file'}, "
           f"{len(wm)} tensors) [{clock.lap()}]", flush=True)
 
-    plan = build_model(spec, wm, trt, precision, small=args.small, progress=None)
+    plan = build_model(spec, wm, trt, precision, small=args.small, progress=None, cross_check=cross_check)
     out = ensure_parent_dir(args.out or default_engine_path(spec.name, precision, args.small), EngineWriteError)
     save_engine(out, plan, make_sidecar(trt, plan, weights_path=weights_path))
     print(f"[2/4] built {label} [{precision}] and saved {out} ({human_bytes(len(plan))}) + {out}.json "
           f"[{clock.lap()}]", flush=True)
+    if cross_check:
+        rtx_plan = getattr(plan, "rtx_plan", None)
+        if rtx_plan is not None:
+            rtx_out = out.with_name(out.stem + "-rtx" + out.suffix)
+            save_engine(rtx_out, rtx_plan, make_sidecar(load_trt("tensorrt-rtx"), rtx_plan, weights_path=weights_path))
+            print(f"      TensorRT-RTX engine: {rtx_out} ({human_bytes(len(rtx_plan))}) + {rtx_out}.json", flush=True)
+        print(f"      {CrossCheckResult(**plan.info['cross_check']).summary()}", flush=True)
     del plan
 
-    engine = load_engine(out)
-    print(f"[3/4] loaded {out} on {engine.backend} (sidecar and sha256 checked) [{clock.lap()}]", flush=True)
+    if is_rtx(trt) and not can_run_here(trt)[0]:
+        why = can_run_here(trt)[1]
+        print(f"[3/4] {out} cannot run here ({why}): the NUMBERS BELOW COME FROM THE REFERENCE BACKEND's build of the "
+              f"same network (cross-checked above) [{clock.lap()}]", flush=True)
+        trt = load_trt("reference")
+        engine = None
+    else:
+        engine = load_engine(out)
+        print(f"[3/4] loaded {out} on {engine.backend} (sidecar and sha256 checked) [{clock.lap()}]", flush=True)
 
     module = load_weights_into(registry.get_torch_model(spec.name, seed=args.seed, small=args.small), wm)
-    report = check_model_parity(spec.name, trt, engine=engine, precision=precision, small=args.small,
-                                seed=args.seed, module=module)
+    report = check_model_parity(spec.name, trt, engine=engine, weights=None if engine is not None else wm,
+                                precision=precision, small=args.small, seed=args.seed, module=module)
     report.meta["engine"] = str(out)
+    if engine is None:
+        report.meta["backend"] = "reference (standing in for the TensorRT-RTX engine, which was built but not run)"
     if args.layerwise:  # a saved engine has only the model outputs: layers come from an in-memory build
         layer_report = check_model_parity(spec.name, trt, weights=wm, precision=precision, small=args.small,
                                           seed=args.seed, module=module, layerwise=True)

@@ -5,6 +5,7 @@
     trtbuild parity resnet50 --small --precision fp16 --layerwise      # per-layer errors, first jump
     trtbuild parity resnet18 --small --range=-3,3 --distribution normal --seed 1
     trtbuild parity resnet18 --small --against onnxruntime
+    trtbuild parity resnet18 --small --backend tensorrt-rtx   # no RTX GPU: real engine built, numbers from the reference
 
 An element fails only if |actual - expected| > atol AND > rtol * |expected|. Default tolerances
 depend on the precision; the default atol is relative to each tensor's largest |expected|, an
@@ -13,13 +14,17 @@ explicit --atol is absolute. Exit code 0 if every output passes, 1 otherwise.
 A range starting with a negative number is written with "=" (--range=-1,1), since argparse
 reads a separate "-1,1" as an option. With --engine, --precision and --batch default to the
 engine's; given explicitly they must match it (and the model and --small must match its sidecar).
+
+With --backend tensorrt-rtx on a machine whose GPU (if any) cannot run TensorRT-RTX engines, the
+real engine is still built (and cross-checked against the reference), but the numbers come from
+the reference backend's build of the same network: the first line and the report say so.
 """
 
 from __future__ import annotations
 
 import argparse
 
-from .build import add_model_command, backend_and_model, parse_range
+from .build import add_model_command, add_rtx_options, backend_and_model, check_target_option, parse_range
 
 DEFAULT_DISTRIBUTION = "uniform"
 DEFAULT_SCALE = 1e4
@@ -80,6 +85,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--png", default=None, metavar="PATH", help="write error histograms as PNG (needs matplotlib)")
     p.add_argument("--against", choices=("pytorch", "onnxruntime"), default="pytorch",
                    help="pytorch (default) or onnxruntime (layerwise, reference backend vs the ONNX export)")
+    add_rtx_options(p)
     p.set_defaults(func=run)
     return p
 
@@ -156,11 +162,48 @@ def run(args) -> int:
     if args.scale is not None and args.distribution != "large":
         raise ValueError("--scale only applies with --distribution large")
     trt, spec = backend_and_model(args)
+    targets = check_target_option(trt, args.target)
+    trt, stand_in = _rtx_stand_in(args, trt, spec, targets)
     report = check_model_parity(spec.name, trt, weights=args.weights, engine=args.engine, precision=args.precision,
                                 small=args.small, seed=args.seed, value_range=args.range,
                                 distribution=args.distribution or DEFAULT_DISTRIBUTION,
                                 large_scale=DEFAULT_SCALE if args.scale is None else args.scale, batch=args.batch,
-                                atol=args.atol, rtol=args.rtol, layerwise=args.layerwise)
+                                atol=args.atol, rtol=args.rtol, layerwise=args.layerwise,
+                                targets=None if stand_in else targets, cross_check=args.cross_check and not stand_in)
+    if stand_in:
+        report.meta.update(stand_in)
     print(report.to_table())
     write_outputs(report, args)
     return 0 if report.passed else 1
+
+
+def _rtx_stand_in(args, trt, spec, targets):
+    """(trt to take the numbers from, meta to add to the report).
+
+    On TensorRT-RTX where no GPU can run its engines: build the real engine in memory (cross-checked
+    against the reference build of the same network), say so, and take the numbers from the
+    reference backend. Elsewhere: (trt, None)."""
+    from trtbuild.backend import is_rtx, load_trt
+    from trtbuild.engine import build_model, ensure_weights
+    from trtbuild.engine.cross_check import CrossCheckResult
+    from trtbuild.engine.rtx import can_run_here, target_list
+
+    if not is_rtx(trt):
+        return trt, None
+    runs, why = can_run_here(trt, targets)
+    if runs:
+        return trt, None
+    if args.engine is not None:
+        raise ValueError(f"--engine {args.engine}: TensorRT-RTX engines cannot run here ({why}); build and check one "
+                         "in memory by leaving out --engine, or run this on a GPU among its targets")
+    weights = args.weights or ensure_weights(spec.name, None, 0, args.small)[0]
+    plan = build_model(spec, weights, trt, args.precision or "fp32", small=args.small, progress=False,
+                       targets=targets, cross_check=True)
+    check = CrossCheckResult(**plan.info["cross_check"])
+    where = target_list(plan.info["targets"])
+    print(f"parity: {why}, so TensorRT-RTX engines cannot run here; the real engine was built for {where} and the "
+          f"NUMBERS BELOW COME FROM THE REFERENCE BACKEND's build of the same network", flush=True)
+    print(check.summary(), flush=True)
+    return load_trt("reference"), {
+        "backend": f"reference (standing in: the TensorRT-RTX {trt.__version__} engine for {where} was built, not run)",
+        "cross_check": plan.info["cross_check"]}

@@ -38,7 +38,8 @@ PRECISIONS = {"fp32": "FLOAT", "fp16": "HALF", "bf16": "BF16"}
 class Plan(bytes):
     """Serialized engine bytes with `.info`, a JSON-able description of the build
     (precision, inputs, outputs, profile, extra outputs) that becomes part of the sidecar.
-    build_plan returns a Plan, or the reference's IHostMemory (also bytes) with `.info` set."""
+    build_plan returns a Plan, or the reference's IHostMemory (also bytes) with `.info` set.
+    After a cross-check of another backend, `.rtx_plan` is the TensorRT-RTX engine (a Plan too)."""
 
     info: dict
 
@@ -355,4 +356,8 @@ def build_plan(trt: ModuleType, define, *, weights=None, input_name: str | None 
         **({"targets": built["targets"]} if "targets" in built else {}),
         **({"cross_check": result.to_dict()} if result is not None else {}),
     }
+    if result is not None and result.rtx_plan is not plan:  # keep the TensorRT-RTX engine, described alike
+        rtx_info = result.rtx_plan.info
+        result.rtx_plan.info = {**plan.info, **{k: rtx_info[k] for k in ("inputs", "outputs", "build_phases", "targets")}}
+        plan.rtx_plan = result.rtx_plan
     return plan

@@ -35,6 +35,8 @@ class CrossCheckResult:
     rtx_build_seconds: float
     rtx_engine_bytes: int
     notes: list[str] = field(default_factory=list)
+    #: the TensorRT-RTX plan itself (not part of to_dict); build_plan completes its `.info`
+    rtx_plan: object = field(default=None, repr=False, compare=False)
 
     def summary(self) -> str:
         return (f"built and cross-checked by TensorRT-RTX {self.rtx_version} for {target_list(self.targets)}: "
@@ -169,7 +171,7 @@ def cross_check_build(trt: ModuleType, on, serialize: dict):
     result = CrossCheckResult(
         rtx_version=str(rtx.__version__), targets=list(rtx_plan.info.get("targets", [])),
         outputs=rtx_plan.info["outputs"], tensors_compared=compared, rtx_build_seconds=rtx_seconds,
-        rtx_engine_bytes=len(rtx_plan))
+        rtx_engine_bytes=len(rtx_plan), rtx_plan=rtx_plan)
     if is_reference(trt):
         return ref_plan, ref_defined, result
     if is_rtx(trt):

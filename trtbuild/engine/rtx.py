@@ -81,3 +81,18 @@ def set_targets(trt: ModuleType, config, targets: Iterable[str] | None = None) -
 def target_list(targets: Iterable[str]) -> str:
     """("8.6", "12.0") -> "sm86,sm120" (how the CLI and reports print them)."""
     return ",".join(t if t == "current" else "sm" + t.replace(".", "") for t in targets)
+
+
+def can_run_here(trt: ModuleType, targets: Iterable[str] | None = None) -> tuple[bool, str]:
+    """(True, "") if this machine has a GPU that TensorRT-RTX engines built for `targets` run on,
+    else (False, the reason in a few words)."""
+    from .device import CPU, device_info
+
+    here = device_info(trt)
+    if here["compute_capability"] == CPU:
+        return False, "no CUDA GPU is visible"
+    wanted = parse_targets(targets if targets is None or isinstance(targets, str) else tuple(targets))
+    if "current" in wanted or here["compute_capability"] in wanted:
+        return True, ""
+    return False, (f"this GPU ({here['gpu']}, compute capability {here['compute_capability']}) is not one of the "
+                   f"targets {target_list(wanted)}")

@@ -188,7 +188,8 @@ def check_model_parity(model: str, trt, *, weights=None, engine=None, precision:
                        small: bool = False, seed: int = 0, weights_seed: int = 0, value_range=None,
                        distribution: str = "uniform", large_scale: float = 1e4, batch: int | None = None,
                        atol: float | None = None, rtol: float | None = None, layerwise: bool = False,
-                       progress: bool | None = False, module: torch.nn.Module | None = None) -> Report:
+                       progress: bool | None = False, module: torch.nn.Module | None = None,
+                       targets=None, cross_check: bool = False) -> Report:
     """Parity of a registry model: engine (a path, an Engine, or built in memory) vs PyTorch.
 
     weights: path or WeightMap used for the engine build and loaded into the PyTorch model
@@ -197,7 +198,7 @@ def check_model_parity(model: str, trt, *, weights=None, engine=None, precision:
     precision / batch: None means "not requested": fp32 / batch 1 for an engine built in memory,
     the engine's own for a given engine. A given engine whose sidecar names another model, small
     variant or precision than requested, or whose batch cannot be the requested one, raises
-    ValueError naming both.
+    ValueError naming both. targets / cross_check: as in build_plan, for an engine built in memory.
     """
     from trtbuild.engine import Engine, build_model, get_spec, load_engine
     from trtbuild.models import registry
@@ -234,16 +235,17 @@ def check_model_parity(model: str, trt, *, weights=None, engine=None, precision:
             wm = WeightMap.from_module(module)
         plan = build_model(spec, wm, trt, precision, small=small, progress=progress,
                            batch=(1, build_batch, build_batch) if build_batch > 1 else None,
-                           extra_outputs=list(layer_map))
+                           extra_outputs=list(layer_map), targets=targets, cross_check=cross_check)
         output_of = plan.info["extra_outputs"]
         order = list(output_of)
         engine = Engine(plan, trt, sidecar=plan.info, name=f"{spec.name} ({precision}, in memory)")
     shapes = engine_input_shapes(engine, batch, source)
     value_range = tuple(value_range) if value_range is not None else tuple(spec.value_range)
     inputs = make_inputs(shapes, seed, value_range, distribution, large_scale)
+    cross = (engine.sidecar or {}).get("cross_check")
     meta = {"model": spec.name + (" (small)" if small else ""), "backend": engine.backend, "precision": precision,
             "batch": shapes[engine.input_names[0]][0], "seed": seed,
             "inputs": describe_inputs(distribution, value_range, large_scale), "against": "pytorch",
-            "engine": source}
+            "engine": source, **({"cross_check": cross} if cross else {})}
     return check_parity(engine, module, inputs, output_names=list(spec.output_names), atol=atol, rtol=rtol,
                         layer_map=layer_map, layer_order=order, output_of=output_of, meta=meta)
