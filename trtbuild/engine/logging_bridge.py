@@ -71,10 +71,27 @@ def _logger_class(trt: ModuleType) -> type:
     return CapturingLogger
 
 
+_shared: dict[int, object] = {}
+
+
 def make_logger(trt: ModuleType, name: str = LOGGER_NAME, min_severity=None):
     """A logger for trt.Builder / trt.Runtime that forwards to Python logging and captures errors.
 
     Warnings and errors are always kept in `.messages` (errors also in `.errors`). A message is
     forwarded to the Python logger `name` if that logger is enabled for its level and, when
-    `min_severity` (a trt.ILogger.Severity) is given, it is at least that severe."""
-    return _logger_class(trt)(name, min_severity)
+    `min_severity` (a trt.ILogger.Severity) is given, it is at least that severe.
+
+    Real TensorRT (and TensorRT-RTX) keep the first logger given to a builder or runtime while any
+    of them lives, and ignore later ones with a warning, so a second logger would never see the
+    errors of its own build. For those modules this returns one shared logger per module, with
+    `name` and `min_severity` set to this call's; callers clear() it before each operation. The
+    reference honours every logger, so there each call gets a new one."""
+    if getattr(trt, "__name__", "") == "trtbuild.reference":
+        return _logger_class(trt)(name, min_severity)
+    logger = _shared.get(id(trt))
+    if logger is None:
+        logger = _shared[id(trt)] = _logger_class(trt)(name, min_severity)
+    else:
+        logger.py_logger = logging.getLogger(name)
+        logger._min_severity = None if min_severity is None else int(min_severity)
+    return logger
