@@ -6,8 +6,12 @@ randomized), its state dict as a WeightMap, the network built layer by layer wit
 builder, run once in fp32 and once in fp16 (input declared HALF, so all layers and weights are
 fp16) on one uniform random input in the spec's value_range. Errors are against the fp32
 PyTorch output: max abs err, max abs err / max|ref| ("rel"), and 1 - cosine similarity (float64,
-shown as 0 when rounding makes it negative). One row per network output. TensorRT is not
-available here, so its column says "not measured".
+shown as 0 when rounding makes it negative). One row per network output.
+
+The last column is NVIDIA's TensorRT-RTX building the same network (same builder code, same
+weights) into a real engine for its portable targets sm86, sm89 and sm120, with no GPU: engine
+size and build time in fp32 / fp16, measured in the same run ("not installed" without
+tensorrt_rtx). Those engines are built, not run: nothing here can run them.
 
 Example::
 
@@ -27,6 +31,8 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from trtbuild.backend import BackendError, load_trt  # noqa: E402
+from trtbuild.engine import build_plan  # noqa: E402
 from trtbuild.models import registry  # noqa: E402
 from trtbuild.engine.quick import run_spec  # noqa: E402
 from trtbuild.weights import WeightMap  # noqa: E402
@@ -60,22 +66,38 @@ def measure(name: str, small: bool, seed: int) -> list[dict]:
             rows[o][precision] = stats(out[o].float(), ref)
             rows[o][f"{precision}_s"] = seconds
             rows[o]["finite_" + precision] = bool(torch.isfinite(out[o]).all())
+    rtx_cells = [rtx_build(spec, wm, small, precision) for precision in ("fp32", "fp16")]
     unused = [k for k in wm.unused() if not k.endswith("num_batches_tracked")]
     for r in rows.values():
         r["layers"] = info["num_layers"]
         r["unused"] = len(unused)
+        r["rtx"] = " / ".join(rtx_cells)
     return list(rows.values())
+
+
+def rtx_build(spec, wm, small: bool, precision: str) -> str:
+    """"<MiB> MiB, <s> s" of a TensorRT-RTX build for sm86/89/120, or why there is none."""
+    try:
+        rtx = load_trt("tensorrt-rtx")
+    except BackendError:
+        return "not installed"
+    t0 = time.perf_counter()
+    try:
+        plan = build_plan(rtx, spec, weights=wm, precision=precision, small=small, progress=False)
+    except Exception as e:  # report, don't hide: the table shows the failure
+        return f"FAILED ({type(e).__name__})"
+    return f"{len(plan) / 2**20:.1f} MiB, {time.perf_counter() - t0:.1f} s"
 
 
 def table(rows: list[dict]) -> str:
     head = ("| model | output | shape | layers | max\\|ref\\| | fp32 max abs | fp32 rel | fp32 1-cosine "
-            "| fp16 max abs | fp16 rel | fp16 1-cosine | TensorRT |")
+            "| fp16 max abs | fp16 rel | fp16 1-cosine | TensorRT-RTX build (sm86/89/120) fp32 / fp16 |")
     lines = [head, "|" + "|".join(["---"] * 12) + "|"]
     for r in rows:
         f32, f16 = r["fp32"], r["fp16"]
         lines.append(f"| {r['model']} | {r['output']} | {'x'.join(map(str, r['shape']))} | {r['layers']} | "
                      f"{r['max_ref']:.3g} | {f32[0]:.2e} | {f32[1]:.2e} | {max(0.0, 1 - f32[2]):.1e} | "
-                     f"{f16[0]:.2e} | {f16[1]:.2e} | {max(0.0, 1 - f16[2]):.1e} | not measured |")
+                     f"{f16[0]:.2e} | {f16[1]:.2e} | {max(0.0, 1 - f16[2]):.1e} | {r['rtx']} |")
     return "\n".join(lines)
 
 
