@@ -1,5 +1,7 @@
 """RedNet network builder: ResNet-style bottlenecks whose 3x3 conv is an involution, run by the
-"Involution" IPluginV3 plugin (trtbuild::Involution v1).
+"Involution" IPluginV3 plugin (trtbuild::Involution v1) or composed of native layers
+(``involution_impl``: "auto" = the plugin where it is available, composed otherwise, e.g. on
+TensorRT-RTX, which has no plugins; see :func:`trtbuild.layers.involution.involution`).
 
 Reads the state-dict names of :mod:`trtbuild.models.pytorch.rednet` from a WeightMap. Block counts,
 widths, involution group counts and classes come from the weights (shaped or flat .wts storage);
@@ -10,7 +12,8 @@ BN after each involution is a scale layer (an involution's per-pixel kernels kee
 Layer / tensor names (``I`` = an involution module prefix: ``stem.1`` or ``layerL.B.conv2``)::
 
     stem.0.conv (conv+bn)  stem.0 (ReLU)
-    I.avgpool (stride > 1)  I.conv1.conv (reduce conv+bn)  I.conv1 (ReLU)  I.conv2 (span conv)  I (plugin)
+    I.avgpool (stride > 1)  I.conv1.conv (reduce conv+bn)  I.conv1 (ReLU)  I.conv2 (span conv)
+    I (plugin; or, composed, layers I/... whose last one is I)
     stem.2 (BN, layer stem.2/scale)  stem.3 (ReLU)  stem.4.conv  stem.4  maxpool
     layerL.B.conv1 (conv1+bn1)  layerL.B.conv1/relu  layerL.B.conv2.* (involution)  layerL.B.bn2
     layerL.B.bn2/relu  layerL.B.conv3 (conv3+bn3)  layerL.B.downsample  layerL.B.add  layerL.B (ReLU)
@@ -25,12 +28,12 @@ from __future__ import annotations
 import re
 
 
-from trtbuild.backend import trt_of
+from trtbuild.backend import is_rtx, product_name, trt_of
 from trtbuild.layers.basic import (add, conv_bn, conv_bn_relu, global_avg_pool, linear, max_pool,
                                    read_linear, relu)
 from trtbuild.layers.batchnorm import batchnorm
 from trtbuild.layers.common import BuilderError
-from trtbuild.layers.involution import involution_block, load_plugin_library
+from trtbuild.layers.involution import IMPLS, involution_block, load_plugin_library, resolve_impl
 from trtbuild.models import pytorch as tm
 from trtbuild.models.pytorch import rednet as trn
 
@@ -52,10 +55,10 @@ def _bn(network, x, wm, prefix: str, name: str):
     return batchnorm(network, x, *p, BN_EPS, name)
 
 
-def involution_module(network, x, wm, prefix: str, kernel_size: int, stride: int = 1):
-    """The involution module ``prefix`` with the plugin; layers named after the torch submodules
-    (see :func:`trtbuild.layers.involution.involution_block`)."""
-    return involution_block(network, x, wm, prefix, prefix, kernel_size, stride, bn_eps=BN_EPS)
+def involution_module(network, x, wm, prefix: str, kernel_size: int, stride: int = 1, impl: str = "auto"):
+    """The involution module ``prefix`` (plugin or composed, ``impl``); layers named after the torch
+    submodules (see :func:`trtbuild.layers.involution.involution_block`)."""
+    return involution_block(network, x, wm, prefix, prefix, kernel_size, stride, bn_eps=BN_EPS, impl=impl)
 
 
 def _block_counts(wm) -> list[int]:
@@ -69,7 +72,7 @@ def _block_counts(wm) -> list[int]:
     return counts
 
 
-def _bottleneck(network, x, wm, p: str, stride: int):
+def _bottleneck(network, x, wm, p: str, stride: int, impl: str):
     """One RedNet bottleneck; returns the post-ReLU output named ``p``."""
     identity = x
     if wm.has(f"{p}.downsample.0.weight"):
@@ -78,24 +81,35 @@ def _bottleneck(network, x, wm, p: str, stride: int):
     elif stride != 1:
         raise BuilderError(f"rednet: block {p} has stride {stride} but no downsample weights")
     y = conv_bn_relu(network, x, wm, f"{p}.conv1", f"{p}.bn1", f"{p}.conv1", kernel=1, eps=BN_EPS)
-    y = involution_module(network, y, wm, f"{p}.conv2", trn.BLOCK_KERNEL, stride)
+    y = involution_module(network, y, wm, f"{p}.conv2", trn.BLOCK_KERNEL, stride, impl)
     y = relu(network, _bn(network, y, wm, f"{p}.bn2", f"{p}.bn2"), f"{p}.bn2/relu")
     y = conv_bn(network, y, wm, f"{p}.conv3", f"{p}.bn3", f"{p}.conv3", kernel=1, eps=BN_EPS)
     return relu(network, add(network, y, identity, f"{p}.add"), p)
 
 
-def build_rednet(network, wm, x) -> dict:
+def build_rednet(network, wm, x, involution_impl: str = "auto") -> dict:
     """Add a RedNet (:mod:`trtbuild.models.pytorch.rednet`, any depth) read from ``wm``.
 
-    Loads the Involution plugin first (:func:`load_plugin_library`: the reference twin, or the
-    compiled library on real TensorRT). Input H and W must be multiples of 32. Returns
-    ``{"logits": ITensor}`` (not marked as an output).
+    involution_impl: "auto" | "plugin" | "composed", decided once for the whole network
+    (:func:`trtbuild.layers.involution.resolve_impl`; "auto" tries the default plugin library on real
+    TensorRT and is composed on TensorRT-RTX or where no library loads). With the plugin, loads it
+    first (:func:`load_plugin_library`: the reference twin, or the compiled library on real TensorRT)
+    and needs FLOAT or HALF; composed also runs in BF16. "plugin" on TensorRT-RTX raises BuilderError
+    before any layer is added. Input H and W must be multiples of 32. Returns ``{"logits": ITensor}``
+    (not marked as an output).
     """
     trt = trt_of(network)
-    load_plugin_library(trt)
-    if x.dtype not in (trt.DataType.FLOAT, trt.DataType.HALF):
-        raise BuilderError(f"rednet: input '{x.name}' is {x.dtype}; the Involution plugin runs in FLOAT or HALF only "
-                           "(use fp32 or fp16)")
+    if involution_impl not in IMPLS:
+        raise BuilderError(f"rednet: involution_impl={involution_impl!r} is not one of {', '.join(map(repr, IMPLS))}")
+    if involution_impl == "plugin" and is_rtx(trt):
+        raise BuilderError(f"rednet: {product_name(trt)} supports no plugins, so involution_impl='plugin' cannot be "
+                           "built; use involution_impl='composed' (or 'auto')")
+    impl = resolve_impl(trt, involution_impl, "rednet", load=True)
+    if impl == "plugin":
+        load_plugin_library(trt)
+        if x.dtype not in (trt.DataType.FLOAT, trt.DataType.HALF):
+            raise BuilderError(f"rednet: input '{x.name}' is {x.dtype}; the Involution plugin runs in FLOAT or HALF "
+                               "only (use fp32 or fp16, or involution_impl='composed')")
     h, w = (int(d) for d in x.shape[2:])
     if h % 32 or w % 32:
         raise BuilderError(f"rednet: input '{x.name}' {tuple(int(d) for d in x.shape)} needs H and W divisible by 32 "
@@ -103,14 +117,14 @@ def build_rednet(network, wm, x) -> dict:
     counts = _block_counts(wm)
     y = conv_bn_relu(network, x, wm, "stem.0.conv", "stem.0.bn", "stem.0.conv", relu_name="stem.0", stride=2,
                      padding=1, kernel=3, eps=BN_EPS)
-    y = involution_module(network, y, wm, "stem.1", trn.STEM_KERNEL)
+    y = involution_module(network, y, wm, "stem.1", trn.STEM_KERNEL, impl=impl)
     y = relu(network, _bn(network, y, wm, "stem.2", "stem.2"), "stem.3")
     y = conv_bn_relu(network, y, wm, "stem.4.conv", "stem.4.bn", "stem.4.conv", relu_name="stem.4", padding=1,
                      kernel=3, eps=BN_EPS)
     y = max_pool(network, y, 3, 2, 1, "maxpool")
     for stage, n in enumerate(counts, start=1):
         for b in range(n):
-            y = _bottleneck(network, y, wm, f"layer{stage}.{b}", 2 if stage > 1 and b == 0 else 1)
+            y = _bottleneck(network, y, wm, f"layer{stage}.{b}", 2 if stage > 1 and b == 0 else 1, impl)
     y = global_avg_pool(network, y, "avgpool")
     logits = linear(network, y, *read_linear(wm, "fc"), "fc")
     logits.name = OUTPUT
@@ -164,13 +178,14 @@ def _input_shape(small: bool = False) -> tuple:
 
 register(ModelSpec(
     name="rednet",
-    description="RedNet-26 (involution bottlenecks, official RedNet layout) with the Involution plugin",
+    description="RedNet-26 (involution bottlenecks, official RedNet layout) with the Involution plugin or composed",
     torch_factory=_factory,
     build_network=build_rednet,
     input_shape=_input_shape,
     output_names=[OUTPUT],
     layer_map=rednet_layer_map(REDNET26_BLOCKS),
     uses_plugins=True,
+    options={"involution_impl": IMPLS},
     notes=f"full: 1x3x{FULL_SIZE}x{FULL_SIZE}, stem 64, widths 64..512, group_channels 16, 1000 classes; "
           f"small: 1x3x{SMALL_SIZE}x{SMALL_SIZE}, stem 16, widths 8..64, group_channels 4, 10 classes. "
           "BN running statistics are measured on uniform inputs (random ones make involution nets blow up); "

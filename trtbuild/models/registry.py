@@ -16,6 +16,8 @@ the registry is read (``MODELS``, :func:`get`, :func:`names`), so importing this
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import importlib
 import importlib.util
 from dataclasses import dataclass, field
@@ -51,8 +53,11 @@ class ModelSpec:
         value_range: range of the uniform random inputs used for parity checks.
         layer_map: network tensor name -> torch module name whose forward output equals it (each
             such module runs exactly once per forward), for layerwise parity.
-        uses_plugins: True if the network needs a TensorRT plugin.
+        uses_plugins: True if the network needs a TensorRT plugin (with its default options).
         notes: free text (e.g. what ``small`` changes).
+        options: keyword options ``build_network`` accepts, ``{name: allowed values}`` (the first is
+            the default), e.g. rednet's ``{"involution_impl": ("auto", "plugin", "composed")}``.
+        chosen: the options bound by :meth:`with_options` (empty for a registered spec).
     """
 
     name: str
@@ -66,6 +71,23 @@ class ModelSpec:
     layer_map: dict = field(default_factory=dict)
     uses_plugins: bool = False
     notes: str = ""
+    options: dict = field(default_factory=dict)
+    chosen: dict = field(default_factory=dict)
+
+    def with_options(self, **options) -> "ModelSpec":
+        """A copy whose ``build_network`` is called with ``options`` (checked against :attr:`options`;
+        ValueError names the model, the option and the allowed values). No options: ``self``."""
+        if not options:
+            return self
+        for key, value in options.items():
+            if key not in self.options:
+                known = ", ".join(self.options) or "none"
+                raise ValueError(f"model '{self.name}' has no build option '{key}' (its options: {known})")
+            if value not in self.options[key]:
+                raise ValueError(f"model '{self.name}': {key}={value!r} is not one of "
+                                 f"{', '.join(map(repr, self.options[key]))}")
+        return dataclasses.replace(self, build_network=functools.partial(self.build_network, **options),
+                                   chosen={**self.chosen, **options})
 
 
 class _Registry(dict):

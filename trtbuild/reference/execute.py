@@ -280,6 +280,13 @@ def _shuffle(p, x):
 
 def _slice(p, x, fill=None):
     mode = SampleMode(p["mode"])
+    if mode == SampleMode.STRICT_BOUNDS and all(a >= 0 and s > 0 for a, s in zip(p["start"], p["stride"])):
+        # in bounds with positive strides: a strided view (no copy; CAST/IDENTITY alias too), not an
+        # index_select copy per dim
+        view = x[tuple(slice(a, a + (n - 1) * s + 1, s) if n > 0 else slice(0, 0)
+                       for a, n, s in zip(p["start"], p["shape"], p["stride"]))]
+        if tuple(view.shape) == tuple(p["shape"]):  # else: out of bounds, index_select below raises
+            return view
     out = x
     for d, (a, n, s) in enumerate(zip(p["start"], p["shape"], p["stride"])):
         size = out.shape[d]
