@@ -289,14 +289,18 @@ def test_input_size_not_divisible_by_32_is_refused(small):
         run_network(define, {"input": torch.zeros(1, 3, 48, 48)})
 
 
-def test_bf16_input_is_refused_with_the_reason(small):
+def test_bf16_input_is_refused_by_the_plugin_and_composed_by_auto(small):
     spec, model, _ = small
     wm = WeightMap.from_module(model)
     network = trt.Builder(trt.Logger()).create_network(STRONGLY_TYPED)
     x = network.add_input("input", trt.DataType.BF16, trt.Dims((1, 3, 64, 64)))
-    with pytest.raises(BuilderError, match="FLOAT or HALF"):
-        spec.build_network(network, wm, x)
+    with pytest.raises(BuilderError, match=r"input 'input' is BF16; the Involution plugin runs in FLOAT or HALF"):
+        spec.with_options(involution_impl="plugin").build_network(network, wm, x)
     assert network.num_layers == 0
+    out = spec.build_network(network, wm, x)["logits"]  # auto: the plugin cannot take BF16, so composed
+    assert out.dtype == trt.DataType.BF16
+    kinds = {type(network.get_layer(i)).__name__ for i in range(network.num_layers)}
+    assert "IPluginV3Layer" not in kinds and "ISliceLayer" in kinds
 
 
 def test_cli_builds_and_checks_the_small_rednet(tmp_path, capsys, monkeypatch):

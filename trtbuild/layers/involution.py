@@ -200,7 +200,8 @@ def involution_plugin(network, x, w, kernel_size: int, stride: int, padding: int
     g = _check_int(groups, 1, "groups", name)
     _check_shapes(x, w, k, s, p, d, g, name)
     if x.dtype != w.dtype or x.dtype not in (trt.DataType.FLOAT, trt.DataType.HALF):
-        raise BuilderError(f"layer '{name}': '{x.name}' ({x.dtype}) and '{w.name}' ({w.dtype}) must have one type "
+        raise BuilderError(f"layer '{name}': '{x.name}' ({getattr(x.dtype, 'name', x.dtype)}) and '{w.name}' "
+                           f"({getattr(w.dtype, 'name', w.dtype)}) must have one type "
                            "(FLOAT or HALF) for the plugin; impl='composed' also takes BF16")
     if is_reference(trt):
         load_plugin_library(trt)
@@ -288,7 +289,8 @@ def involution_composed(network, x, w, kernel_size: int, stride: int, padding: i
     trt = trt_of(network)
     floats = (trt.DataType.FLOAT, trt.DataType.HALF, trt.DataType.BF16)
     if x.dtype not in floats or w.dtype != x.dtype:
-        raise BuilderError(f"layer '{name}': '{x.name}' ({x.dtype}) and '{w.name}' ({w.dtype}) must have one type "
+        raise BuilderError(f"layer '{name}': '{x.name}' ({getattr(x.dtype, 'name', x.dtype)}) and '{w.name}' "
+                           f"({getattr(w.dtype, 'name', w.dtype)}) must have one type "
                            "(FLOAT, HALF or BF16)")
     n, c, h, wd = (int(v) for v in x.shape)
     if min(c, h, wd) < 0:

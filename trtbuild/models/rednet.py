@@ -105,10 +105,12 @@ def build_rednet(network, wm, x, involution_impl: str = "auto") -> dict:
         raise BuilderError(f"rednet: {product_name(trt)} supports no plugins, so involution_impl='plugin' cannot be "
                            "built; use involution_impl='composed' (or 'auto')")
     impl = resolve_impl(trt, involution_impl, "rednet", load=True)
+    if impl == "plugin" and involution_impl == "auto" and x.dtype not in (trt.DataType.FLOAT, trt.DataType.HALF):
+        impl = "composed"  # the plugin runs in FLOAT/HALF only; auto takes the composition for BF16
     if impl == "plugin":
         load_plugin_library(trt)
         if x.dtype not in (trt.DataType.FLOAT, trt.DataType.HALF):
-            raise BuilderError(f"rednet: input '{x.name}' is {x.dtype}; the Involution plugin runs in FLOAT or HALF "
+            raise BuilderError(f"rednet: input '{x.name}' is {getattr(x.dtype, 'name', x.dtype)}; the Involution plugin runs in FLOAT or HALF "
                                "only (use fp32 or fp16, or involution_impl='composed')")
     h, w = (int(d) for d in x.shape[2:])
     if h % 32 or w % 32:
