@@ -247,3 +247,26 @@ def test_range_parses_with_equals_and_argparse_is_left_alone(capsys):
     with pytest.raises(SystemExit):
         make_parser().parse_args(["parity", "alexnet", "--range=2,1"])
     assert "argument --range: --range '2,1': LO must be smaller than HI" in capsys.readouterr().err
+
+
+def test_build_option_reaches_the_model_and_the_sidecar(cwd, capsys):
+    code, _, err = _run(capsys, ["build", "rednet", "--small", "--option", "involution_impl=composed", "--no-progress",
+                                 *REF])
+    assert code == 0, err
+    side = json.loads((cwd / "engines" / "rednet-small-fp32.engine.json").read_text())
+    assert side["options"] == {"involution_impl": "composed"}
+    from trtbuild.reference.plan import deserialize_plan
+
+    header, _ = deserialize_plan((cwd / "engines" / "rednet-small-fp32.engine").read_bytes())
+    kinds = {layer["type"] for layer in header["layers"]}
+    assert "SLICE" in kinds and not any("PLUGIN" in k for k in kinds), kinds
+
+
+@pytest.mark.parametrize("option, message", [
+    ("involution_impl=fast", "involution_impl='fast' is not one of 'auto', 'plugin', 'composed'"),
+    ("colour=red", "model 'rednet' has no build option 'colour' (its options: involution_impl)"),
+    ("nothing", "--option 'nothing': expected KEY=VALUE"),
+])
+def test_bad_build_options_are_one_sentence(cwd, capsys, option, message):
+    code, _, err = _run(capsys, ["build", "rednet", "--small", "--option", option, *REF])
+    assert code != 0 and message in err and not (cwd / "engines").exists()

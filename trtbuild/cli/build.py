@@ -66,7 +66,20 @@ def add_common_model_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--small", action="store_true", help="the small variant of the model (fast tests)")
     p.add_argument("--precision", choices=("fp32", "fp16", "bf16"), default=None,
                    help="type the network computes in (default fp32); set by the input type, never by builder flags")
+    p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
+                   help="a build option of the model (see `trtbuild models`), e.g. --option involution_impl=composed")
     add_backend_option(p)
+
+
+def parse_options(items) -> dict:
+    """["key=value", ...] -> {key: value}; ValueError naming a malformed item."""
+    options = {}
+    for item in items or ():
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip() or not value.strip():
+            raise ValueError(f"--option {item!r}: expected KEY=VALUE, e.g. involution_impl=composed")
+        options[key.strip()] = value.strip()
+    return options
 
 
 def add_rtx_options(p: argparse.ArgumentParser) -> None:
@@ -108,7 +121,7 @@ def backend_and_model(args):
 
     trt, line = select_backend(args.backend)
     print(line, flush=True)
-    return trt, get_spec(args.model)
+    return trt, get_spec(args.model).with_options(**parse_options(getattr(args, "option", None)))
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -144,7 +157,7 @@ def run(args) -> int:
     out = args.out or default_engine_path(spec.name, precision, args.small)
     start = time.perf_counter()
     path, sidecar = build_and_save(
-        spec.name, weights, out, trt, precision, small=args.small, batch=batch,
+        spec, weights, out, trt, precision, small=args.small, batch=batch,
         workspace=args.workspace * MIB if args.workspace is not None else None, timing_cache=args.timing_cache,
         progress=False if args.no_progress else None, fp32_io=not args.native_io, tf32=args.tf32,
         targets=targets, cross_check=args.cross_check)

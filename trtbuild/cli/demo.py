@@ -104,7 +104,7 @@ def run(args) -> int:
         print(f"[3/4] loaded {out} on {engine.backend} (sidecar and sha256 checked) [{clock.lap()}]", flush=True)
 
     module = load_weights_into(registry.get_torch_model(spec.name, seed=args.seed, small=args.small), wm)
-    report = check_model_parity(spec.name, trt, engine=engine, weights=None if engine is not None else wm,
+    report = check_model_parity(spec, trt, engine=engine, weights=None if engine is not None else wm,
                                 precision=precision, small=args.small, seed=args.seed, module=module)
     report.meta["engine"] = str(out)
     if engine is None:

@@ -21,13 +21,14 @@ def models_table(verbose_notes: bool = False) -> str:
     """The registry as aligned text: name, input (full / small), outputs, layerwise layers, plugins."""
     from trtbuild.models import registry as reg
 
-    header = ["model", "input (full)", "input (--small)", "outputs", "layers", "plugins", "description"]
+    header = ["model", "input (full)", "input (--small)", "outputs", "layers", "plugins", "options (--option)",
+              "description"]
     rows = []
     for name in reg.names():
         spec = reg.get(name)
         rows.append([name, "x".join(map(str, spec.input_shape(False))), "x".join(map(str, spec.input_shape(True))),
                      ",".join(spec.output_names), str(len(spec.layer_map)), "yes" if spec.uses_plugins else "no",
-                     spec.description])
+                     " ".join(f"{k}={'|'.join(v)}" for k, v in spec.options.items()) or "-", spec.description])
     widths = [max(len(r[i]) for r in [header] + rows) for i in range(len(header))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in [header, ["-" * w for w in widths]] + rows]
     if verbose_notes:

@@ -164,7 +164,7 @@ def run(args) -> int:
     trt, spec = backend_and_model(args)
     targets = check_target_option(trt, args.target)
     trt, stand_in = _rtx_stand_in(args, trt, spec, targets)
-    report = check_model_parity(spec.name, trt, weights=args.weights, engine=args.engine, precision=args.precision,
+    report = check_model_parity(spec, trt, weights=args.weights, engine=args.engine, precision=args.precision,
                                 small=args.small, seed=args.seed, value_range=args.range,
                                 distribution=args.distribution or DEFAULT_DISTRIBUTION,
                                 large_scale=DEFAULT_SCALE if args.scale is None else args.scale, batch=args.batch,

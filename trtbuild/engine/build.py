@@ -348,6 +348,7 @@ def build_plan(trt: ModuleType, define, *, weights=None, input_name: str | None 
     built = plan.info
     plan.info = {
         "model": defined.model_name, "network": built["network"],
+        **({"options": dict(define.chosen)} if getattr(define, "chosen", None) else {}),
         "precision": precision, "fp32_io": bool(fp32_io),
         "small": bool(small) if hasattr(define, "build_network") else None,
         "inputs": built["inputs"], "outputs": built["outputs"], "profile": built["profile"],

@@ -117,8 +117,8 @@ def build_model(model, weights, trt: ModuleType, precision: str = "fp32", *, sma
     return plan
 
 
-def build_and_save(model: str, weights_path, out_path, trt: ModuleType, precision: str = "fp32", **kw) -> tuple[Path, dict]:
-    """Build `model` and write the engine and its sidecar atomically; return (path, sidecar).
+def build_and_save(model, weights_path, out_path, trt: ModuleType, precision: str = "fp32", **kw) -> tuple[Path, dict]:
+    """Build `model` (name or ModelSpec) and write the engine and its sidecar atomically; return (path, sidecar).
 
     If the build fails nothing on disk is touched."""
     plan = build_model(model, weights_path, trt, precision, **kw)

@@ -190,7 +190,7 @@ def check_model_parity(model: str, trt, *, weights=None, engine=None, precision:
                        atol: float | None = None, rtol: float | None = None, layerwise: bool = False,
                        progress: bool | None = False, module: torch.nn.Module | None = None,
                        targets=None, cross_check: bool = False) -> Report:
-    """Parity of a registry model: engine (a path, an Engine, or built in memory) vs PyTorch.
+    """Parity of a registry model (name or ModelSpec): engine (a path, an Engine, or built in memory) vs PyTorch.
 
     weights: path or WeightMap used for the engine build and loaded into the PyTorch model
     (None: the PyTorch model's own seeded weights, `weights_seed`). Layerwise mode builds an
@@ -204,7 +204,7 @@ def check_model_parity(model: str, trt, *, weights=None, engine=None, precision:
     from trtbuild.models import registry
     from trtbuild.weights import WeightMap
 
-    spec = get_spec(model)
+    spec = get_spec(model) if isinstance(model, str) else model
     output_of, order, source = {}, None, "(built in memory)"
     if engine is not None and not layerwise:
         if isinstance(engine, (str, os.PathLike)):
