@@ -4,6 +4,7 @@ way TensorRT code does (serialize, deserialize, raw addresses, execute_async_v3)
 from __future__ import annotations
 
 import enum
+import importlib.util
 
 import pytest
 import numpy as np
@@ -87,9 +88,19 @@ class RefNet:
 
 
 @pytest.fixture
-def refnet() -> RefNet:
-    """A fresh strongly typed reference network."""
-    return RefNet()
+def refnet():
+    """A fresh strongly typed reference network, twinned with a TensorRT-RTX network (tests/twin.py):
+    every construction is made on both and they must agree on acceptance, shapes and dtypes. Without
+    TensorRT-RTX (outside CI, where its absence fails the test) a plain RefNet."""
+    module = _import_rtx()
+    if module is None:
+        yield RefNet()
+        return
+    from twin import TwinRefNet
+
+    net = TwinRefNet(module)
+    yield net
+    net.twin.finish()
 
 
 def pytest_make_parametrize_id(config, val, argname):
@@ -112,6 +123,20 @@ def rtx():
 
     The `test` extra installs it, so under CI (CI=true) a failed import is a test failure, not a
     skip: the cross-check must never silently stop running. Elsewhere the tests skip, saying why."""
+    module = _import_rtx()
+    if module is None:
+        pytest.skip(f"TensorRT-RTX is not installed ({_RTX_IMPORT_ERROR[0]}); `pip install -e .[test]` installs it")
+    return module
+
+
+_RTX_IMPORT_ERROR: list[str] = []
+#: whether the `refnet` twin judges against TensorRT-RTX (for marks that only apply then)
+RTX_INSTALLED = importlib.util.find_spec("tensorrt_rtx") is not None
+
+
+def _import_rtx():
+    """`tensorrt_rtx`, or None where it does not import (the reason in _RTX_IMPORT_ERROR); under CI
+    (CI=true) a failed import fails the test instead."""
     import os
 
     try:
@@ -119,8 +144,8 @@ def rtx():
     except Exception as e:  # ImportError, or OSError from its libraries
         if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
             pytest.fail(f"CI must run the TensorRT-RTX cross-check, but `import tensorrt_rtx` failed: {e}")
-        pytest.skip(f"TensorRT-RTX is not installed (`import tensorrt_rtx` failed: {e}); "
-                    "`pip install -e .[test]` installs it")
+        _RTX_IMPORT_ERROR[:] = [f"`import tensorrt_rtx` failed: {e}"]
+        return None
     return tensorrt_rtx
 
 

@@ -21,9 +21,12 @@ import torch
 import torch.nn.functional as F
 
 import trtbuild.reference as trt
-from conftest import close as shared_close
+from conftest import RTX_INSTALLED, close as shared_close
 
 PM = trt.PaddingMode
+#: temporary: TensorRT-RTX rejects 1-D kernels/windows (nbDims must be 2 or 3); the reference accepts them
+SWEEP_1D = pytest.mark.xfail(RTX_INSTALLED, strict=True,
+                             reason="sweep helper fixes this: TensorRT-RTX rejects 1-D conv/deconv/pool")
 gen = torch.Generator().manual_seed(0)
 
 
@@ -52,7 +55,7 @@ def same_pads(size, k, s, d, mode):
 
 
 # -- Convolution -------------------------------------------------------------------------------
-@pytest.mark.parametrize("nsp", [1, 2, 3])
+@pytest.mark.parametrize("nsp", [pytest.param(1, marks=SWEEP_1D), 2, 3])
 def test_convolution_nd_matches_torch(refnet, nsp):
     conv_fn = {1: F.conv1d, 2: F.conv2d, 3: F.conv3d}[nsp]
     x = randn(2, 4, *([7] * nsp))
@@ -117,7 +120,7 @@ def test_convolution_rejects_kernel_rank_not_matching_input(refnet):
 
 
 # -- Deconvolution -----------------------------------------------------------------------------
-@pytest.mark.parametrize("nsp", [1, 2, 3])
+@pytest.mark.parametrize("nsp", [pytest.param(1, marks=SWEEP_1D), 2, 3])
 def test_deconvolution_nd_matches_torch(refnet, nsp):
     deconv_fn = {1: F.conv_transpose1d, 2: F.conv_transpose2d, 3: F.conv_transpose3d}[nsp]
     x = randn(1, 4, *([4] * nsp))
@@ -172,7 +175,7 @@ def test_deconvolution_rejects_wrong_kernel_count(refnet):
 P = trt.PoolingType
 
 
-@pytest.mark.parametrize("nsp", [1, 2, 3])
+@pytest.mark.parametrize("nsp", [pytest.param(1, marks=SWEEP_1D), 2, 3])
 def test_max_pooling_nd(refnet, nsp):
     fn = {1: F.max_pool1d, 2: F.max_pool2d, 3: F.max_pool3d}[nsp]
     x = randn(2, 3, *([7] * nsp))
@@ -256,6 +259,8 @@ def test_average_pooling_same_padding_included_in_count(refnet):
     close(y, F.avg_pool2d(F.pad(x, (0, 1, 0, 1)), 3, 2))  # every window covers 9 padded-input cells
 
 
+@pytest.mark.xfail(RTX_INSTALLED, strict=True,
+                   reason="sweep helper fixes this: TensorRT-RTX accepts pooling padding >= the window")
 def test_pooling_rejects_padding_not_smaller_than_window(refnet):
     layer = refnet.network.add_pooling_nd(refnet.input("x", (1, 1, 6, 6)), P.MAX, (2, 2))
     layer.padding_nd = (2, 2)

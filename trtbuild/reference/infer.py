@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 
 from .core import NetworkError
-from .enums import (DataType, ElementWiseOperation, LayerType, MatrixOperation, PaddingMode,
+from .enums import (ActivationType, DataType, ElementWiseOperation, LayerType, MatrixOperation, PaddingMode,
                     ScaleMode, UnaryOperation)
 
 FLOATS = (DataType.FLOAT, DataType.HALF, DataType.BF16)
@@ -248,7 +248,10 @@ def infer_layer(ltype, p, w, shapes, dtypes, name, plugin=None):
             _need_float(name, dt)
         return [tuple(x)], [DataType.BOOL if op in (UnaryOperation.ISINF, UnaryOperation.ISNAN) else dt]
     if ltype in (LayerType.ACTIVATION, LayerType.SOFTMAX):
-        _need_float(name, dt)
+        # TensorRT's Activation operator: "int32 and int64 are also supported only for RELU"
+        if not (ltype == LayerType.ACTIVATION and p["type"] == ActivationType.RELU
+                and dt in (DataType.INT32, DataType.INT64)):
+            _need_float(name, dt)
         if ltype == LayerType.SOFTMAX:
             axes = bits(p["axes"], len(x), name)
             if len(axes) != 1:

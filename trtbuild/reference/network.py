@@ -4,10 +4,21 @@ names and defaults, and the checks TensorRT applies when a layer is added."""
 from __future__ import annotations
 
 from .core import Dims, ITensor, NetworkError
-from .enums import (DataType, LayerType, MatrixOperation, NetworkDefinitionCreationFlag, PaddingMode, SampleMode)
+from .enums import (ActivationType, DataType, LayerType, MatrixOperation, NetworkDefinitionCreationFlag, PaddingMode,
+                    SampleMode)
 from . import layers as L
 
 _IDENTITY = tuple(range(Dims.MAX_DIMS))
+_FLT_MAX = 3.4028234663852886e38
+#: alpha and beta that add_activation gives each type (float32 values, as TensorRT stores them):
+#: observed on TensorRT-RTX 1.7 (ONNX's defaults; CLIP unbounded); other types get (0, 0).
+#: Changing `type` afterwards keeps them, as there.
+_ACTIVATION_DEFAULTS = {
+    ActivationType.LEAKY_RELU: (0.009999999776482582, 0.0), ActivationType.ELU: (1.0, 0.0),
+    ActivationType.SELU: (1.6732631921768188, 1.0507010221481323), ActivationType.SOFTPLUS: (1.0, 1.0),
+    ActivationType.CLIP: (-_FLT_MAX, _FLT_MAX), ActivationType.HARD_SIGMOID: (0.20000000298023224, 0.5),
+    ActivationType.SCALED_TANH: (1.0, 1.0), ActivationType.THRESHOLDED_RELU: (1.0, 0.0),
+}
 
 
 class INetworkDefinition:
@@ -140,7 +151,8 @@ class INetworkDefinition:
         return self._add(L.IUnaryLayer, [input], {"op": int(op)})
 
     def add_activation(self, input, type) -> L.IActivationLayer:  # noqa: A002 - TensorRT's parameter name
-        return self._add(L.IActivationLayer, [input], {"type": int(type), "alpha": 0.0, "beta": 0.0})
+        alpha, beta = _ACTIVATION_DEFAULTS.get(ActivationType(type), (0.0, 0.0))
+        return self._add(L.IActivationLayer, [input], {"type": int(type), "alpha": alpha, "beta": beta})
 
     def _conv_params(self, num_output_maps, kernel_shape):
         ks = Dims(kernel_shape)
