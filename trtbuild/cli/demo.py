@@ -84,6 +84,7 @@ def run(args) -> int:
     save_engine(out, plan, make_sidecar(trt, plan, weights_path=weights_path))
     print(f"[2/4] built {label} [{precision}] and saved {out} ({human_bytes(len(plan))}) + {out}.json "
           f"[{clock.lap()}]", flush=True)
+    rtx_out = None
     if cross_check:
         rtx_plan = getattr(plan, "rtx_plan", None)
         if rtx_plan is not None:
@@ -121,5 +122,7 @@ def run(args) -> int:
     if args.html:
         report.to_html(args.html)
         print(f"wrote {args.html}")
-    print(f"\ndemo finished in {time.perf_counter() - clock.start:.1f} s: parity {'PASS' if report.passed else 'FAIL'}")
+    rtx_note = f"; TensorRT-RTX engine {rtx_out} (built by TensorRT-RTX, not run)" if rtx_out else ""
+    print(f"\ndemo finished in {time.perf_counter() - clock.start:.1f} s: parity {'PASS' if report.passed else 'FAIL'}"
+          f"{rtx_note}")
     return 0 if report.passed else 1
