@@ -9,13 +9,17 @@ Checked: every name in trtbuild.reference.__all__ exists in both versions; every
 reference class defines exists on the real class with a compatible kind; method parameter names
 match a real overload; enum values equal both versions (with the documented exemption table);
 trtbuild's own code uses nothing TensorRT 11 removed and names its flags instead of numbering them.
+
+TensorRT-RTX 1.7 (the tensorrt-rtx backend; installed by the `test` extra, imported directly):
+the reference surface agrees with it except the named RTX_REFERENCE_DIFFERENCES; every TensorRT
+name trtbuild's code uses exists there except RTX_LACKS (plugins), used only behind a refusal for
+TensorRT-RTX, as is the plugin API its bindings keep (RTX_PLUGIN_API); the RTX-only names
+(RTX_ONLY: target compute capabilities) stay in the tensorrt-rtx code.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-
-import ast
 
 import numpy as np
 import pytest
@@ -290,32 +294,266 @@ def test_signature_comparison_rules():
     assert compare.default_problems([["a", True]], [[["a", False]]]) == ["a"]
 
 
-def _trt_attribute_chains(tree: ast.AST):
-    """(first, second-or-None, line) for every `trt.X` / `trt.X.Y` / `tensorrt.X...` in a module."""
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in ("trt", "tensorrt"):
-            yield node.attr, None, node.lineno
-        if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Attribute)
-                and isinstance(node.value.value, ast.Name) and node.value.value.id in ("trt", "tensorrt")):
-            yield node.value.attr, node.attr, node.lineno
-
-
 def test_trtbuild_names_only_tensorrt_api_that_exists_in_both_versions(real_api):
     """Every `trt.X` and `trt.X.Y` that trtbuild's own code (outside the reference backend, which the
-    tests above cover) writes exists in TensorRT 10.16 and 11.4, so the same code runs on both."""
+    tests above cover) writes exists in TensorRT 10.16 and 11.4, so the same code runs on both;
+    except RTX_ONLY names, in the files RTX_ONLY allows (test_rtx_only_names_stay_on_rtx_paths)."""
     problems = []
-    for path in sorted(TRTBUILD_ROOT.rglob("*.py")):
-        if "reference" in path.relative_to(TRTBUILD_ROOT).parts[:1]:
+    for (first, second), uses in source_scan.module_chain_uses(TRTBUILD_ROOT, names=("trt", "tensorrt")).items():
+        if first in RTX_ONLY and {u.path for u in uses} <= RTX_ONLY[first][1]:
             continue
-        for first, second, line in _trt_attribute_chains(ast.parse(path.read_text(), str(path))):
-            if first.startswith("_") or first in ("__version__", "__name__"):
-                continue
-            for version, dump in real_api.items():
-                where = f"{path.relative_to(TRTBUILD_ROOT.parent)}:{line}"
-                if first in dump["classes"]:
-                    members = dump["classes"][first]["members"]
-                    if second is not None and not second.startswith("_") and second not in members:
-                        problems.append(f"{where}: trt.{first}.{second} does not exist in TensorRT {version}")
-                elif first not in dump["functions"] and first not in dump["values"]:
-                    problems.append(f"{where}: trt.{first} does not exist in TensorRT {version}")
+        for version, dump in real_api.items():
+            where = ", ".join(map(str, uses))
+            if first in dump["classes"]:
+                if second is not None and second not in dump["classes"][first]["members"]:
+                    problems.append(f"{where}: trt.{first}.{second} does not exist in TensorRT {version}")
+            elif first not in dump["functions"] and first not in dump["values"]:
+                problems.append(f"{where}: trt.{first} does not exist in TensorRT {version}")
     assert not problems, "\n".join(sorted(set(problems)))
+
+
+# -- TensorRT-RTX 1.7 (installed: the `test` extra) -------------------------------------------
+# The tensorrt-rtx backend runs trtbuild's builders on NVIDIA's `tensorrt_rtx` module. Its real
+# bindings are importable here, so the API is read from the module itself (dump_api.dump).
+
+#: The release the tables below describe (the `test` extra pins it).
+RTX_RELEASE = "1.7"
+
+#: Members of the reference surface that TensorRT-RTX 1.7 lacks. Nothing else of the reference
+#: (classes, members, parameter names, enum members and values) differs; the test checks both ways.
+_NO_PLUGINS = "TensorRT-RTX has no plugins (NVIDIA porting guide)"
+RTX_REFERENCE_DIFFERENCES = {
+    ("INetworkDefinition", "add_plugin_v3"): _NO_PLUGINS,
+    ("NetworkDefinitionCreationFlag", "PREFER_JIT_PYTHON_PLUGINS"): _NO_PLUGINS + "; STRONGLY_TYPED is its only flag",
+    ("NetworkDefinitionCreationFlag", "PREFER_AOT_PYTHON_PLUGINS"): _NO_PLUGINS + "; STRONGLY_TYPED is its only flag",
+    ("ITensor", "location"): "TensorRT-RTX's ITensor has no location attribute; trtbuild's code never uses it "
+                             "(test_trtbuild_calls_only_tensorrt_rtx_api)",
+}
+
+#: TensorRT-RTX API the reference does not mirror, that trtbuild uses: name -> (why, the only files
+#: that may use it). TensorRT 10/11 have none of it (test_rtx_only_names_are_absent_from_tensorrt_10_and_11).
+_TARGETS = "the target GPUs of an ahead-of-time build (TensorRT 10/11 build for the GPU they run on)"
+RTX_ONLY = {
+    "ComputeCapability": (_TARGETS, {"trtbuild/engine/rtx.py", "trtbuild/backend.py"}),
+    "num_compute_capabilities": (_TARGETS, {"trtbuild/engine/rtx.py"}),
+    "set_compute_capability": (_TARGETS, {"trtbuild/engine/rtx.py"}),
+}
+#: RTX-only members of classes the builders use, absent from the reference (it mirrors TensorRT 10/11).
+RTX_ONLY_MEMBERS = {("IBuilderConfig", "set_compute_capability"), ("IBuilderConfig", "get_compute_capability"),
+                    ("IBuilderConfig", "num_compute_capabilities")}
+
+#: TensorRT API that trtbuild uses although TensorRT-RTX 1.7 lacks it: only on TensorRT 10/11 and
+#: reference paths, behind an `is_rtx(...)` refusal (test_rtx_lacks_only_guarded_uses).
+RTX_LACKS = {
+    "add_plugin_v3": "TensorRT-RTX has no plugins (NVIDIA porting guide): its INetworkDefinition has no add_plugin_v3",
+}
+
+#: Plugin API that TensorRT-RTX 1.7's bindings still expose although TensorRT-RTX has no plugins
+#: (NVIDIA porting guide). trtbuild uses it only behind an `is_rtx(...)` refusal, after a check that
+#: the module is the reference, or on the reference module itself (`_ref.X` in trtbuild/ops).
+RTX_PLUGIN_API = {"get_plugin_registry", "PluginFieldCollection", "PluginField", "PluginFieldType", "TensorRTPhase",
+                  "IPluginV3", "IPluginCreatorV3One", "create_plugin", "get_creator", "register_creator",
+                  "load_library", "all_creators"}
+#: What counts as a guard in the function enclosing a use (an `if` on it whose body raises).
+RTX_GUARDS = ("is_rtx(", "_ref.__name__")
+#: Module aliases that are the reference backend, not a TensorRT module.
+REFERENCE_ALIASES = {"_ref"}
+
+
+@pytest.fixture(scope="module")
+def rtx_api(rtx) -> dict:
+    """dump_api's description of the installed tensorrt_rtx module."""
+    from conformance.dump_api import dump
+
+    assert rtx.__version__.startswith(RTX_RELEASE + "."), \
+        f"TensorRT-RTX {rtx.__version__} is installed; re-check the RTX tables of this test, written for {RTX_RELEASE}"
+    return dump(rtx)
+
+
+def _all_names(api: dict) -> set[str]:
+    names = set(api["classes"]) | set(api["functions"]) | set(api["values"])
+    for entry in api["classes"].values():
+        names |= set(entry["members"])
+    return names
+
+
+def _rtx_reference_differences(ref: dict, rtx_api: dict) -> tuple[list[str], set]:
+    """(problems that are not documented differences, the documented differences that occurred)."""
+    problems, seen = [], set()
+    for n in ref["classes"]:
+        if "." not in n and n not in rtx_api["classes"]:
+            problems.append(f"TensorRT-RTX has no class {n}")
+    for n, params in ref["functions"].items():
+        problems += compare.signature_problems(f"TensorRT-RTX: {n}", params, rtx_api["functions"].get(n))
+    for n, v in ref["values"].items():
+        if rtx_api["values"].get(n, {}).get("int") != v["int"]:
+            problems.append(f"TensorRT-RTX: module value {n} is {rtx_api['values'].get(n)}, "
+                            f"the reference says {v['int']}")
+    for cls, entry in ref["classes"].items():
+        real = rtx_api["classes"].get(cls)
+        for member, info in entry["members"].items():
+            if (cls, member) in RTX_REFERENCE_DIFFERENCES:
+                if real is not None and member not in real["members"]:
+                    seen.add((cls, member))
+                continue
+            if (cls, member) in DISPATCHED_OVERLOADS:
+                continue
+            problems += compare.member_problems(cls, member, info, real, "RTX",
+                                                REQUIRED_AFTER_DEFAULTS.get((cls, member), frozenset()))
+        if entry["init"] is not None and real is not None and real["init"] is not None \
+                and (cls, "__init__") not in DISPATCHED_OVERLOADS:
+            problems += compare.signature_problems(f"TensorRT-RTX: {cls}()", entry["init"], real["init"])
+        if entry["kind"] == "enum":
+            exempt = {k: {} for k in RTX_REFERENCE_DIFFERENCES if k[0] == cls}
+            problems += compare.enum_problems(cls, entry["enum"], real, "RTX", exempt)
+            seen |= {k for k in exempt if real is not None and k[1] not in real.get("enum", {})}
+    return problems, seen
+
+
+def test_reference_surface_agrees_with_tensorrt_rtx(ref, rtx_api):
+    """Every class, member, parameter name and enum value of the reference exists identically in
+    TensorRT-RTX 1.7, except RTX_REFERENCE_DIFFERENCES, each of which really is a difference."""
+    problems, seen = _rtx_reference_differences(ref, rtx_api)
+    assert not problems, "\n".join(problems)
+    stale = set(RTX_REFERENCE_DIFFERENCES) - seen
+    assert not stale, f"no longer differences between the reference and TensorRT-RTX: {sorted(stale)}"
+
+
+def test_strongly_typed_flag_value_on_tensorrt_rtx(rtx):
+    """STRONGLY_TYPED is TensorRT-RTX's only creation flag and, as in TensorRT 11 and the reference,
+    bit 0; in TensorRT 10 it is bit 1 (VERSION_DEPENDENT). trtbuild only names it (test_flags_are_named)."""
+    assert list(rtx.NetworkDefinitionCreationFlag.__members__) == ["STRONGLY_TYPED"]
+    assert int(rtx.NetworkDefinitionCreationFlag.STRONGLY_TYPED) == 0 \
+        == int(trt.NetworkDefinitionCreationFlag.STRONGLY_TYPED) \
+        == VERSION_DEPENDENT[("NetworkDefinitionCreationFlag", "STRONGLY_TYPED")]["11"] \
+        != VERSION_DEPENDENT[("NetworkDefinitionCreationFlag", "STRONGLY_TYPED")]["10"]
+
+
+def test_rtx_only_api_is_absent_from_the_reference(ref, rtx_api, rtx):
+    """ComputeCapability and IBuilderConfig's compute-capability members exist only in TensorRT-RTX."""
+    assert "ComputeCapability" in rtx_api["classes"] and "ComputeCapability" not in ref["classes"]
+    members = {m for m in rtx.ComputeCapability.__members__}
+    assert {"SM75", "SM80", "SM86", "SM89", "SM120", "SM121", "CURRENT"} <= members, members
+    for cls, member in RTX_ONLY_MEMBERS:
+        assert member in rtx_api["classes"][cls]["members"], (cls, member)
+        assert member not in ref["classes"][cls]["members"], (cls, member)
+
+
+def test_trtbuild_module_names_exist_in_tensorrt_rtx(rtx_api):
+    """Every `trt.X` / `trt.X.Y` (and `rtx.X`, `tensorrt_rtx.X`) in trtbuild's own code exists in
+    TensorRT-RTX 1.7, except RTX_LACKS names (none is used that way today)."""
+    problems = []
+    for (first, second), uses in source_scan.module_chain_uses(TRTBUILD_ROOT).items():
+        if first in RTX_LACKS or first in REFERENCE_ALIASES:
+            continue
+        where = ", ".join(map(str, uses))
+        if first in rtx_api["classes"]:
+            if second is not None and second not in rtx_api["classes"][first]["members"]:
+                problems.append(f"{where}: {first}.{second} does not exist in TensorRT-RTX")
+        elif first not in rtx_api["functions"] and first not in rtx_api["values"]:
+            problems.append(f"{where}: {first} does not exist in TensorRT-RTX")
+    assert not problems, "\n".join(sorted(problems))
+
+
+def _used_but_missing_in_rtx(tensorrt_names: set[str], rtx_api: dict) -> dict[str, list]:
+    """Attribute names trtbuild's code uses that are TensorRT API (`tensorrt_names`) but that no
+    TensorRT-RTX class or module has; generic words (source_scan.GENERIC_NAMES) count only where
+    assigned (`layer.precision = ...`, not `args.precision`)."""
+    rtx_names = _all_names(rtx_api)
+    out = {}
+    for name, uses in source_scan.attribute_uses(TRTBUILD_ROOT).items():
+        if name in source_scan.GENERIC_NAMES:
+            uses = [u for u in uses if u.store]
+        uses = [u for u in uses if u.owner not in REFERENCE_ALIASES]
+        if uses and name in tensorrt_names and name not in rtx_names:
+            out[name] = uses
+    return out
+
+
+def test_trtbuild_calls_only_tensorrt_rtx_api(ref, rtx_api):
+    """Every method, property or attribute name of the TensorRT API (as the reference mirrors it)
+    that trtbuild's code uses on any object exists in TensorRT-RTX 1.7, except RTX_LACKS. Static
+    analysis cannot know an object's type, so a name counts wherever it appears."""
+    missing = _used_but_missing_in_rtx(_all_names(ref), rtx_api)
+    unexpected = {n: list(map(str, u)) for n, u in missing.items() if n not in RTX_LACKS}
+    assert not unexpected, f"trtbuild uses TensorRT API that TensorRT-RTX {RTX_RELEASE} lacks: {unexpected}"
+    assert set(missing) == set(RTX_LACKS), f"RTX_LACKS entries trtbuild no longer uses: {set(RTX_LACKS) - set(missing)}"
+
+
+def test_trtbuild_calls_only_tensorrt_rtx_api_beyond_the_reference(real_api, rtx_api):
+    """The same with TensorRT 10.16's and 11.4's full API as the set of TensorRT names, so calls the
+    reference does not mirror (made only on real TensorRT) are covered too (needs the wheels)."""
+    missing = _used_but_missing_in_rtx(_all_names(real_api["10"]) | _all_names(real_api["11"]), rtx_api)
+    unexpected = {n: list(map(str, u)) for n, u in missing.items() if n not in RTX_LACKS}
+    assert not unexpected, f"trtbuild uses TensorRT API that TensorRT-RTX {RTX_RELEASE} lacks: {unexpected}"
+
+
+def _unguarded(names) -> list[str]:
+    bad = []
+    uses = source_scan.attribute_uses(TRTBUILD_ROOT)
+    for name in sorted(names):
+        for use in uses.get(name, []):
+            if use.owner in REFERENCE_ALIASES:
+                continue
+            if source_scan.guard_before(TRTBUILD_ROOT, use, RTX_GUARDS) is None:
+                bad.append(f"{use}: {name} with no `if is_rtx(...): raise` (or reference-only check) before it")
+    return bad
+
+
+def test_rtx_lacks_only_guarded_uses(rtx_api):
+    """Each RTX_LACKS name is really absent from TensorRT-RTX, and every use of it in trtbuild sits
+    after a refusal for TensorRT-RTX in the same function (so no TensorRT-RTX path reaches it;
+    tests/test_involution_composed.py runs those refusals)."""
+    rtx_names = _all_names(rtx_api)
+    for name, reason in RTX_LACKS.items():
+        assert name not in rtx_names, f"TensorRT-RTX now has {name}; drop it from RTX_LACKS ({reason})"
+    assert not _unguarded(RTX_LACKS), "\n".join(_unguarded(RTX_LACKS))
+
+
+def test_plugin_api_is_unused_on_tensorrt_rtx_paths(rtx_api):
+    """TensorRT-RTX has no plugins (NVIDIA porting guide), though its bindings keep the plugin
+    registry and plugin field types: trtbuild uses each RTX_PLUGIN_API name only behind a refusal
+    for TensorRT-RTX, after checking for the reference, or on the reference module itself."""
+    rtx_names = _all_names(rtx_api)
+    uses = source_scan.attribute_uses(TRTBUILD_ROOT)
+    assert not {n for n in RTX_PLUGIN_API if n not in rtx_names}, "move names TensorRT-RTX lacks to RTX_LACKS"
+    assert not {n for n in RTX_PLUGIN_API if n not in uses}, "RTX_PLUGIN_API lists names trtbuild does not use"
+    problems = _unguarded(RTX_PLUGIN_API)
+    assert not problems, "\n".join(problems)
+
+
+def test_rtx_only_names_stay_on_rtx_paths(rtx_api):
+    """RTX_ONLY names exist in TensorRT-RTX and appear only in the files RTX_ONLY allows."""
+    uses = source_scan.attribute_uses(TRTBUILD_ROOT)
+    rtx_names = _all_names(rtx_api)
+    for name, (_, files) in RTX_ONLY.items():
+        assert name in rtx_names, name
+        where = {u.path for u in uses.get(name, [])}
+        assert where and where <= files, f"{name} used in {sorted(where - files)}; it exists only in TensorRT-RTX"
+
+
+def test_rtx_only_names_are_absent_from_tensorrt_10_and_11(real_api):
+    for version, api in real_api.items():
+        assert not set(RTX_ONLY) & _all_names(api), (version, set(RTX_ONLY) & _all_names(api))
+        assert not {m for _, m in RTX_ONLY_MEMBERS} & set(api["classes"]["IBuilderConfig"]["members"]), version
+
+
+def test_guard_finder_and_attribute_scan(tmp_path):
+    """The helpers above can fail: an unguarded use is reported, a guarded one is not."""
+    pkg = tmp_path / "pkg"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "sub" / "m.py").write_text(
+        "def bad(network, trt):\n"
+        "    return network.add_plugin_v3([], [], None)\n"
+        "def good(network, trt):\n"
+        "    if is_rtx(trt):\n"
+        "        raise ValueError('no plugins')\n"
+        "    return network.add_plugin_v3([], [], None)\n"
+        "class P(_ref.IPluginV3):\n"
+        "    pass\n"
+        "x = args.precision\n")
+    uses = source_scan.attribute_uses(pkg)
+    found = {u.line: source_scan.guard_before(pkg, u, RTX_GUARDS) for u in uses["add_plugin_v3"]}
+    assert found == {2: None, 6: "is_rtx(trt)"}
+    assert [(u.line, u.owner) for u in uses["IPluginV3"]] == [(7, "_ref")]
+    assert [(u.line, u.store) for u in uses["precision"]] == [(9, False)]

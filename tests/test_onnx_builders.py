@@ -19,6 +19,7 @@ from torch import nn
 from layer_harness import random_affine  # noqa: E402
 import trtbuild.reference as trt
 from trtbuild.onnx_export import export_onnx, run_onnxruntime
+from onnx_rtx import rtx_parses_every_export  # noqa: F401,E402  (autouse: TensorRT-RTX parses every export)
 
 l2norm_mod = pytest.importorskip("trtbuild.layers.l2norm")
 lrn_mod = pytest.importorskip("trtbuild.layers.lrn")

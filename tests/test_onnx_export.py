@@ -16,6 +16,7 @@ from trtbuild.onnx_export import (OnnxExportError, OnnxRuntimeError, export_and_
 from trtbuild.reference.plugins import IPluginCreatorV3One, IPluginV3, fields_to_dict
 
 from test_onnx_layers import F16, F32, build
+from onnx_rtx import rtx_parses_every_export  # noqa: F401,E402  (autouse: TensorRT-RTX parses every export)
 
 
 def _conv_relu(net, dt, name_tensors=True):

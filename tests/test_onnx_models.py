@@ -21,6 +21,7 @@ from trtbuild.onnx_export import compare_arrays, export_onnx, format_rows, layer
 registry = pytest.importorskip("trtbuild.models.registry")
 from trtbuild.engine import quick  # noqa: E402
 from trtbuild.weights import WeightMap  # noqa: E402
+from onnx_rtx import rtx_parses_every_export  # noqa: F401,E402  (autouse: TensorRT-RTX parses every export)
 
 ZOO = registry.names()
 

@@ -154,3 +154,91 @@ def scan_tree(root: Path, removed: RemovedApi) -> list[Finding]:
     for path in sorted(Path(root).rglob("*.py")):
         findings += scan_source(path.read_text(encoding="utf-8"), str(path), removed)
     return findings
+
+
+# -- names trtbuild's code uses (for the per-module checks: TensorRT 10/11 and TensorRT-RTX) ----
+#: Variable names under which trtbuild's code holds a TensorRT module (`trt = trt_of(network)`,
+#: `rtx = load_trt("tensorrt-rtx")`).
+MODULE_NAMES = ("trt", "tensorrt", "rtx", "tensorrt_rtx")
+
+
+@dataclass(frozen=True)
+class Use:
+    path: str  # relative to the package's parent ("trtbuild/engine/rtx.py")
+    line: int
+    store: bool  # assigned (`layer.precision = ...`) or set with setattr
+    owner: str | None = None  # `x` in `x.name` / getattr(x, "name") when x is a plain name
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}"
+
+
+def trt_attribute_chains(tree: ast.AST, names=("trt", "tensorrt")):
+    """(first, second-or-None, line) for every `trt.X` / `trt.X.Y` (module held as one of `names`)."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in names:
+            yield node.attr, None, node.lineno
+        if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Attribute)
+                and isinstance(node.value.value, ast.Name) and node.value.value.id in names):
+            yield node.value.attr, node.attr, node.lineno
+
+
+def _package_files(root: Path, skip=("reference",)):
+    """(relative path, source, tree) of every .py under `root`, outside the top-level packages `skip`."""
+    root = Path(root)
+    for path in sorted(root.rglob("*.py")):
+        if path.relative_to(root).parts[0] in skip:
+            continue
+        source = path.read_text(encoding="utf-8")
+        yield str(path.relative_to(root.parent)), source, ast.parse(source, filename=str(path))
+
+
+def attribute_uses(root: Path, skip=("reference",)) -> dict[str, list[Use]]:
+    """Every public attribute name trtbuild's code reads or writes (`x.name`, and the string in
+    getattr/setattr/hasattr(x, "name")), with where, outside the top-level packages `skip` (the
+    reference backend, whose own surface the conformance tests compare directly)."""
+    uses: dict[str, list[Use]] = {}
+    for rel, _, tree in _package_files(root, skip):
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute):
+                name, store, obj = node.attr, isinstance(node.ctx, (ast.Store, ast.Del)), node.value
+            elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                  and node.func.id in ("getattr", "setattr", "hasattr", "delattr") and len(node.args) >= 2
+                  and isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str)):
+                name, store, obj = node.args[1].value, node.func.id == "setattr", node.args[0]
+            else:
+                continue
+            if not name.startswith("_"):
+                owner = obj.id if isinstance(obj, ast.Name) else None
+                uses.setdefault(name, []).append(Use(rel, node.lineno, store, owner))
+    return uses
+
+
+def module_chain_uses(root: Path, names=MODULE_NAMES, skip=("reference",)) -> dict[tuple, list[Use]]:
+    """{(X, Y-or-None): [uses]} of every `trt.X` / `trt.X.Y` in trtbuild's code outside `skip`."""
+    out: dict[tuple, list[Use]] = {}
+    for rel, _, tree in _package_files(root, skip):
+        for first, second, line in trt_attribute_chains(tree, names):
+            if first.startswith("_") or first in ("__version__", "__name__"):
+                continue
+            key = (first, second if second is not None and not second.startswith("_") else None)
+            out.setdefault(key, []).append(Use(rel, line, False))
+    return out
+
+
+def guard_before(root: Path, use: Use, markers: tuple[str, ...]) -> str | None:
+    """The source of the `if` statement that guards `use`: in the function (or class body)
+    enclosing the use, an earlier `if` whose condition mentions one of `markers` (e.g. "is_rtx(")
+    and whose body raises. None if there is none."""
+    path = Path(root).parent / use.path
+    source = path.read_text(encoding="utf-8")
+    tree = ast.parse(source, filename=str(path))
+    scopes = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+              and n.lineno <= use.line <= (n.end_lineno or n.lineno)]
+    for scope in sorted(scopes, key=lambda n: -n.lineno):  # innermost first
+        for node in ast.walk(scope):
+            if (isinstance(node, ast.If) and node.lineno < use.line
+                    and any(m in (ast.get_source_segment(source, node.test) or "") for m in markers)
+                    and any(isinstance(s, ast.Raise) for s in node.body)):
+                return (ast.get_source_segment(source, node.test) or "").strip()
+    return None

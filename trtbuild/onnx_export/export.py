@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
@@ -19,6 +20,22 @@ from .lower import lower_layer
 #: ONNX parser reads (9..20 for 10.0, 9..24 for 10.15).
 DEFAULT_OPSET = 17
 MIN_OPSET, MAX_OPSET = 13, 21
+
+#: Callables `observer(network, model)` that export_onnx calls with every model it returns (after
+#: the checks, before writing). The tests register one that has TensorRT-RTX's ONNX parser read
+#: every export (tests/onnx_rtx.py); see `observe_exports`.
+_OBSERVERS: list = []
+
+
+@contextlib.contextmanager
+def observe_exports(observer):
+    """Within the block, export_onnx calls `observer(network, model)` with each model it returns;
+    an exception the observer raises propagates out of export_onnx."""
+    _OBSERVERS.append(observer)
+    try:
+        yield observer
+    finally:
+        _OBSERVERS.remove(observer)
 
 
 def _value_info(name: str, tensor, dims_named: bool = False) -> onnx.ValueInfoProto:
@@ -116,6 +133,8 @@ def export_onnx(network, path: str | os.PathLike | None = None, opset: int = DEF
     helper.set_model_props(model, {"trtbuild.backend": "reference", "trtbuild.network": network.name})
     if check:
         check_model(model)
+    for observer in list(_OBSERVERS):
+        observer(network, model)
     if path is not None:
         save_model(model, path)
     return model

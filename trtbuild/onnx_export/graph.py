@@ -8,6 +8,8 @@ output carries the layer's name; helper nodes are called "<layer name>/<op>".
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
@@ -26,6 +28,19 @@ ONNX_TYPE = {
     DataType.INT8: TensorProto.INT8, DataType.UINT8: TensorProto.UINT8,
 }
 LOW_FLOATS = (DataType.HALF, DataType.BF16)
+
+#: The name TensorRT (and the reference) give a layer nobody named: "(Unnamed Layer* 3) [ElementWise]".
+_AUTO_LAYER_NAME = re.compile(r"\(Unnamed Layer\* (\d+)\) \[(.*)\]")
+
+
+def node_base_name(layer_name: str) -> str:
+    """The ONNX node name for a layer: its own name, except TensorRT's automatic one, which becomes
+    "Unnamed Layer 3 [ElementWise]". TensorRT's ONNX parser gives the helper layers it adds for a node
+    (Mod adds two ElementWise layers, for instance) automatic names counted in *its* network, and
+    rejects a network where two layers share a name ("Repeated layer name", found with TensorRT-RTX
+    1.7), so no node may carry a name of that form."""
+    m = _AUTO_LAYER_NAME.fullmatch(layer_name)
+    return f"Unnamed Layer {m[1]} [{m[2]}]" if m else layer_name
 
 
 def onnx_type(dtype, where: str) -> int:
@@ -93,7 +108,7 @@ class GraphBuilder:
             outputs = [self.tmp(op.lower())]
         elif isinstance(outputs, str):
             outputs = [outputs]
-        base = self.layer.name if self.layer is not None else op
+        base = node_base_name(self.layer.name) if self.layer is not None else op
         if not any(o in self._final for o in outputs):
             base = f"{base}/{op}"
         name = self._unique(base, self._node_names)
