@@ -64,6 +64,9 @@ SCALE_CASES = {
     "elementwise_all": (trt.ScaleMode.ELEMENTWISE, (2, 3, 4, 5), 1, ("scale", "shift", "power")),
     "elementwise_power_rank5": (trt.ScaleMode.ELEMENTWISE, (1, 2, 3, 2, 2), 2, ("power",)),
     "uniform_shift_rank3": (trt.ScaleMode.UNIFORM, (3, 4, 5), 0, ("shift",)),
+    # a negative channel_axis counts from the end, as on TensorRT-RTX
+    "channel_negative_axis": (trt.ScaleMode.CHANNEL, (2, 3, 4, 5), -3, ("scale", "shift")),
+    "elementwise_negative_axis": (trt.ScaleMode.ELEMENTWISE, (2, 3, 4, 5), -2, ("scale",)),
 }
 
 
@@ -252,11 +255,13 @@ CONV_CASES = {
     "2d_same_lower_even_kernel": dict(shape=(1, 3, 8, 8), k=4, ks=(4, 4), stride=(3, 3), mode=P.SAME_LOWER),
     "2d_round_up": dict(shape=(1, 3, 10, 10), k=4, ks=(3, 3), stride=(2, 2), pre=(1, 1), post=(0, 0), mode=P.EXPLICIT_ROUND_UP),
     "3d": dict(shape=(1, 2, 5, 6, 5), k=3, ks=(3, 2, 3), stride=(1, 2, 1), pre=(1, 0, 1), post=(1, 0, 1)),
+    # dims before the channel are batch dims (TensorRT folds them into N; ONNX sees Reshapes around Conv)
+    "2d_leading_dims": dict(shape=(2, 3, 4, 7, 6), k=5, ks=(3, 3), stride=(2, 1)),
 }
 
 
 def _conv(net, x, dt, c, deconv=False):
-    cin, k, ks, g = c["shape"][1], c["k"], c["ks"], c.get("groups", 1)
+    cin, k, ks, g = c["shape"][-len(c["ks"]) - 1], c["k"], c["ks"], c.get("groups", 1)
     n = (k * (cin // g) if not deconv else cin * (k // g)) * int(np.prod(ks))
     bias = w(k, dt) if c.get("bias", True) else None
     add = net.add_deconvolution_nd if deconv else net.add_convolution_nd
@@ -288,6 +293,7 @@ DECONV_CASES = {
     # stride 1: TensorRT-RTX 1.7 builds no deconvolution that is both strided and dilated (the
     # reference refuses it; test_onnx_layers2.test_refused_constructions_are_not_exported)
     "2d_same_lower_dilated": dict(shape=(1, 2, 4, 4), k=2, ks=(3, 3), stride=(1, 1), dil=(2, 1), mode=P.SAME_LOWER),
+    "2d_leading_dims": dict(shape=(3, 2, 2, 4, 5), k=4, ks=(2, 3), stride=(2, 2), pre=(1, 0), post=(0, 1)),
 }
 
 

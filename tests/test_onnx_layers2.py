@@ -31,6 +31,11 @@ POOL_CASES = {
     "blend_incl_round_up": dict(t=PT.MAX_AVERAGE_BLEND, shape=(1, 2, 8, 9), ws=(2, 2), stride=(2, 2), mode=P.EXPLICIT_ROUND_UP, excl=False, blend=0.6),
     "avg_3d": dict(t=PT.AVERAGE, shape=(1, 2, 5, 6, 7), ws=(2, 2, 3), stride=(2, 2, 2), pre=(1, 0, 1)),
     "max_3d_rank6": dict(t=PT.MAX, shape=(1, 2, 2, 4, 4, 4), ws=(2, 2, 2), stride=(2, 2, 2)),
+    # padding not smaller than the window (TensorRT-RTX accepts it; ONNX pools need an explicit Pad)
+    "max_pad_ge_window": dict(t=PT.MAX, shape=(1, 2, 3, 3), ws=(2, 2), pre=(2, 2), post=(2, 1)),
+    "avg_incl_pad_ge_window": dict(t=PT.AVERAGE, shape=(1, 2, 3, 4), ws=(2, 2), pre=(2, 0), post=(0, 3), excl=False),
+    "avg_incl_pad_ge_window_round_up": dict(t=PT.AVERAGE, shape=(1, 2, 3, 4), ws=(3, 2), stride=(2, 1), pre=(3, 0),
+                                            mode=P.EXPLICIT_ROUND_UP, excl=False),
 }
 
 

@@ -21,12 +21,9 @@ import torch
 import torch.nn.functional as F
 
 import trtbuild.reference as trt
-from conftest import RTX_INSTALLED, close as shared_close
+from conftest import close as shared_close
 
 PM = trt.PaddingMode
-#: temporary: TensorRT-RTX rejects 1-D kernels/windows (nbDims must be 2 or 3); the reference accepts them
-SWEEP_1D = pytest.mark.xfail(RTX_INSTALLED, strict=True,
-                             reason="sweep helper fixes this: TensorRT-RTX rejects 1-D conv/deconv/pool")
 gen = torch.Generator().manual_seed(0)
 
 
@@ -55,7 +52,7 @@ def same_pads(size, k, s, d, mode):
 
 
 # -- Convolution -------------------------------------------------------------------------------
-@pytest.mark.parametrize("nsp", [pytest.param(1, marks=SWEEP_1D), 2, 3])
+@pytest.mark.parametrize("nsp", [2, 3])
 def test_convolution_nd_matches_torch(refnet, nsp):
     conv_fn = {1: F.conv1d, 2: F.conv2d, 3: F.conv3d}[nsp]
     x = randn(2, 4, *([7] * nsp))
@@ -120,7 +117,7 @@ def test_convolution_rejects_kernel_rank_not_matching_input(refnet):
 
 
 # -- Deconvolution -----------------------------------------------------------------------------
-@pytest.mark.parametrize("nsp", [pytest.param(1, marks=SWEEP_1D), 2, 3])
+@pytest.mark.parametrize("nsp", [2, 3])
 def test_deconvolution_nd_matches_torch(refnet, nsp):
     deconv_fn = {1: F.conv_transpose1d, 2: F.conv_transpose2d, 3: F.conv_transpose3d}[nsp]
     x = randn(1, 4, *([4] * nsp))
@@ -175,7 +172,7 @@ def test_deconvolution_rejects_wrong_kernel_count(refnet):
 P = trt.PoolingType
 
 
-@pytest.mark.parametrize("nsp", [pytest.param(1, marks=SWEEP_1D), 2, 3])
+@pytest.mark.parametrize("nsp", [2, 3])
 def test_max_pooling_nd(refnet, nsp):
     fn = {1: F.max_pool1d, 2: F.max_pool2d, 3: F.max_pool3d}[nsp]
     x = randn(2, 3, *([7] * nsp))
@@ -259,15 +256,64 @@ def test_average_pooling_same_padding_included_in_count(refnet):
     close(y, F.avg_pool2d(F.pad(x, (0, 1, 0, 1)), 3, 2))  # every window covers 9 padded-input cells
 
 
-@pytest.mark.xfail(RTX_INSTALLED, strict=True,
-                   reason="sweep helper fixes this: TensorRT-RTX accepts pooling padding >= the window")
-def test_pooling_rejects_padding_not_smaller_than_window(refnet):
-    layer = refnet.network.add_pooling_nd(refnet.input("x", (1, 1, 6, 6)), P.MAX, (2, 2))
+def test_max_pooling_padding_not_smaller_than_window(refnet):
+    """As on TensorRT-RTX: padding >= the window is accepted for MAX pooling. Windows overlapping the
+    input take their max; a window lying wholly in the padding gives -inf (the max of nothing)."""
+    x = randn(1, 1, 3, 3)
+    layer = refnet.network.add_pooling_nd(refnet.input("x", (1, 1, 3, 3)), P.MAX, (2, 2))
     layer.padding_nd = (2, 2)
-    layer.name = "pool_pad"
-    refnet.network.mark_output(layer.get_output(0))
-    assert refnet.build() is None
-    assert any("pool_pad" in m for m in refnet.logger.errors)
+    y = refnet.run({"x": x}, y=layer.get_output(0))["y"]
+    assert tuple(y.shape) == (1, 1, 6, 6)
+    padded = F.pad(x, (2, 2, 2, 2), value=-math.inf)
+    close(y, F.max_pool2d(padded, 2, 1), equal_nan=True)
+    assert y[0, 0, 0, 0] == -math.inf and y[0, 0, 1, 1] == x[0, 0, 0, 0]
+
+
+def test_average_pooling_padding_not_smaller_than_window_counts_the_padding(refnet):
+    """Accepted when the padding counts (average_count_excludes_padding=False): zeros averaged in."""
+    x = randn(1, 2, 3, 4)
+    layer = refnet.network.add_pooling_nd(refnet.input("x", tuple(x.shape)), P.AVERAGE, (2, 2))
+    layer.pre_padding, layer.post_padding, layer.average_count_excludes_padding = (2, 0), (0, 3), False
+    y = refnet.run({"x": x}, y=layer.get_output(0))["y"]
+    close(y, F.avg_pool2d(F.pad(x, (0, 3, 2, 0)), 2, 1))
+
+
+@pytest.mark.parametrize("mode,pre,post", [(PM.EXPLICIT_ROUND_DOWN, (2, 0), (0, 0)),
+                                           (PM.EXPLICIT_ROUND_UP, (1, 1), (1, 1))])
+def test_average_pooling_excluding_padding_needs_padding_below_window(refnet, mode, pre, post):
+    """TensorRT-RTX: "the padding size is larger than or equal to the filter size for
+    exclusive-counting pooling"; EXPLICIT_ROUND_UP's extra end padding counts (6 + 1 + 1 - 2 = 6
+    with stride 4 rounds up to 3 windows, reading 2 more cells: end padding 3 >= 2)."""
+    layer = refnet.network.add_pooling_nd(refnet.input("x", (1, 1, 6, 6)), P.AVERAGE, (2, 2))
+    layer.pre_padding, layer.post_padding, layer.padding_mode = pre, post, mode
+    layer.stride_nd = (4, 4)
+    with pytest.raises(trt.NetworkError, match=r"(?s)Pooling.*not smaller than the window"):
+        layer.get_output(0).shape  # noqa: B018
+
+
+@pytest.mark.parametrize("add", ["conv", "deconv", "pool"])
+def test_one_dimensional_kernels_and_windows_are_rejected(refnet, add):
+    """TensorRT(-RTX): kernel and window dims must be 2 or 3 ("(kernelSize).nbDims == 2 ||
+    (kernelSize).nbDims == 3"); 1-D data takes a unit dim first."""
+    x = refnet.input("x", (1, 2, 7))
+    if add == "pool":
+        layer = refnet.network.add_pooling_nd(x, P.MAX, (3,))
+    else:
+        fn = refnet.network.add_convolution_nd if add == "conv" else refnet.network.add_deconvolution_nd
+        layer = fn(x, 2, (3,), np.ones(12, np.float32))
+    with pytest.raises(trt.NetworkError, match=r"has 1 dims; TensorRT takes 2-D or 3-D ones only"):
+        layer.get_output(0).shape  # noqa: B018
+
+
+@pytest.mark.parametrize("add", ["conv", "pool"])
+def test_two_dimensional_kernels_need_rank_four(refnet, add):
+    x = refnet.input("x", (2, 7, 7))
+    if add == "pool":
+        layer = refnet.network.add_pooling_nd(x, P.MAX, (3, 3))
+    else:
+        layer = refnet.network.add_convolution_nd(x, 2, (3, 3), np.ones(36, np.float32))
+    with pytest.raises(trt.NetworkError, match=r"needs an input of rank >= 4"):
+        layer.get_output(0).shape  # noqa: B018
 
 
 # -- LRN ---------------------------------------------------------------------------------------

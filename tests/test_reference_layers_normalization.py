@@ -11,6 +11,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+import trtbuild.reference as trt
 from conftest import close as shared_close
 
 
@@ -111,3 +112,109 @@ def test_group_norm_rejects_groups_not_dividing_channels(refnet):
     refnet.network.mark_output(layer.get_output(0))
     assert refnet.build() is None
     assert any("gn_groups" in m and "num_groups" in m for m in refnet.logger.errors), refnet.logger.errors
+
+
+# -- rules found by the TensorRT-RTX sweep (tests/test_rtx_sweep.py) ----------------------------------
+def test_scale_and_bias_of_different_shapes_are_refused(refnet):
+    """Stricter than TensorRT-RTX 1.7 (which broadcasts each), as TensorRT documents: add_normalization
+    "The shape of scale and bias must be the same, and must have the same rank and be unidirectionally
+    broadcastable to the shape of input." (tests/twin.py REFERENCE_STRICTER)."""
+    layer = refnet.network.add_normalization_v2(refnet.input("x", (1, 5, 6)), refnet.input("s", (1, 5, 1)),
+                                                refnet.input("b", (1, 1, 1)), 0b11)
+    with pytest.raises(trt.NetworkError, match=r"The shape of scale and bias must be the same"):
+        layer.get_output(0).shape  # noqa: B018
+
+
+def test_scale_may_fix_a_dynamic_input_dim(refnet):
+    """A scale dim against a dynamic input dim broadcasts if the run-time size matches (TensorRT-RTX
+    builds it and checks at the profile's opt shape); layer norm over the last two dims, per batch item."""
+    from test_reference_layers_shape import add_profile
+
+    x, s, b = randn(2, 3, 4), randn(2, 3, 4), randn(2, 3, 4)
+    layer = refnet.network.add_normalization(refnet.input("x", (-1, 3, 4)), const(refnet, s), const(refnet, b), 0b110)
+    add_profile(refnet, {"x": ((1, 3, 4), (2, 3, 4), (2, 3, 4))})
+    y = refnet.run({"x": x}, y=layer.get_output(0))["y"]
+    close(y, F.layer_norm(x, (3, 4), eps=1e-5) * s + b)
+
+
+@pytest.mark.parametrize("shape,groups,axes,sshape,rejected", [
+    ((2, 3, 1, 1), 1, 0b1100, (1, 3, 1, 1), True),  # instance norm over 1x1
+    ((2, 3, 1), 1, 0b100, (1, 3, 1), True),
+    ((2, 4, 1, 1), 4, 0b1100, (1, 4, 1, 1), True),  # group norm, one channel of 1x1 per group
+    ((2, 3, 4, 1), 1, 0b1000, (1, 1, 4, 1), True),  # trailing dim of 1, scale along the dim before it
+    ((2, 3, 4, 1), 1, 0b1000, (1, 3, 1, 1), False),  # the scale varies along another dim
+    ((2, 3, 4, 1), 1, 0b1000, (1, 3, 4, 1), False),
+    ((3, 1), 1, 0b10, (3, 1), False),  # axes from dim 1: not treated as instance norm
+    ((2, 6, 1, 1), 3, 0b1100, (1, 3, 1, 1), False),  # two channels per group
+])
+def test_instance_norm_over_single_elements_is_rejected(refnet, shape, groups, axes, sshape, rejected):
+    """TensorRT-RTX 1.7 fails to build ("Error during shape inference of ... inorm") a normalization it
+    treats as instance/group norm whose groups hold one element each (the result would be the bias)."""
+    layer = refnet.network.add_normalization(refnet.input("x", shape), const(refnet, torch.ones(sshape)),
+                                             const(refnet, torch.zeros(sshape)), axes)
+    layer.num_groups = groups
+    if not rejected:
+        assert tuple(layer.get_output(0).shape) == shape
+        return
+    with pytest.raises(trt.NetworkError, match=r"holds a single element"):
+        layer.get_output(0).shape  # noqa: B018
+
+
+# -- IScaleLayer ------------------------------------------------------------------------------------------
+def test_scale_negative_channel_axis_counts_from_the_end(refnet):
+    """As on TensorRT-RTX: channel_axis -1 of a rank-4 input is dimension 3 ("channel axis must be in
+    range [-4, 4)")."""
+    x = randn(2, 3, 4, 5)
+    scale, shift = randn(5), randn(5)
+    layer = refnet.network.add_scale_nd(refnet.input("x", tuple(x.shape)), trt.ScaleMode.CHANNEL,
+                                        shift.numpy(), scale.numpy(), None, -1)
+    y = refnet.run({"x": x}, y=layer.get_output(0))["y"]
+    close(y, x * scale + shift)
+
+
+def test_scale_channel_axis_out_of_range_is_rejected(refnet):
+    with pytest.raises(trt.NetworkError, match=r"channel_axis -5 is out of range \[-4, 4\)"):
+        refnet.network.add_scale_nd(refnet.input("x", (2, 3, 4, 5)), trt.ScaleMode.UNIFORM, None, None, None, -5)
+
+
+def test_scale_weights_of_different_counts_are_rejected(refnet):
+    """TensorRT-RTX: "shift count 1 conflicts with 3 count scale"."""
+    with pytest.raises(trt.NetworkError, match=r"weights counts .* differ"):
+        refnet.network.add_scale_nd(refnet.input("x", (2, 3, 4, 5)), trt.ScaleMode.CHANNEL,
+                                    np.ones(1, np.float32), np.ones(3, np.float32), None, 1)
+
+
+def test_scale_channel_dim_unknown_at_build_time_takes_the_weight_count(refnet):
+    """As TensorRT-RTX infers it: a dynamic CHANNEL dim becomes the weights' count."""
+    from test_reference_layers_shape import add_profile
+
+    x, scale = randn(2, 3, 4), randn(3)
+    layer = refnet.network.add_scale_nd(refnet.input("x", (2, -1, 4)), trt.ScaleMode.CHANNEL, None,
+                                        scale.numpy(), None, 1)
+    assert tuple(layer.get_output(0).shape) == (2, 3, 4)
+    add_profile(refnet, {"x": ((2, 1, 4), (2, 3, 4), (2, 3, 4))})
+    y = refnet.run({"x": x}, y=layer.get_output(0))["y"]
+    close(y, x * scale.reshape(1, 3, 1))
+
+
+@pytest.mark.parametrize("count,builds", [(60, True), (120, True), (240, False)])
+def test_scale_elementwise_over_a_dynamic_batch(refnet, count, builds):
+    """ELEMENTWISE from channel_axis 0 of (-1, 3, 4, 5): the count must be a multiple of 60 that some
+    batch of the profile (1..2) gives; the run then needs that batch."""
+    from test_reference_layers_shape import add_profile
+
+    layer = refnet.network.add_scale_nd(refnet.input("x", (-1, 3, 4, 5)), trt.ScaleMode.ELEMENTWISE, None,
+                                        np.full(count, 2.0, np.float32), None, 0)
+    add_profile(refnet, {"x": ((1, 3, 4, 5), (2, 3, 4, 5), (2, 3, 4, 5))})
+    layer.get_output(0).name = "y"
+    refnet.network.mark_output(layer.get_output(0))
+    if not builds:
+        assert refnet.build() is None
+        assert any("volumes 60..120" in m for m in refnet.logger.errors), refnet.logger.errors
+        return
+    x = randn(count // 60, 3, 4, 5)
+    from conftest import run_plan
+
+    plan = refnet.build()
+    assert plan is not None, refnet.logger.errors
+    close(run_plan(plan, {"x": x})["y"], x * 2.0)

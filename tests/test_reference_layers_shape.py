@@ -311,3 +311,74 @@ def test_constant_int32(refnet):
 def test_constant_rejects_wrong_count(refnet):
     with pytest.raises(trt.NetworkError, match="weights hold 5 values"):
         refnet.network.add_constant((2, 3), np.ones(5, np.float32))
+
+
+# -- rules found by the TensorRT-RTX sweep (tests/test_rtx_sweep.py) ----------------------------------
+def add_profile(refnet, shapes: dict):
+    """One optimization profile {input: (min, opt, max)} on the reference network's config and, when
+    `refnet` is twinned (tests/twin.py), on TensorRT-RTX's."""
+    for net in [refnet] + ([refnet.rtxnet] if hasattr(refnet, "rtxnet") else []):
+        profile = net.builder.create_optimization_profile()
+        for name, (mn, opt, mx) in shapes.items():
+            profile.set_shape(name, mn, opt, mx)
+        net.config.add_optimization_profile(profile)
+
+
+@pytest.mark.parametrize("op0,op1", [(trt.MatrixOperation.NONE, trt.MatrixOperation.NONE),
+                                     (trt.MatrixOperation.TRANSPOSE, trt.MatrixOperation.NONE)])
+def test_matmul_rank_one_needs_vector(refnet, op0, op1):
+    """A rank-1 input takes MatrixOperation.VECTOR; NONE/TRANSPOSE need rank >= 2 (this raised
+    IndexError before, TensorRT-RTX: "Assertion rank >= 2 failed")."""
+    a, b = refnet.input("a", (4,)), refnet.input("b", (4, 3))
+    with pytest.raises(trt.NetworkError, match=r"with MatrixOperation\.\w+ needs rank >= 2 \(a rank-1 input takes VECTOR\)"):
+        refnet.network.add_matrix_multiply(a, op0, b, op1)
+
+
+def test_softmax_needs_rank_two(refnet):
+    layer = refnet.network.add_softmax(refnet.input("x", (5,)))
+    with pytest.raises(trt.NetworkError, match=r"softmax needs rank >= 2"):
+        layer.get_output(0).shape  # noqa: B018
+
+
+@pytest.mark.parametrize("start,stride", [(-1, 1), (3, -1)])
+def test_slice_empty_with_a_start_outside_is_rejected(refnet, start, stride):
+    """TensorRT-RTX 1.7 fails to build an empty STRICT_BOUNDS slice starting before the input (or,
+    stepping backwards, at or after its end); starting at or after the end stepping forwards builds."""
+    layer = refnet.network.add_slice(refnet.input("x", (2, 3)), (0, start), (2, 0), (1, stride))
+    build_fails_naming(refnet, layer, "empty_slice", "an empty slice")
+
+
+def test_slice_empty_starting_at_the_end_is_accepted(refnet):
+    layer = refnet.network.add_slice(refnet.input("x", (2, 3)), (0, 3), (2, 0), (1, 1))
+    y = refnet.run({"x": randn(2, 3)}, y=layer.get_output(0))["y"]
+    assert tuple(y.shape) == (2, 0)
+
+
+@pytest.mark.parametrize("dims,builds", [((2, 8), True), ((3, 8), False), ((1, 8), False)])
+def test_dynamic_reshape_must_fit_the_profile_opt_shape(refnet, dims, builds):
+    """(-1, 2, 4) reshaped to fixed dims, profile batch 1/2/3: TensorRT-RTX checks the reshape at the opt
+    shape ("kOPT values for profile 0 violate shape constraints"), so only a volume of 16 builds."""
+    layer = refnet.network.add_shuffle(refnet.input("x", (-1, 2, 4)))
+    layer.reshape_dims = dims
+    add_profile(refnet, {"x": ((1, 2, 4), (2, 2, 4), (3, 2, 4))})
+    if builds:
+        y = refnet.run({"x": randn(2, 2, 4)}, y=layer.get_output(0))["y"]
+        assert tuple(y.shape) == dims
+    else:
+        build_fails_naming(refnet, layer, "reshape", "opt shapes", "cannot reshape")
+
+
+@pytest.mark.parametrize("other,builds", [(3, False), (4, True)])
+def test_dynamic_broadcast_against_a_static_dim(refnet, other, builds):
+    """(-1, 2) + (other, 2), profile batch 1/2/3: the batch broadcasts only if 1 or `other`. With
+    `other` 3 (inside the profile) TensorRT-RTX refuses the opt shape 2; with 4 (beyond it) the batch
+    can only be 1 and it builds (a batch of 2 then fails at run time, on the reference too)."""
+    a, b = refnet.input("a", (-1, 2)), refnet.input("b", (other, 2))
+    layer = refnet.network.add_elementwise(a, b, trt.ElementWiseOperation.SUM)
+    assert tuple(layer.get_output(0).shape) == (other, 2)
+    add_profile(refnet, {"a": ((1, 2), (2, 2), (3, 2))})
+    if not builds:
+        build_fails_naming(refnet, layer, "sum", "opt shapes", "does not broadcast")
+        return
+    y = refnet.run({"a": torch.ones(1, 2), "b": torch.ones(other, 2)}, y=layer.get_output(0))["y"]
+    close(y, torch.full((other, 2), 2.0))

@@ -60,7 +60,33 @@ class Stricter:
 
 #: Rejections where the reference is deliberately stricter than TensorRT-RTX 1.7, quoting the
 #: TensorRT 10/11 documentation that forbids them (also listed in docs/rtx_differences.md).
-REFERENCE_STRICTER: list[Stricter] = []
+REFERENCE_STRICTER: list[Stricter] = [
+    Stricter(
+        r"INT8, a quantized type",
+        'DataType.INT8: "Signed 8-bit integer representing a quantized floating-point value." (TensorRT 10 and 11); '
+        'ITensor.dynamic_range: "Deprecated in TensorRT 10.1. Superseded by explicit quantization." Its scale comes '
+        "from a Q/DQ pair, which the reference does not implement, so float-computing layers refuse INT8 there",
+        lambda network, trt: network.add_activation(network.add_input("x", trt.int8, (2, 3)),
+                                                    trt.ActivationType.LEAKY_RELU)),
+    Stricter(
+        r"minimum of 3 dimensions",
+        'IScaleLayer: "The input tensor for this layer is required to have a minimum of 3 dimensions."; '
+        'add_scale / add_scale_nd: "This tensor is required to have a minimum of 3 dimensions."',
+        lambda network, trt: network.add_scale_nd(network.add_input("x", trt.float32, (4, 5)), trt.ScaleMode.UNIFORM,
+                                                  None, np.array([2.0], np.float32), None, 1)),
+    Stricter(
+        r"does not support boolean and uint8 types",
+        'IConstantLayer: "Note: This layer does not support boolean and uint8 types."',
+        lambda network, trt: network.add_constant((2,), np.array([True, False]))),
+    Stricter(
+        r"The shape of scale and bias must be the same",
+        'add_normalization: "The shape of scale and bias must be the same, and must have the same rank and be '
+        'unidirectionally broadcastable to the shape of input." (add_normalization_v2: "The shapes of scale and bias '
+        'must be the same, ...")',
+        lambda network, trt: network.mark_output(network.add_normalization_v2(
+            network.add_input("x", trt.float32, (1, 5, 6)), network.add_input("scale", trt.float32, (1, 5, 1)),
+            network.add_input("bias", trt.float32, (1, 1, 1)), 0b11).get_output(0))),
+]
 
 #: RTX logs a CUDA error alongside most errors on a machine without a GPU; it is noise here.
 _NOISE = re.compile(r"catchCudaError|CUDA driver version is insufficient")

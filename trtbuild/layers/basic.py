@@ -35,14 +35,33 @@ def _shape(x) -> tuple[int, ...]:
     return tuple(int(d) for d in x.shape)
 
 
+def _unsqueezed(network, x, name: str, fn):
+    """Run a 2-D builder ``fn(network, x4)`` on a 1-D ``(N, C, L)`` input viewed as ``(N, C, L, 1)``:
+    TensorRT's kernels and windows have 2 or 3 dims. Layers ``name/2d``, fn's, and ``name`` (the
+    result back to ``(N, C', L')``)."""
+    up = network.add_shuffle(x)
+    up.reshape_dims = trt_of(network).Dims((0, 0, 0, 1))
+    y = fn(network, out(up, f"{name}/2d"))
+    down = network.add_shuffle(y)
+    down.reshape_dims = trt_of(network).Dims((0, 0, 0))
+    return out(down, name)
+
+
 def conv(network, x, weight, bias, name: str, stride=1, padding=0, dilation=1, groups: int = 1):
     """Convolution with a PyTorch-layout weight ``[out, in/groups, *kernel]`` (1-D, 2-D or 3-D by its rank).
 
     ``bias`` is ``[out]`` or None. ``stride``, ``padding`` (symmetric) and ``dilation`` are ints or
-    per-spatial-dim tuples, as in ``torch.nn.ConvNd``. Adds one layer named ``name``.
+    per-spatial-dim tuples, as in ``torch.nn.ConvNd``. Adds one layer named ``name``; a 1-D
+    convolution is a 2-D one on ``(N, C, L, 1)`` between two shuffles (``name/2d``, ``name/conv2d``,
+    ``name``).
     """
     w = np.asarray(weight)
     nsp = w.ndim - 2
+    if nsp == 1 and len(_shape(x)) == 3:
+        st, pd, dl = (_ntuple(v, 1, what, name) for v, what in ((stride, "stride"), (padding, "padding"),
+                                                                  (dilation, "dilation")))
+        return _unsqueezed(network, x, name, lambda n, x4: conv(
+            n, x4, w[..., None], bias, f"{name}/conv2d", st + (1,), pd + (0,), dl + (1,), groups))
     if nsp not in (1, 2, 3):
         raise BuilderError(f"layer '{name}': conv weight must be [out, in/groups, *kernel] with 1 to 3 kernel dims, "
                            f"got shape {w.shape}")
@@ -105,6 +124,9 @@ def _pool(network, x, ptype, kernel, stride, padding, name, ceil_mode, count_inc
     ks = _ntuple(kernel, nsp, "kernel", name)
     st = ks if stride is None else _ntuple(stride, nsp, "stride", name)
     pd = _ntuple(padding, nsp, "padding", name)
+    if nsp == 1 and len(shape) == 3:  # TensorRT's windows have 2 or 3 dims: pool (N, C, L, 1)
+        return _unsqueezed(network, x, name, lambda n, x4: _pool(
+            n, x4, ptype, ks + (1,), st + (1,), pd + (0,), f"{name}/pool2d", ceil_mode, count_include_pad))
     if any(2 * p > k for p, k in zip(pd, ks)):
         raise BuilderError(f"layer '{name}': padding {pd} must be at most half the kernel {ks} (as in PyTorch)")
     trt = trt_of(network)
@@ -142,7 +164,9 @@ def _pool(network, x, ptype, kernel, stride, padding, name, ceil_mode, count_inc
 def max_pool(network, x, kernel, stride, padding, name: str, ceil_mode: bool = False):
     """Max pooling as ``torch.nn.MaxPoolNd(kernel, stride, padding, ceil_mode=...)`` (``stride=None``
     means ``stride=kernel``). ``ceil_mode`` maps to PaddingMode.EXPLICIT_ROUND_UP, except where PyTorch
-    drops a last window that would start in the right padding (then ROUND_DOWN gives its exact size)."""
+    drops a last window that would start in the right padding (then ROUND_DOWN gives its exact size).
+    A 1-D pooling is a 2-D one on ``(N, C, L, 1)`` between two shuffles (``name/2d``, ``name/pool2d``,
+    ``name``), as TensorRT's windows have 2 or 3 dims."""
     return _pool(network, x, trt_of(network).PoolingType.MAX, kernel, stride, padding, name, ceil_mode)
 
 

@@ -28,7 +28,7 @@ def lower_scale(g: GraphBuilder, layer, ins, outs):
     """y = (x * scale + shift) ** power, each term only if its weights are non-empty."""
     x = layer.get_input(0)
     dt, shape, rank = x.dtype, tuple(x.shape), len(x.shape)
-    mode, axis = ScaleMode(layer._params["mode"]), layer._params["channel_axis"]
+    mode, axis = ScaleMode(layer._params["mode"]), layer._params["channel_axis"] % rank  # negative: from the end
     if mode == ScaleMode.UNIFORM:
         wshape = [1] * rank
     elif mode == ScaleMode.CHANNEL:

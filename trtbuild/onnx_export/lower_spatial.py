@@ -59,18 +59,40 @@ def _conv_common(g, layer):
     return p, x, ks, tuple(p["stride_nd"]), tuple(p["dilation_nd"])
 
 
+def _batch_folded(g: GraphBuilder, layer, ins, outs, nsp):
+    """TensorRT folds the dims before a convolution's channel dim into the batch; ONNX wants exactly
+    [N, C, spatial...]. Returns (input name, output name) for the Conv node: with extra leading dims
+    the input is viewed as [-1, C, spatial...] and the result viewed back (Reshapes, no data moves)."""
+    xs, ys = tuple(layer.get_input(0).shape), tuple(layer.get_output(0).shape)
+    if len(xs) == nsp + 2:
+        return ins[0], outs[0]
+    if any(d < 0 for d in xs[-nsp - 1:]) or sum(d < 0 for d in ys) > 1:
+        g.fail(f"a convolution of a rank-{len(xs)} input needs its channel and spatial dims, and all but one "
+               f"leading dim, known at export time, got {xs}")
+    flat = g.add("Reshape", [ins[0], g.ints([-1] + list(xs[-nsp - 1:]))])
+    y = g.tmp("conv")
+    return flat, y
+
+
+def _unfold(g: GraphBuilder, layer, y, outs):
+    if y != outs[0]:
+        g.add("Reshape", [y, g.ints([d if d >= 0 else -1 for d in layer.get_output(0).shape])], outs)
+
+
 def lower_convolution(g: GraphBuilder, layer, ins, outs):
     """Conv with the kernel reshaped from flat KCRS to [K, C/groups, *kernel]."""
     p, x, ks, stride, dil = _conv_common(g, layer)
-    k, groups, c = p["num_output_maps"], p["num_groups"], x.shape[1]
+    k, groups, c = p["num_output_maps"], p["num_groups"], x.shape[-len(ks) - 1]
     etype = onnx_type(x.dtype, layer.name)
     w = g.const(layer._weights["kernel"].numpy().reshape(k, c // groups, *ks), etype, "kernel")
-    inputs = [ins[0], w]
+    src, y = _batch_folded(g, layer, ins, outs, len(ks))
+    inputs = [src, w]
     if layer._weights["bias"].size:
         inputs.append(g.const(layer._weights["bias"].numpy().reshape(k), etype, "bias"))
-    pads = window_pads(g, p["padding_mode"], x.shape[2:], ks, stride, dil, p["pre_padding"], p["post_padding"])
-    g.add("Conv", inputs, outs, kernel_shape=list(ks), strides=list(stride), dilations=list(dil), group=groups,
+    pads = window_pads(g, p["padding_mode"], x.shape[-len(ks):], ks, stride, dil, p["pre_padding"], p["post_padding"])
+    g.add("Conv", inputs, [y], kernel_shape=list(ks), strides=list(stride), dilations=list(dil), group=groups,
           pads=_onnx_pads(pads))
+    _unfold(g, layer, y, outs)
 
 
 def lower_deconvolution(g: GraphBuilder, layer, ins, outs):
@@ -79,15 +101,18 @@ def lower_deconvolution(g: GraphBuilder, layer, ins, outs):
     ONNX `pads` do."""
     p, x, ks, stride, dil = _conv_common(g, layer)
     # SAME_* crops max(DK - S, 0) (NvInfer.h), independent of the input size: explicit pads here
-    crops = [deconv_crop(p, i, x.shape[2 + i]) for i in range(len(ks))]
-    k, groups, c = p["num_output_maps"], p["num_groups"], x.shape[1]
+    nsp = len(ks)
+    crops = [deconv_crop(p, i, x.shape[len(x.shape) - nsp + i]) for i in range(nsp)]
+    k, groups, c = p["num_output_maps"], p["num_groups"], x.shape[-nsp - 1]
     etype = onnx_type(x.dtype, layer.name)
     w = g.const(layer._weights["kernel"].numpy().reshape(c, k // groups, *ks), etype, "kernel")
-    inputs = [ins[0], w]
+    src, y = _batch_folded(g, layer, ins, outs, nsp)
+    inputs = [src, w]
     if layer._weights["bias"].size:
         inputs.append(g.const(layer._weights["bias"].numpy().reshape(k), etype, "bias"))
-    g.add("ConvTranspose", inputs, outs, kernel_shape=list(ks), strides=list(stride), dilations=list(dil),
+    g.add("ConvTranspose", inputs, [y], kernel_shape=list(ks), strides=list(stride), dilations=list(dil),
           group=groups, pads=[a for a, _ in crops] + [b for _, b in crops])
+    _unfold(g, layer, y, outs)
 
 
 def lower_pooling(g: GraphBuilder, layer, ins, outs):
@@ -106,10 +131,23 @@ def lower_pooling(g: GraphBuilder, layer, ins, outs):
     in_sp, out_sp = list(x.shape[len(x.shape) - nsp:]), list(y.shape[len(y.shape) - nsp:])
     pads = window_pads(g, p["padding_mode"], in_sp, ws, stride, [1] * nsp, p["pre_padding"], p["post_padding"])
     src, added = _pool_view(g, ins[0], tuple(x.shape), nsp)
+    t = PoolingType(p["type"])
+    if any(q[0] >= k or q[1] >= k for q, k in zip(pads, ws)):
+        # ONNX pools need pads < kernel: pad explicitly (-inf for MAX; zeros for AVERAGE, where the
+        # EXPLICIT_ROUND_UP end part stays uncounted: a negative counted end in the padded frame)
+        if t == PoolingType.MAX_AVERAGE_BLEND:
+            g.fail(f"MAX_AVERAGE_BLEND pooling with padding {[q[:2] for q in pads]} not smaller than the window "
+                   f"{ws} is not exported")
+        fill = -np.inf if t == PoolingType.MAX else 0.0
+        lead = 2 + added
+        value = g.const(np.array(fill, np.float32), onnx_type(dt, layer.name), "pad_value")
+        src = g.add("Pad", [src, g.ints([0] * lead + [q[0] for q in pads] + [0] * lead + [q[1] for q in pads],
+                                        "pads"), value], None, mode="constant")
+        in_sp = [n + q[0] + q[1] for n, q in zip(in_sp, pads)]
+        pads = [(0, 0, 0, ce - b) for _, b, _, ce in pads]
     onnx_pads = [0] * added + [q[0] for q in pads] + [0] * added + [q[1] for q in pads]
     attrs = dict(kernel_shape=[1] * added + ws, strides=[1] * added + stride, pads=onnx_pads)
     final = outs[0] if src == ins[0] else g.tmp("pooled")
-    t = PoolingType(p["type"])
     excl = bool(p["average_count_excludes_padding"])
     implicit = any(q[0] != q[2] or q[1] != q[3] for q in pads)
     rescale = None if excl or not implicit else _avg_rescale(pads, in_sp, ws, stride, out_sp)

@@ -11,10 +11,11 @@ from __future__ import annotations
 import math
 
 import torch
-import torch.nn.functional as F
 
-from .enums import (ActivationType, DataType, ElementWiseOperation, LayerType, MatrixOperation, PaddingMode,
-                    PoolingType, ReduceOperation, SampleMode, ScaleMode, UnaryOperation)
+from .enums import (ActivationType, DataType, ElementWiseOperation, LayerType, MatrixOperation, ReduceOperation,
+                    SampleMode, ScaleMode, UnaryOperation)
+from .execute_window import _f, _weights_like, _conv, _deconv, _padding, _pool, _lrn
+from .execute_window import deconv_crop  # noqa: F401 - imported from here by infer_window and onnx_export
 from .sampling import sample_indices
 
 TORCH_DTYPE = {
@@ -25,21 +26,13 @@ TORCH_DTYPE = {
 TRT_DTYPE = {v: k for k, v in TORCH_DTYPE.items()}
 
 
-def _f(t: torch.Tensor) -> torch.Tensor:
-    return t.float() if t.is_floating_point() else t
-
-
 def _bits(mask: int, rank: int) -> list[int]:
     return [i for i in range(rank) if mask >> i & 1]
 
 
-def _weights_like(w, x: torch.Tensor) -> torch.Tensor | None:
-    return None if w is None or w.numel() == 0 else w.to(device=x.device, dtype=torch.float32)
-
-
 def _scale(p, w, x):
     x = _f(x)
-    axis, mode = p["channel_axis"], ScaleMode(p["mode"])
+    axis, mode = p["channel_axis"] % x.dim(), ScaleMode(p["mode"])
     shape = {ScaleMode.UNIFORM: [1] * x.dim(),
              ScaleMode.CHANNEL: [x.shape[axis] if i == axis else 1 for i in range(x.dim())],
              ScaleMode.ELEMENTWISE: [1] * axis + list(x.shape[axis:])}[mode]
@@ -83,10 +76,16 @@ _EW = {
 def _elementwise(p, a, b):
     a, b = _f(a), _f(b)
     op = ElementWiseOperation(p["op"])
+    if op in (ElementWiseOperation.DIV, ElementWiseOperation.FLOOR_DIV) and not a.is_floating_point():
+        # integer division by zero is undefined in TensorRT; the reference gives 0 instead of failing
+        zero = b == 0
+        q = torch.div(a, torch.where(zero, torch.ones_like(b), b),
+                      rounding_mode="trunc" if op == ElementWiseOperation.DIV else "floor")
+        return torch.where(zero, torch.zeros_like(q), q)
     if op == ElementWiseOperation.DIV:
-        return a / b if a.is_floating_point() else torch.div(a, b, rounding_mode="trunc")
+        return a / b
     if op == ElementWiseOperation.FLOOR_DIV:
-        return torch.floor(a / b) if a.is_floating_point() else torch.div(a, b, rounding_mode="floor")
+        return torch.floor(a / b)
     return _EW[op](a, b)
 
 
@@ -134,116 +133,6 @@ def _activation(p, x):
     if t == ActivationType.GELU_ERF:
         return 0.5 * x * (1 + torch.erf(x / math.sqrt(2)))
     return 0.5 * x * (1 + torch.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))  # GELU_TANH
-
-
-def _pads(p, sizes, window, stride, dilation):
-    """Per spatial dim (pre, post) padding after applying padding_mode."""
-    mode = PaddingMode(p["padding_mode"])
-    out = []
-    for i, n in enumerate(sizes):
-        eff = dilation[i] * (window[i] - 1) + 1
-        if mode in (PaddingMode.SAME_UPPER, PaddingMode.SAME_LOWER):
-            total = max((math.ceil(n / stride[i]) - 1) * stride[i] + eff - n, 0)
-            small, big = total // 2, total - total // 2
-            out.append((small, big) if mode == PaddingMode.SAME_UPPER else (big, small))
-            continue
-        pre, post = p["pre_padding"][i], p["post_padding"][i]
-        if mode == PaddingMode.EXPLICIT_ROUND_UP:
-            span = n + pre + post - eff
-            o = math.ceil(span / stride[i]) + 1
-            post += max((o - 1) * stride[i] + eff - (n + pre + post), 0)
-        out.append((pre, post))
-    return out
-
-
-def _pad_spatial(x, pads, value=0.0):
-    flat = []
-    for pre, post in reversed(pads):
-        flat += [pre, post]
-    return F.pad(x, flat, value=value) if any(flat) else x
-
-
-_CONV = {1: F.conv1d, 2: F.conv2d, 3: F.conv3d}
-_DECONV = {1: F.conv_transpose1d, 2: F.conv_transpose2d, 3: F.conv_transpose3d}
-
-
-def _conv(p, w, x):
-    x = _f(x)
-    ks, g, k = tuple(p["kernel_size_nd"]), p["num_groups"], p["num_output_maps"]
-    nsp, c = len(ks), x.shape[1]
-    weight = w["kernel"].to(x.device, torch.float32).reshape(k, c // g, *ks)
-    bias = _weights_like(w["bias"], x)
-    pads = _pads(p, x.shape[2:], ks, p["stride_nd"], p["dilation_nd"])
-    return _CONV[nsp](_pad_spatial(x, pads), weight, bias, stride=tuple(p["stride_nd"]),
-                      dilation=tuple(p["dilation_nd"]), groups=g)
-
-
-def deconv_crop(p, i: int, size: int) -> tuple[int, int]:
-    """(pre, post) trimmed from a deconvolution's full output along spatial dim i.
-
-    SAME_* modes follow NvInfer.h: O = min(I*S, (I-1)*S + DK), trimming P = max(DK - S, 0)
-    split like convolution SAME padding (the extra element goes last for SAME_UPPER)."""
-    mode = PaddingMode(p["padding_mode"])
-    if mode in (PaddingMode.SAME_UPPER, PaddingMode.SAME_LOWER):
-        dk = p["dilation_nd"][i] * (p["kernel_size_nd"][i] - 1) + 1
-        total = max(dk - p["stride_nd"][i], 0)
-        small, big = total // 2, total - total // 2
-        return (small, big) if mode == PaddingMode.SAME_UPPER else (big, small)
-    return p["pre_padding"][i], p["post_padding"][i]
-
-
-def _deconv(p, w, x):
-    x = _f(x)
-    ks, g, k = tuple(p["kernel_size_nd"]), p["num_groups"], p["num_output_maps"]
-    nsp, c = len(ks), x.shape[1]
-    weight = w["kernel"].to(x.device, torch.float32).reshape(c, k // g, *ks)
-    y = _DECONV[nsp](x, weight, _weights_like(w["bias"], x), stride=tuple(p["stride_nd"]),
-                     dilation=tuple(p["dilation_nd"]), groups=g)
-    crop = []
-    for i in range(nsp):
-        pre, post = deconv_crop(p, i, x.shape[2 + i])
-        crop.append(slice(pre, y.shape[2 + i] - post))
-    return y[(slice(None), slice(None), *crop)]
-
-
-def _pool(p, x):
-    x = _f(x)
-    ws, stride = tuple(p["window_size_nd"]), tuple(p["stride_nd"])
-    nsp = len(ws)
-    lead = x.shape[:-nsp]
-    xs = x.reshape(-1, 1, *x.shape[-nsp:])
-    pads = _pads(p, xs.shape[2:], ws, stride, [1] * nsp)
-    t = PoolingType(p["type"])
-    maxp = {1: F.max_pool1d, 2: F.max_pool2d, 3: F.max_pool3d}[nsp]
-    avgp = {1: F.avg_pool1d, 2: F.avg_pool2d, 3: F.avg_pool3d}[nsp]
-    results = []
-    if t in (PoolingType.MAX, PoolingType.MAX_AVERAGE_BLEND):
-        results.append(maxp(_pad_spatial(xs, pads, value=-math.inf), ws, stride))
-    if t in (PoolingType.AVERAGE, PoolingType.MAX_AVERAGE_BLEND):
-        total = avgp(_pad_spatial(xs, pads), ws, stride) * math.prod(ws)
-        if p["average_count_excludes_padding"]:
-            count = avgp(_pad_spatial(torch.ones_like(xs), pads), ws, stride) * math.prod(ws)
-        else:
-            # the padding counts (explicit, or SAME's implicit padding); rows added by ROUND_UP do not
-            same = PaddingMode(p["padding_mode"]) in (PaddingMode.SAME_UPPER, PaddingMode.SAME_LOWER)
-            base = pads if same else [(pr, po) for pr, po in zip(p["pre_padding"], p["post_padding"])]
-            ones = _pad_spatial(torch.ones_like(xs), base, value=1.0)
-            extra = [(a - b0, c - d0) for (a, c), (b0, d0) in zip(pads, base)]
-            count = avgp(_pad_spatial(ones, extra), ws, stride) * math.prod(ws)
-        results.append(total / count)
-    y = results[0] if len(results) == 1 else (1 - p["blend_factor"]) * results[0] + p["blend_factor"] * results[1]
-    return y.reshape(*lead, *y.shape[2:])
-
-
-def _lrn(p, x):
-    """y = x / (k + alpha / window * sum_{window} x^2) ^ beta, zero-padded at the edges.
-
-    TensorRT's LRN operator windows over dimension rank-3 (the C of NCHW; the D of NCDHW)."""
-    x = _f(x)
-    n, axis = p["window_size"], x.dim() - 3
-    sq = F.pad((x * x).movedim(axis, -1), (n // 2, n // 2))
-    window_sum = sq.unfold(-1, n, 1).sum(-1).movedim(-1, axis)
-    return x / torch.pow(p["k"] + p["alpha"] / n * window_sum, p["beta"])
 
 
 def _normalization(p, x, scale, bias):
@@ -298,14 +187,6 @@ def _slice(p, x, fill=None):
             value = 0 if fill is None else fill.reshape(())
             out = torch.where(valid.reshape(shape), out, torch.as_tensor(value, dtype=out.dtype, device=out.device))
     return out
-
-
-def _padding(p, x):
-    pre, post = p["pre_padding_nd"], p["post_padding_nd"]
-    flat = []
-    for a, b in zip(reversed(pre), reversed(post)):
-        flat += [a, b]
-    return F.pad(_f(x), flat)
 
 
 def _matmul(p, a, b):

@@ -10,8 +10,10 @@ from __future__ import annotations
 import math
 
 from .core import NetworkError
-from .enums import (ActivationType, DataType, ElementWiseOperation, LayerType, MatrixOperation, PaddingMode,
-                    ScaleMode, UnaryOperation)
+from . import infer_window as win
+from .infer_window import need_float
+from .enums import (ActivationType, DataType, ElementWiseOperation, LayerType, MatrixOperation,
+                    ReduceOperation, ScaleMode, UnaryOperation)
 
 FLOATS = (DataType.FLOAT, DataType.HALF, DataType.BF16)
 _COMPARE = (ElementWiseOperation.EQUAL, ElementWiseOperation.GREATER, ElementWiseOperation.LESS)
@@ -29,9 +31,7 @@ def bits(mask: int, rank: int, name: str, what: str = "axes") -> list[int]:
     return [i for i in range(rank) if mask >> i & 1]
 
 
-def _need_float(name, dtype, what="input"):
-    if dtype not in FLOATS:
-        fail(name, f"{what} has type {dtype.name}; this layer needs FLOAT, HALF or BF16")
+_need_float = need_float
 
 
 def _same_types(name, dtypes):
@@ -40,7 +40,7 @@ def _same_types(name, dtypes):
              "); a strongly typed network does not convert implicitly, use add_cast")
 
 
-def _check_weights_type(name, weights, dtype, keys):
+def check_weights_type(name, weights, dtype, keys):
     for k in keys:
         w = weights.get(k)
         if w is not None and w.size and w.dtype != dtype:
@@ -61,84 +61,6 @@ def broadcast(name, a, b):
             out.append(max(x, y))
         else:
             fail(name, f"dimension {i} does not broadcast: {x} vs {y} (shapes {tuple(a)} and {tuple(b)})")
-    return tuple(out)
-
-
-def _window_out(size, k, s, d, pre, post, mode, ceil_default=False):
-    if size < 0:
-        return -1
-    eff = d * (k - 1) + 1
-    if mode in (PaddingMode.SAME_UPPER, PaddingMode.SAME_LOWER):
-        return math.ceil(size / s)
-    span = size + pre + post - eff
-    if span < 0:
-        return 0
-    return (math.ceil(span / s) if mode == PaddingMode.EXPLICIT_ROUND_UP else span // s) + 1
-
-
-def _spatial(name, p, nsp, keys):
-    vals = []
-    for k in keys:
-        v = tuple(p[k])
-        if len(v) != nsp:
-            fail(name, f"{k}={v} has {len(v)} dims but the input has {nsp} spatial dims")
-        vals.append(v)
-    return vals
-
-
-def _conv(ltype, name, p, w, shape, dtype):
-    _need_float(name, dtype)
-    ks = tuple(p["kernel_size_nd"])
-    nsp = len(ks)
-    if nsp not in (1, 2, 3) or len(shape) != nsp + 2:
-        fail(name, f"a {nsp}-D kernel needs a rank-{nsp + 2} input (N, C, spatial...), got shape {tuple(shape)}")
-    stride, dil, pre, post = _spatial(name, p, nsp, ["stride_nd", "dilation_nd", "pre_padding", "post_padding"])
-    g, k, c = p["num_groups"], p["num_output_maps"], shape[1]
-    if c < 0:
-        fail(name, "the channel dimension must be known at build time")
-    if g < 1 or c % g or k % g:
-        fail(name, f"num_groups={g} must divide input channels {c} and output maps {k}")
-    kvol = math.prod(ks)
-    expect = k * (c // g) * kvol if ltype == LayerType.CONVOLUTION else c * (k // g) * kvol
-    if w["kernel"].size != expect:
-        order = "KCRS" if ltype == LayerType.CONVOLUTION else "CKRS"
-        fail(name, f"kernel has {w['kernel'].size} weights; expected {expect} ({order} with groups={g})")
-    if w["bias"].size not in (0, k):
-        fail(name, f"bias has {w['bias'].size} weights; expected 0 or {k}")
-    _check_weights_type(name, w, dtype, ["kernel", "bias"])
-    if any(s < 1 for s in stride) or any(d < 1 for d in dil):
-        fail(name, f"stride {stride} and dilation {dil} must be >= 1")
-    out = [shape[0], k]
-    for i in range(nsp):
-        size = shape[2 + i]
-        if ltype == LayerType.CONVOLUTION:
-            o = _window_out(size, ks[i], stride[i], dil[i], pre[i], post[i], p["padding_mode"])
-            if o == 0:
-                fail(name, f"spatial dim {i}: input {size} is smaller than the dilated kernel {dil[i] * (ks[i] - 1) + 1} after padding")
-        elif size < 0:
-            o = -1
-        else:
-            from .execute import deconv_crop
-
-            a, b = deconv_crop(p, i, size)
-            o = (size - 1) * stride[i] + dil[i] * (ks[i] - 1) + 1 - a - b
-        out.append(o)
-    return tuple(out)
-
-
-def _pool(name, p, shape, dtype):
-    _need_float(name, dtype)
-    ws = tuple(p["window_size_nd"])
-    nsp = len(ws)
-    if nsp not in (1, 2, 3) or len(shape) < nsp + 1:
-        fail(name, f"a {nsp}-D window needs at least rank {nsp + 1}, got shape {tuple(shape)}")
-    stride, pre, post = _spatial(name, p, nsp, ["stride_nd", "pre_padding", "post_padding"])
-    if any(pr >= k or po >= k for pr, po, k in zip(pre, post, ws)):
-        fail(name, f"padding {pre}/{post} must be smaller than the window {ws}")
-    lead = len(shape) - nsp
-    out = list(shape[:lead])
-    for i in range(nsp):
-        out.append(_window_out(shape[lead + i], ws[i], stride[i], 1, pre[i], post[i], p["padding_mode"]))
     return tuple(out)
 
 
@@ -186,6 +108,9 @@ def _matmul_shape(name, p, a, b):
     op0, op1 = MatrixOperation(p["op0"]), MatrixOperation(p["op1"])
 
     def split(shape, op):
+        if len(shape) < (1 if op == MatrixOperation.VECTOR else 2):
+            fail(name, f"input of shape {tuple(shape)} with MatrixOperation.{op.name} needs rank >= "
+                       f"{1 if op == MatrixOperation.VECTOR else 2} (a rank-1 input takes VECTOR)")
         if op == MatrixOperation.VECTOR:
             return tuple(shape[:-1]), (shape[-1],)
         rows, cols = shape[-2], shape[-1]
@@ -201,6 +126,74 @@ def _matmul_shape(name, p, a, b):
     return out
 
 
+#: the message for a rank < 3 scale (tests/twin.py's REFERENCE_STRICTER matches it: TensorRT-RTX takes rank 1 and 2)
+SCALE_RANK = ("IScaleLayer needs rank >= 3 (TensorRT: \"The input tensor for this layer is required to have a "
+              "minimum of 3 dimensions\")")
+
+
+def _scale(name, p, w, x, dt):
+    """channel_axis counts from the end when negative. A CHANNEL dim unknown at build time takes the
+    weights' count (as TensorRT infers it); ELEMENTWISE weights over dims unknown at build time must
+    be a multiple of the known ones (checked exactly at run time)."""
+    _need_float(name, dt)
+    rank = len(x)
+    if rank < 3:
+        fail(name, f"input has rank {rank} {tuple(x)}; {SCALE_RANK}")
+    mode, axis = ScaleMode(p["mode"]), p["channel_axis"]
+    if not -rank <= axis < rank:
+        fail(name, f"channel_axis {axis} is out of range [-{rank}, {rank}) for rank {rank}")
+    axis %= rank
+    counts = {k: w[k].size for k in ("shift", "scale", "power") if w[k].size}
+    if len(set(counts.values())) > 1:
+        fail(name, f"weights counts {counts} differ; the non-empty shift/scale/power weights must have one count")
+    count = next(iter(counts.values()), 0)
+    dims = {ScaleMode.UNIFORM: (), ScaleMode.CHANNEL: (x[axis],), ScaleMode.ELEMENTWISE: tuple(x[axis:])}[mode]
+    out = list(x)
+    if count and all(d >= 0 for d in dims) and count != math.prod(dims):
+        fail(name, f"{count} weights per coefficient; {mode.name} mode on shape {tuple(x)} (channel_axis {axis}) "
+                   f"needs {math.prod(dims)}")
+    if count and mode == ScaleMode.CHANNEL and x[axis] < 0:
+        out[axis] = count
+    elif count and any(d < 0 for d in dims) and count % math.prod(d for d in dims if d >= 0):
+        fail(name, f"{count} weights per coefficient cannot cover the dims {dims} of shape {tuple(x)} "
+                   f"(ELEMENTWISE from channel_axis {axis})")
+    check_weights_type(name, w, dt, ["shift", "scale", "power"])
+    return tuple(out)
+
+
+#: the message for BOOL constants (tests/twin.py's REFERENCE_STRICTER matches it: TensorRT-RTX builds them)
+CONSTANT_BOOL = ("TensorRT's IConstantLayer: \"This layer does not support boolean and uint8 types\" (make an INT32 "
+                 "constant and compare it, or cast it)")
+
+#: the message for scale/bias shapes that differ (tests/twin.py's REFERENCE_STRICTER matches it)
+NORM_SAME_SHAPES = "TensorRT: \"The shape of scale and bias must be the same\""
+
+
+def _single_element_instance_norm(name, p, axes, x, sc):
+    """TensorRT-RTX 1.7 fails to build a normalization its builder treats as instance/group norm
+    whose groups hold one element each: group norm (axes every dim from 2 on, scale per group for
+    v1 / per channel for v2) over single elements, or axes the trailing dims from some a >= 2 on, of
+    one element in all, with a scale that varies along dim a - 1 only (instance norm's per-channel
+    scale)."""
+    rank, c, g = len(x), x[1], p["num_groups"]
+    if g > 1:
+        per = c if p["is_v2"] else g
+        single = axes == list(range(2, rank)) and tuple(sc) == (1, per) + (1,) * (rank - 2) \
+            and all(d >= 0 for d in x[1:]) and c // g * math.prod(x[2:]) == 1
+    else:
+        a = axes[0]
+        single = a >= 2 and axes == list(range(a, rank)) and all(d >= 0 for d in x[a - 1:]) \
+            and math.prod(x[a:]) == 1 and [i for i, s in enumerate(sc) if s != 1] == [a - 1]
+    if single:
+        fail(name, f"each of the {g} group(s) of shape {tuple(x)} holds a single element; TensorRT-RTX 1.7 cannot "
+                   "build an instance/group normalization over one element (its result would be the bias)")
+
+
+#: types each layer kind refuses where the generic rules would let them through (TensorRT-RTX 1.7)
+_NO_BOOL_UINT8 = (DataType.BOOL, DataType.UINT8)
+_ARITHMETIC_TYPES = "FLOAT, HALF, BF16, INT8, INT32 or INT64"
+
+
 def infer_layer(ltype, p, w, shapes, dtypes, name, plugin=None):
     """Return ([output shapes], [output dtypes]) for a layer, or raise NetworkError."""
     x = shapes[0] if shapes else None
@@ -209,24 +202,23 @@ def infer_layer(ltype, p, w, shapes, dtypes, name, plugin=None):
         vol = math.prod(p["shape"])
         if w["weights"].size != vol:
             fail(name, f"weights hold {w['weights'].size} values but shape {tuple(p['shape'])} needs {vol}")
-        return [tuple(p["shape"])], [w["weights"].dtype]
+        wt = w["weights"].dtype
+        if wt == DataType.UINT8:
+            fail(name, "UINT8 weights: a constant layer takes FLOAT, HALF, BF16, INT32 or INT64 weights")
+        if wt == DataType.INT8:
+            fail(name, "INT8 weights make a quantized constant, which TensorRT allows only as the input of a "
+                       "dequantize layer (the reference has none); use FLOAT, HALF, BF16, INT32 or INT64")
+        if wt == DataType.BOOL:
+            fail(name, f"BOOL weights: {CONSTANT_BOOL}")
+        return [tuple(p["shape"])], [wt]
     if ltype == LayerType.SCALE:
-        _need_float(name, dt)
-        if len(x) < 3:
-            fail(name, f"input has rank {len(x)} {tuple(x)}; IScaleLayer needs rank >= 3")
-        mode, axis = ScaleMode(p["mode"]), p["channel_axis"]
-        if not 0 <= axis < len(x):
-            fail(name, f"channel_axis {axis} is out of range for rank {len(x)}")
-        expect = {ScaleMode.UNIFORM: 1, ScaleMode.CHANNEL: x[axis],
-                  ScaleMode.ELEMENTWISE: math.prod(x[axis:]) if all(d >= 0 for d in x[axis:]) else -1}[mode]
-        if expect < 0:
-            fail(name, f"{mode.name} mode needs the dims from channel_axis on to be known at build time, got {tuple(x)}")
-        for k in ("shift", "scale", "power"):
-            if w[k].size not in (0, expect):
-                fail(name, f"{k} has {w[k].size} weights; {mode.name} mode on shape {tuple(x)} (channel_axis {axis}) needs {expect}")
-        _check_weights_type(name, w, dt, ["shift", "scale", "power"])
-        return [tuple(x)], [dt]
+        return [_scale(name, p, w, x, dt)], [dt]
     if ltype == LayerType.REDUCE:
+        if dt in _NO_BOOL_UINT8:
+            fail(name, f"input has type {dt.name}; reduce takes {_ARITHMETIC_TYPES}")
+        if dt == DataType.INT8 and p["op"] == ReduceOperation.AVG:
+            fail(name, "TensorRT-RTX 1.7 cannot build an AVG reduce of INT8 (no output type for the mean); "
+                       "cast to FLOAT first")
         axes = bits(p["axes"], len(x), name)
         out = [1 if i in axes else d for i, d in enumerate(x)] if p["keep_dims"] else \
             [d for i, d in enumerate(x) if i not in axes]
@@ -236,6 +228,10 @@ def infer_layer(ltype, p, w, shapes, dtypes, name, plugin=None):
         _same_types(name, dtypes)
         if op in _LOGICAL and dt != DataType.BOOL:
             fail(name, f"{op.name} needs BOOL inputs, got {dt.name}")
+        if op not in _LOGICAL and op != ElementWiseOperation.EQUAL and dt in _NO_BOOL_UINT8:
+            fail(name, f"{op.name} needs {_ARITHMETIC_TYPES} inputs, got {dt.name}")
+        if op == ElementWiseOperation.POW and dt == DataType.INT8:
+            fail(name, "TensorRT-RTX 1.7 cannot build POW on INT8 inputs (no output type for it); cast to FLOAT first")
         out_dt = DataType.BOOL if op in _COMPARE else dt
         return [broadcast(name, shapes[0], shapes[1])], [out_dt]
     if ltype == LayerType.UNARY:
@@ -246,6 +242,8 @@ def infer_layer(ltype, p, w, shapes, dtypes, name, plugin=None):
             return [tuple(x)], [dt]
         if op not in (UnaryOperation.ABS, UnaryOperation.NEG, UnaryOperation.SIGN):
             _need_float(name, dt)
+        elif dt in _NO_BOOL_UINT8:
+            fail(name, f"{op.name} needs a {_ARITHMETIC_TYPES} input, got {dt.name}")
         return [tuple(x)], [DataType.BOOL if op in (UnaryOperation.ISINF, UnaryOperation.ISNAN) else dt]
     if ltype in (LayerType.ACTIVATION, LayerType.SOFTMAX):
         # TensorRT's Activation operator: "int32 and int64 are also supported only for RELU"
@@ -253,34 +251,25 @@ def infer_layer(ltype, p, w, shapes, dtypes, name, plugin=None):
                 and dt in (DataType.INT32, DataType.INT64)):
             _need_float(name, dt)
         if ltype == LayerType.SOFTMAX:
+            if len(x) < 2:
+                fail(name, f"input has rank {len(x)} {tuple(x)}; softmax needs rank >= 2")
             axes = bits(p["axes"], len(x), name)
             if len(axes) != 1:
                 fail(name, f"softmax axes {p['axes']:#b} selects {len(axes)} axes; exactly one is allowed")
         return [tuple(x)], [dt]
     if ltype in (LayerType.CONVOLUTION, LayerType.DECONVOLUTION):
-        return [_conv(ltype, name, p, w, x, dt)], [dt]
+        return [win.conv(ltype, name, p, w, x, dt)], [dt]
     if ltype == LayerType.POOLING:
-        return [_pool(name, p, x, dt)], [dt]
+        return [win.pool(name, p, x, dt)], [dt]
     if ltype == LayerType.LRN:
-        if dt != DataType.FLOAT:
-            fail(name, f"input has type {dt.name}; TensorRT's LRN supports FLOAT only (add_cast around it)")
-        if len(x) < 3:
-            fail(name, f"input has rank {len(x)}; LRN windows over dimension rank-3 and needs rank >= 3")
-        ws = p["window_size"]
-        if ws < 1 or ws > 15 or ws % 2 == 0:
-            fail(name, f"window_size {ws} is invalid: TensorRT's LRN needs an odd window in [1, 15] "
-                       "(use trtbuild.layers.lrn with a composed strategy for other sizes)")
-        if not -1e20 <= p["alpha"] <= 1e20 or not 0.01 <= p["beta"] <= 1e5 or not 1e-5 <= p["k"] <= 1e10:
-            fail(name, f"alpha={p['alpha']} beta={p['beta']} k={p['k']} out of range "
-                       "(alpha in [-1e20, 1e20], beta in [0.01, 1e5], k in [1e-5, 1e10])")
-        return [tuple(x)], [dt]
+        return [win.lrn(name, p, x, dt)], [dt]
     if ltype == LayerType.NORMALIZATION:
         _need_float(name, dt)
         _same_types(name, dtypes)
         axes = bits(p["axes"], len(x), name)
         sc, bi = shapes[1], shapes[2]
         if tuple(sc) != tuple(bi):
-            fail(name, f"scale shape {tuple(sc)} and bias shape {tuple(bi)} must be the same")
+            fail(name, f"scale shape {tuple(sc)} and bias shape {tuple(bi)} differ; {NORM_SAME_SHAPES}")
         if len(sc) != len(x):
             fail(name, f"scale has rank {len(sc)} but the input has rank {len(x)}")
         g = p["num_groups"]
@@ -297,9 +286,13 @@ def infer_layer(ltype, p, w, shapes, dtypes, name, plugin=None):
                            f"({'add_normalization_v2 scales per channel' if p['is_v2'] else 'add_normalization (v1) scales per group'})")
         else:
             for i, (s, d) in enumerate(zip(sc, x)):
-                if s not in (1, d):
+                if s != 1 and d >= 0 and s != d:
                     fail(name, f"scale shape {tuple(sc)} does not broadcast to the input {tuple(x)} at dim {i}")
+        _single_element_instance_norm(name, p, axes, x, sc)
         return [tuple(x)], [dt]
+    if ltype in (LayerType.SHUFFLE, LayerType.SLICE, LayerType.CONCATENATION) and DataType.UINT8 in dtypes:
+        fail(name, "input has type UINT8; TensorRT takes UINT8 only as a network input or output, converted by "
+                   "add_identity or add_cast")
     if ltype == LayerType.SHUFFLE:
         s = _permute(name, p["first_transpose"], x, "first_transpose")
         s = _reshape(name, p, s)
@@ -331,22 +324,22 @@ def infer_layer(ltype, p, w, shapes, dtypes, name, plugin=None):
         for i, (a, n, s, d) in enumerate(zip(st, sz, sd, x)):
             if p["mode"] == 0 and d >= 0 and n > 0 and not (0 <= a < d and 0 <= a + (n - 1) * s < d):
                 fail(name, f"dim {i}: start {a}, size {n}, stride {s} reads outside [0, {d})")
+            if p["mode"] == 0 and n == 0 and (a < 0 or (s < 0 and d >= 0 and a >= d)):
+                fail(name, f"dim {i}: an empty slice with start {a} and stride {s}: TensorRT-RTX 1.7 cannot build a "
+                           "STRICT_BOUNDS slice starting before the input (or, with a negative stride, after it)")
         return [tuple(sz)], [dt]
     if ltype == LayerType.PADDING:
-        pre, post = p["pre_padding_nd"], p["post_padding_nd"]
-        if len(pre) != 2 or len(post) != 2:
-            fail(name, f"pre/post padding {tuple(pre)}/{tuple(post)}: TensorRT's padding layer supports exactly 2 dimensions (the last two)")
-        if len(pre) > len(x):
-            fail(name, f"pre/post padding {tuple(pre)}/{tuple(post)} do not fit the input rank {len(x)}")
-        lead = len(x) - len(pre)
-        out = list(x[:lead]) + [d + a + b if d >= 0 else -1 for d, a, b in zip(x[lead:], pre, post)]
-        return [tuple(out)], [dt]
+        return [win.padding(name, p, x, dt)], [dt]
     if ltype == LayerType.MATRIX_MULTIPLY:
         _need_float(name, dt)
         _same_types(name, dtypes)
         return [_matmul_shape(name, p, shapes[0], shapes[1])], [dt]
     if ltype == LayerType.CAST:
-        return [tuple(x)], [DataType(p["to_type"])]
+        to = DataType(p["to_type"])
+        if to in (DataType.FP8, DataType.INT4, DataType.FP4):
+            fail(name, f"a cast to {to.name}: only a quantize layer may produce {to.name} (TensorRT-RTX) and the "
+                       "reference has none")
+        return [tuple(x)], [to]
     if ltype == LayerType.IDENTITY:
         return [tuple(x)], [dt]
     if ltype == LayerType.PLUGIN_V3:

@@ -18,8 +18,9 @@ _CONVERTERS = {
 }
 
 
-def _param(key: str, kind: str):
-    """A layer attribute stored in `_params[key]`; `kind` is a converter name or an enum class."""
+def _param(key: str, kind: str, check=None):
+    """A layer attribute stored in `_params[key]`; `kind` is a converter name or an enum class.
+    `check(value)` returns why a value is refused (TensorRT refuses it in the setter), or None."""
     conv = _CONVERTERS[kind] if isinstance(kind, str) else kind
 
     def get(self):
@@ -28,6 +29,10 @@ def _param(key: str, kind: str):
 
     def set(self, value):
         value = conv(value) if value is not None else None
+        why = check(value) if check is not None and value is not None else None
+        if why:
+            raise NetworkError(f"layer '{self.name}': {key} = {tuple(value) if isinstance(value, tuple) else value} "
+                               f"is refused: {why}")
         self._params[key] = (tuple(value) if isinstance(value, tuple) else value)
         self._network._touch()
 
@@ -159,13 +164,21 @@ class IActivationLayer(ILayer):
     beta = _param("beta", "float")
 
 
+def _non_negative(value):
+    return "padding must be >= 0" if any(v < 0 for v in value) else None
+
+
+def _unit_interval(value):
+    return "blend_factor must be in [0, 1]" if not 0.0 <= value <= 1.0 else None
+
+
 class _ConvLike(ILayer):
     num_output_maps = _param("num_output_maps", "int")
     kernel_size_nd = _param("kernel_size_nd", "dims")
     stride_nd = _param("stride_nd", "dims")
     dilation_nd = _param("dilation_nd", "dims")
-    pre_padding = _param("pre_padding", "dims")
-    post_padding = _param("post_padding", "dims")
+    pre_padding = _param("pre_padding", "dims", _non_negative)
+    post_padding = _param("post_padding", "dims", _non_negative)
     padding_mode = _param("padding_mode", PaddingMode)
     num_groups = _param("num_groups", "int")
     kernel = _weights("kernel")
@@ -177,6 +190,8 @@ class _ConvLike(ILayer):
 
     @padding_nd.setter
     def padding_nd(self, value) -> None:
+        if _non_negative(Dims(value)):
+            raise NetworkError(f"layer '{self.name}': padding_nd = {tuple(Dims(value))} is refused: padding must be >= 0")
         self._params["pre_padding"] = tuple(Dims(value))
         self._params["post_padding"] = tuple(Dims(value))
         self._network._touch()
@@ -195,10 +210,10 @@ class IPoolingLayer(ILayer):
     type = _param("type", PoolingType)  # noqa: A003
     window_size_nd = _param("window_size_nd", "dims")
     stride_nd = _param("stride_nd", "dims")
-    pre_padding = _param("pre_padding", "dims")
-    post_padding = _param("post_padding", "dims")
+    pre_padding = _param("pre_padding", "dims", _non_negative)
+    post_padding = _param("post_padding", "dims", _non_negative)
     padding_mode = _param("padding_mode", PaddingMode)
-    blend_factor = _param("blend_factor", "float")
+    blend_factor = _param("blend_factor", "float", _unit_interval)
     average_count_excludes_padding = _param("average_count_excludes_padding", "bool")
 
     padding_nd = _ConvLike.padding_nd

@@ -21,6 +21,13 @@ _ACTIVATION_DEFAULTS = {
 }
 
 
+#: the message for FP8/INT4/FP4 network inputs (tests/twin.py's REFERENCE_STRICTER matches it: TensorRT-RTX
+#: takes INT4 inputs into a shuffle)
+QUANTIZED_INPUT = ("holds quantized values that only Q/DQ layers interpret (TensorRT's DataType.INT4: \"Signed 4-bit "
+                   "integer representing a quantized floating-point value\"); the reference has no Q/DQ layers "
+                   "and no storage for the type")
+
+
 class INetworkDefinition:
     """A strongly typed network under construction."""
 
@@ -121,6 +128,8 @@ class INetworkDefinition:
         shape = Dims(shape)
         if any(d < -1 or d == 0 for d in shape):
             raise NetworkError(f"add_input '{name}': shape {tuple(shape)} may hold positive sizes or -1 (dynamic) only")
+        if DataType(dtype) in (DataType.FP8, DataType.INT4, DataType.FP4):
+            raise NetworkError(f"add_input '{name}': type {DataType(dtype).name} {QUANTIZED_INPUT}")
         t = ITensor(self, str(name), DataType(dtype), shape)
         self._inputs.append(t)
         self._touch()
@@ -249,3 +258,20 @@ class INetworkDefinition:
                 if t is None and (i == 0 or layer._TYPE != LayerType.SLICE):
                     raise NetworkError(f"layer '{layer.name}': input {i} is not set")
             layer._infer()
+        self._validate_uint8()
+
+    def _validate_uint8(self) -> None:
+        """TensorRT-RTX: a UINT8 tensor is only a network input or output, and a UINT8 output comes from
+        an identity or cast layer (DataType.UINT8: convert with the IdentityLayer "prior to use with
+        other TensorRT layers")."""
+        consumed = {id(t) for layer in self._layers for t in layer._inputs if t is not None}
+        for layer in self._layers:
+            for t in layer._outputs:
+                if t.dtype != DataType.UINT8:
+                    continue
+                if t in self._outputs and layer._TYPE not in (LayerType.IDENTITY, LayerType.CAST):
+                    raise NetworkError(f"layer '{layer.name}': network output '{t.name}' has type UINT8 but a UINT8 "
+                                       "output must be produced by add_identity or add_cast")
+                if t not in self._outputs and id(t) in consumed:
+                    raise NetworkError(f"layer '{layer.name}': output '{t.name}' has type UINT8 and feeds other layers; "
+                                       "TensorRT allows UINT8 only for network inputs and outputs")

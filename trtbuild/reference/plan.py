@@ -8,6 +8,7 @@ altered plans fail with a clear message.
 from __future__ import annotations
 
 import hashlib
+import math
 import json
 import struct
 
@@ -141,3 +142,63 @@ def validate_profiles(network, profiles: list[dict]) -> None:
                     raise NetworkError(f"optimization profile {k}, input '{t.name}' dim {i}: need 1 <= min <= opt <= max, got {a}, {b}, {c}")
                 if d >= 0 and not a == b == c == d:
                     raise NetworkError(f"optimization profile {k}, input '{t.name}' dim {i} is static ({d}) but the profile gives {a}/{b}/{c}")
+    for k, prof in enumerate(profiles):
+        _check_profile_shapes(network, k, prof)
+
+
+def _shapes_at(network, which: int, prof: dict, on_error):
+    """Shape inference of the needed layers with every input at its min (0), opt (1) or max (2)
+    profile shape; on_error(layer, error, input shapes) gives the outputs where inference fails."""
+    from .infer import infer_layer
+
+    shapes = {id(t): tuple(prof[t.name][which]) if t.name in prof else tuple(t.shape) for t in network._inputs}
+    dtypes = {id(t): t.dtype for t in network._inputs}
+    for layer in _topological(network):
+        ins = [None if t is None else shapes.get(id(t)) for t in layer._inputs]
+        in_types = [None if t is None else dtypes.get(id(t), t.dtype) for t in layer._inputs]
+        try:
+            outs, dts = infer_layer(layer._TYPE, layer._params, layer._weights, ins, in_types, layer.name,
+                                    plugin=getattr(layer, "_plugin", None))
+        except NetworkError as e:
+            outs, dts = on_error(layer, e, ins, in_types)
+        for t, s, d in zip(layer._outputs, outs, dts):
+            shapes[id(t)], dtypes[id(t)] = tuple(s), d
+    return shapes
+
+
+def _check_profile_shapes(network, k: int, prof: dict) -> None:
+    """The build-time shape checks TensorRT-RTX makes with a profile ("kOPT values for profile 0 violate
+    shape constraints"), as observed: a reshape or slice must work at the opt shapes; any other layer
+    that fails at opt but works at max is rejected too (a dim that fails at max as well is taken to be
+    1 there, left to run time); a scale layer's weight count must fit some input shape between min
+    and max (a CHANNEL dim unknown at build time, or the volume an ELEMENTWISE scale covers)."""
+    from .enums import LayerType, ScaleMode
+
+    failures: list[dict] = [{}, {}, {}]
+    shapes = []
+    for which in range(3):
+        def on_error(layer, error, ins, in_types, which=which):
+            failures[which][id(layer)] = error
+            return layer._infer()
+        shapes.append(_shapes_at(network, which, prof, on_error))
+    opt = {name: tuple(s[1]) for name, s in prof.items()}
+    for layer in _topological(network):
+        error = failures[1].get(id(layer))
+        if error is None or layer._TYPE == LayerType.SCALE:
+            continue
+        if layer._TYPE in (LayerType.SHUFFLE, LayerType.SLICE) or id(layer) not in failures[2]:
+            raise NetworkError(f"optimization profile {k}, at its opt shapes {opt}: {error}")
+    for layer in _topological(network):
+        if layer._TYPE != LayerType.SCALE:
+            continue
+        lo, hi = (shapes[which][id(layer._inputs[0])] for which in (0, 2))
+        p = layer._params
+        count = max(w.size for w in (layer._weights[key] for key in ("shift", "scale", "power")))
+        mode, axis = ScaleMode(p["mode"]), p["channel_axis"] % len(lo)
+        if not count or mode == ScaleMode.UNIFORM:
+            continue
+        end = axis + 1 if mode == ScaleMode.CHANNEL else len(lo)
+        vol_lo, vol_hi = (math.prod(s[axis:end]) for s in (lo, hi))
+        if not vol_lo <= count <= vol_hi:
+            raise NetworkError(f"layer '{layer.name}': {count} weights per coefficient, but optimization profile {k} "
+                               f"gives the {mode.name} dims from channel_axis {axis} volumes {vol_lo}..{vol_hi}")
