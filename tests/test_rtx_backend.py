@@ -23,6 +23,18 @@ from trtbuild.layers.l2norm import l2norm
 
 RTX_GPU = {"gpu": "NVIDIA GeForce RTX 4090", "compute_capability": "8.9"}
 H100 = {"gpu": "NVIDIA H100 80GB HBM3", "compute_capability": "9.0"}
+NO_GPU = {"gpu": "cpu", "compute_capability": "cpu"}
+
+
+@pytest.fixture
+def no_gpu(monkeypatch):
+    """This machine as one without a GPU, wherever the tests run (a GPU CI runner too)."""
+    import trtbuild.engine.device as device
+    import trtbuild.engine.model as model
+    import trtbuild.engine.serialize as serialize
+
+    for module in (device, model, serialize):
+        monkeypatch.setattr(module, "device_info", lambda trt: dict(NO_GPU))
 
 
 def _tiny(network, x):
@@ -108,13 +120,10 @@ def test_targets_refused_on_other_backends():
         _plan(reference, targets="sm86")
 
 
-def test_failed_build_quotes_tensorrt_rtx_and_leaves_the_engine_alone(rtx, rtxnet, tmp_path, caplog):
+def test_failed_build_quotes_tensorrt_rtx(rtx, rtxnet, caplog):
     # `rtxnet` keeps another builder alive. TensorRT(-RTX) keeps the first logger of the process and
     # warns that any other is ignored; trtbuild shares one logger per module, so no such warning.
     assert rtxnet.builder is not None
-    good = _plan(rtx)
-    path = save_engine(tmp_path / "m.engine", good, make_sidecar(rtx, good))
-    before = path.read_bytes()
 
     def broken(network, x):  # a 20x20 max pool on an 8x8 input: negative output size
         layer = network.add_pooling_nd(x, trt_of(network).PoolingType.MAX, (20, 20))
@@ -124,8 +133,48 @@ def test_failed_build_quotes_tensorrt_rtx_and_leaves_the_engine_alone(rtx, rtxne
     with pytest.raises(BuildError, match=r"tensorrt-rtx 1\.\S+ failed to build network 'trtbuild' for "
                                          r"sm86,sm89,sm120: .*Error Code 4: API Usage Error.*pool"):
         build_plan(rtx, broken, input_shape=(1, 3, 8, 8), progress=False)
-    assert path.read_bytes() == before
     assert "differs from one already registered" not in caplog.text
+
+
+def test_errors_tensorrt_rtx_logs_while_defining_fail_the_build(rtx):
+    def clash(network, x):  # two tensors named "t": TensorRT-RTX logs an error and keeps the old name
+        a = network.add_pooling_nd(x, trt_of(network).PoolingType.MAX, (2, 2))
+        b = network.add_pooling_nd(a.get_output(0), trt_of(network).PoolingType.MAX, (2, 2))
+        a.get_output(0).name = "t"
+        b.get_output(0).name = "t"
+        return {"y": b.get_output(0)}
+
+    with pytest.raises(BuildError, match=r"reported errors while network 'trtbuild' was defined: .*rename a tensor"):
+        build_plan(rtx, clash, input_shape=(1, 3, 8, 8), progress=False)
+
+
+def test_concurrent_builds_quote_their_own_errors(rtx):
+    import threading
+
+    def broken(tag):
+        def define(network, x):
+            layer = network.add_pooling_nd(x, trt_of(network).PoolingType.MAX, (20, 20))
+            layer.name = f"pool_of_{tag}"
+            return {"y": layer.get_output(0)}
+        return define
+
+    messages = {"a": [], "b": []}
+
+    def worker(tag):
+        for _ in range(8):
+            try:
+                build_plan(rtx, broken(tag), input_shape=(1, 3, 8, 8), progress=False)
+            except BuildError as e:
+                messages[tag].append(str(e))
+
+    threads = [threading.Thread(target=worker, args=(t,)) for t in messages]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for tag, other in (("a", "b"), ("b", "a")):
+        assert len(messages[tag]) == 8
+        assert all(f"pool_of_{tag}" in m and f"pool_of_{other}" not in m for m in messages[tag]), messages[tag][:2]
 
 
 def test_timing_cache_is_left_untouched_and_a_second_build_works(rtx, tmp_path, caplog):
@@ -149,13 +198,18 @@ def test_sidecar_records_backend_version_and_targets(rtx, tmp_path):
     assert json.loads((tmp_path / "m.engine.json").read_text())["engine_bytes"] == len(plan)
 
 
-def test_loading_refuses_a_gpu_outside_the_targets_and_another_version(rtx, tmp_path):
+def test_loading_refuses_a_gpu_outside_the_targets_and_another_version(rtx, tmp_path, no_gpu):
     plan = _plan(rtx, targets="sm86,sm89")
     side = make_sidecar(rtx, plan)
     check_compatible(side, rtx, "m.engine", current_device=RTX_GPU)  # 8.9 is a target: accepted
     with pytest.raises(EngineCompatibilityError, match=r"compute capabilities 8.6, 8.9, but this GPU is NVIDIA H100.*"
-                                                       r"compute capability 9.0; rebuild it with --target sm90"):
+                                                       r"compute capability 9.0; TensorRT-RTX does not build for compute "
+                                                       r"capability 9.0 .* use --backend tensorrt on this GPU"):
         check_compatible(side, rtx, "m.engine", current_device=H100)
+    with pytest.raises(EngineCompatibilityError, match=r"this GPU is NVIDIA GeForce RTX 5090 with compute capability "
+                                                       r"12.0; rebuild it with --target sm120"):
+        check_compatible(side, rtx, "m.engine", current_device={"gpu": "NVIDIA GeForce RTX 5090",
+                                                                "compute_capability": "12.0"})
     with pytest.raises(EngineCompatibilityError, match="no CUDA GPU is visible here, so it cannot run"):
         check_compatible(side, rtx, "m.engine", current_device={"gpu": "cpu", "compute_capability": "cpu"})
     with pytest.raises(EngineCompatibilityError, match=r"built with TensorRT-RTX 1.6.0.1 but TensorRT-RTX 1.7"):
@@ -167,6 +221,17 @@ def test_loading_refuses_a_gpu_outside_the_targets_and_another_version(rtx, tmp_
         load_engine(path)
 
 
-def test_can_run_here_without_a_gpu(rtx):
-    runs, why = can_run_here(rtx)
-    assert not runs and why == "no CUDA GPU is visible"
+def test_can_run_here(rtx, monkeypatch):
+    import trtbuild.engine.device as device
+
+    for here, targets, expected in [(NO_GPU, None, (False, "no CUDA GPU is visible")),
+                                    (RTX_GPU, None, (True, "")), (RTX_GPU, "sm86", (False, None)),
+                                    (H100, None, (False, None)), (H100, "current", (True, ""))]:
+        monkeypatch.setattr(device, "device_info", lambda trt, here=here: dict(here))
+        runs, why = can_run_here(rtx, targets)
+        assert runs == expected[0]
+        if expected[1] is not None:
+            assert why == expected[1]
+        else:
+            assert why.startswith(f"this GPU ({here['gpu']}, compute capability {here['compute_capability']}) is not "
+                                  "one of the targets")

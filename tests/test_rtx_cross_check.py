@@ -37,8 +37,12 @@ def _cross(trt, name, small, **kw):
     return build_plan(trt, spec, weights=_weights(name, small), small=small, progress=False, cross_check=True, **kw)
 
 
-def _check_result(plan, rtx, expected_outputs):
+def _check_result(plan, rtx, expected_outputs, name=None):
     check = plan.info["cross_check"]
+    if name == "rednet" and plan.info["precision"] != "bf16":  # plugin twin vs composed (bf16: composed on both)
+        assert len(check["notes"]) == 1 and "differ in structure" in check["notes"][0]
+    else:  # same layers: every tensor of each network was paired with the other's and compared
+        assert check["notes"] == []
     assert check["rtx_version"] == rtx.__version__ and check["targets"] == ["8.6", "8.9", "12.0"]
     assert [o["name"] for o in check["outputs"]] == expected_outputs
     assert check["outputs"] == plan.info["outputs"]  # TensorRT-RTX's own shapes and dtypes equal the reference's
@@ -51,9 +55,9 @@ def _check_result(plan, rtx, expected_outputs):
 def test_small_zoo_static_and_dynamic_batch(rtx, name, precision):
     spec = registry.get(name)
     plan = _cross(reference, name, True, precision=precision)
-    _check_result(plan, rtx, list(spec.output_names))
+    _check_result(plan, rtx, list(spec.output_names), name)
     dynamic = _cross(reference, name, True, precision=precision, batch=(1, 2, 4))
-    _check_result(dynamic, rtx, list(spec.output_names))
+    _check_result(dynamic, rtx, list(spec.output_names), name)
     assert all(o["shape"][0] == -1 for o in dynamic.info["cross_check"]["outputs"])
 
 
@@ -74,7 +78,7 @@ def test_small_zoo_with_every_layerwise_output(rtx, name, precision):
 def test_full_size_zoo(rtx, name, precision):
     spec = registry.get(name)
     plan = _cross(reference, name, False, precision=precision)
-    _check_result(plan, rtx, list(spec.output_names))
+    _check_result(plan, rtx, list(spec.output_names), name)
     assert plan.info["inputs"][0]["shape"] == list(spec.input_shape(False))
 
 
@@ -143,6 +147,48 @@ def test_output_name_differences_are_caught(rtx):
         build_plan(reference, define, input_shape=(1, 2, 8, 8), progress=False, cross_check=True)
 
 
+def test_rednet_composed_on_both_sides_compares_every_tensor(rtx):
+    spec = registry.get("rednet").with_options(involution_impl="composed")
+    plan = build_plan(reference, spec, weights=_weights("rednet", True), small=True, progress=False, cross_check=True)
+    assert plan.info["cross_check"]["notes"] == [] and plan.info["options"] == {"involution_impl": "composed"}
+
+
+def test_a_definition_error_on_one_side_is_a_cross_check_error(rtx):
+    def define(network, x):  # ITensor.location exists on the reference only (TensorRT-RTX has no such attribute)
+        assert x.location is not None
+        return {"y": _pool(network, x, (2, 2), "pool")}
+
+    with pytest.raises(CrossCheckError, match="the reference builds the network but TensorRT-RTX .* rejects it "
+                                              r"\(.*location"):
+        build_plan(reference, define, input_shape=(1, 2, 8, 8), progress=False, cross_check=True)
+
+
+def test_duplicate_names_are_not_compared_by_name(rtx):
+    def define(network, x):  # TensorRT-RTX refuses the second name "t" (logs an error): a rejection
+        a, b = _pool(network, x, (2, 2), "p1"), None
+        b = _pool(network, a, (3, 3) if is_rtx(trt_of(network)) else (2, 2), "p2")
+        a.name = "t"
+        b.name = "t"
+        return {"y": _pool(network, b, (1, 1), "y")}
+
+    with pytest.raises(CrossCheckError, match="rename a tensor"):
+        build_plan(reference, define, input_shape=(1, 2, 8, 8), progress=False, cross_check=True)
+
+
+def test_a_failed_cross_check_writes_no_timing_cache(rtx, tmp_path):
+    cache = tmp_path / "t.cache"
+
+    def define(network, x):
+        return {"y": _pool(network, x, (3, 3) if is_rtx(trt_of(network)) else (2, 2), "pool")}
+
+    with pytest.raises(CrossCheckError):
+        build_plan(reference, define, input_shape=(1, 2, 8, 8), progress=False, cross_check=True, timing_cache=cache)
+    assert not cache.exists()
+    build_plan(reference, lambda n, x: {"y": _pool(n, x, (2, 2), "pool")}, input_shape=(1, 2, 8, 8),
+               progress=False, cross_check=True, timing_cache=cache)
+    assert cache.is_file()  # written once the comparison passed
+
+
 def test_a_network_both_reject_raises_the_usual_error(rtx):
     with pytest.raises(BuildError, match=r"extra outputs \['nope'\] are not tensors"):
         build_plan(reference, lambda n, x: {"y": _pool(n, x, (2, 2), "p")}, input_shape=(1, 1, 4, 4),
@@ -171,14 +217,42 @@ def test_cli_build_with_rtx_targets_and_cross_check(rtx, cwd, capsys):
     assert engine.read_bytes()[:4] == b"vtrt" and not (cwd / "t.cache").exists()
 
 
-def test_cli_parity_on_rtx_without_a_gpu_labels_the_numbers(rtx, cwd, capsys):
-    code = main(["parity", "resnet18", "--small", "--backend", "tensorrt-rtx"])
+@pytest.fixture
+def no_gpu(monkeypatch):
+    import trtbuild.engine.device as device
+    import trtbuild.engine.model as model
+
+    for module in (device, model):
+        monkeypatch.setattr(module, "device_info", lambda trt: {"gpu": "cpu", "compute_capability": "cpu"})
+
+
+def test_cli_parity_on_rtx_without_a_gpu_labels_the_numbers(rtx, cwd, capsys, no_gpu):
+    code = main(["parity", "resnet18", "--small", "--backend", "tensorrt-rtx", "--batch", "2", "--target", "sm89"])
     lines = capsys.readouterr().out.splitlines()
     assert code == 0
     assert "no CUDA GPU is visible, so its engines are built here ahead of time but cannot run" in lines[0]
     assert "NUMBERS BELOW COME FROM THE REFERENCE BACKEND" in lines[1]
-    assert lines[2].startswith(f"built and cross-checked by TensorRT-RTX {rtx.__version__} for sm86,sm89,sm120")
-    assert "backend=reference (standing in: the TensorRT-RTX" in "\n".join(lines)
+    assert lines[2].startswith(f"built and cross-checked by TensorRT-RTX {rtx.__version__} for sm89")
+    table = "\n".join(lines)
+    assert "backend=reference (standing in: the TensorRT-RTX" in table and "batch=2" in table
+    assert not (cwd / "weights").exists()  # the same seeded weights as the numbers, nothing exported
+
+
+def test_cli_parity_refuses_cross_check_options_with_a_saved_engine(rtx, cwd, capsys):
+    assert main(["build", "resnet18", "--small", "--backend", "reference", "--no-progress"]) == 0
+    code = main(["parity", "resnet18", "--small", "--backend", "reference", "--engine",
+                 "engines/resnet18-small-fp32.engine", "--cross-check"])
+    assert code != 0 and "--cross-check and --target apply to an engine built in memory" in capsys.readouterr().err
+
+
+def test_cli_demo_refuses_to_overwrite_a_user_file(rtx, cwd, capsys):
+    (cwd / "engines").mkdir()
+    mine = cwd / "engines" / "alexnet-small-fp32-rtx.engine"
+    mine.write_bytes(b"my own file")
+    code = main(["demo", "--small", "--backend", "reference"])
+    assert code != 0 and "is not a TensorRT-RTX engine written by trtbuild, so the demo will not overwrite it" in \
+        capsys.readouterr().err
+    assert mine.read_bytes() == b"my own file" and not (cwd / "engines" / "alexnet-small-fp32.engine").exists()
 
 
 def test_cli_demo_cross_checks_and_keeps_the_rtx_engine(rtx, cwd, capsys):

@@ -32,7 +32,9 @@ def make_parser() -> argparse.ArgumentParser:
 def add_backend_option(parser: argparse.ArgumentParser) -> None:
     """The --backend option every command that builds or runs takes."""
     parser.add_argument("--backend", choices=CHOICES, default=None,
-                        help="reference (PyTorch), tensorrt, or auto (default; or env TRTBUILD_BACKEND)")
+                        help="reference (PyTorch), tensorrt (TensorRT 10/11), tensorrt-rtx (NVIDIA TensorRT for RTX; "
+                             "builds without a GPU), or auto (default: tensorrt where it can run, else reference; or "
+                             "env TRTBUILD_BACKEND)")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -92,16 +92,17 @@ def add_rtx_options(p: argparse.ArgumentParser) -> None:
                         "acceptance and every tensor's name, shape and dtype")
 
 
-def check_target_option(trt, target: str | None):
-    """The parsed --target (None when not given); a ValueError in one sentence for a backend without targets."""
+def check_target_option(trt, target: str | None, cross_check: bool = False):
+    """The parsed --target (None when not given): TensorRT-RTX's targets, for --backend tensorrt-rtx
+    or for the TensorRT-RTX side of --cross-check; a ValueError in one sentence otherwise."""
     if target is None:
         return None
     from trtbuild.backend import is_rtx
     from trtbuild.engine.rtx import parse_targets
 
-    if not is_rtx(trt):
-        raise ValueError(f"--target {target}: only --backend tensorrt-rtx builds for chosen GPUs; other backends build "
-                         "for the GPU they run on")
+    if not (is_rtx(trt) or cross_check):
+        raise ValueError(f"--target {target}: only TensorRT-RTX builds for chosen GPUs (--backend tensorrt-rtx, or "
+                         "the TensorRT-RTX side of --cross-check); other backends build for the GPU they run on")
     return parse_targets(target)
 
 
@@ -150,10 +151,10 @@ def run(args) -> int:
     trt, spec = backend_and_model(args)
     precision = args.precision or "fp32"
     batch = parse_batch(args.batch)
+    targets = check_target_option(trt, args.target, args.cross_check)  # before anything is written
     weights, exported = ensure_weights(spec.name, args.weights, args.seed, args.small)
     print(f"weights: {weights}" + (f" (exported from the seeded PyTorch model, seed {args.seed})" if exported else ""),
           flush=True)
-    targets = check_target_option(trt, args.target)
     out = args.out or default_engine_path(spec.name, precision, args.small)
     start = time.perf_counter()
     path, sidecar = build_and_save(

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from pathlib import Path
 
 from .build import add_common_model_options, backend_and_model, human_bytes
 
@@ -34,6 +35,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--layerwise", action="store_true", help="add a layerwise comparison (builds a second engine in memory)")
     p.add_argument("--out", default=None, help="engine path (default engines/<model>[-small]-<precision>.engine)")
     p.add_argument("--html", default=None, metavar="PATH", help="also write an HTML parity report")
+    p.add_argument("--no-cross-check", action="store_true",
+                   help="do not build the network with TensorRT-RTX too (default: cross-check wherever tensorrt_rtx "
+                        "imports)")
     p.set_defaults(func=run)
     return p
 
@@ -48,6 +52,22 @@ class _Clock:
         text = f"{now - self.last:.1f} s"
         self.last = now
         return text
+
+
+def refuse_foreign_file(path: Path) -> None:
+    """Raise EngineWriteError if `path` exists and is not a TensorRT-RTX engine that trtbuild wrote
+    (a sidecar saying so): the demo replaces its own engines, never a file of the user's."""
+    from trtbuild.engine import EngineFileError, EngineWriteError, read_sidecar
+
+    if not path.exists():
+        return
+    try:
+        side = read_sidecar(path)
+    except EngineFileError:
+        side = None
+    if not path.is_file() or side is None or side.get("backend") != "tensorrt-rtx":
+        raise EngineWriteError(f"{path} exists and is not a TensorRT-RTX engine written by trtbuild, so the demo will "
+                               "not overwrite it; move it, pass --out, or use --no-cross-check")
 
 
 def run(args) -> int:
@@ -65,30 +85,33 @@ def run(args) -> int:
     from trtbuild.engine.rtx import can_run_here
 
     trt, spec = backend_and_model(args)
-    try:
-        load_trt("tensorrt-rtx")
-        cross_check = True
-    except BackendError as e:
-        cross_check = False
-        print(f"no cross-check: {str(e).split('; ')[0]}", flush=True)
+    cross_check = not args.no_cross_check
+    if cross_check:
+        try:
+            load_trt("tensorrt-rtx")
+        except BackendError as e:
+            cross_check = False
+            print(f"no cross-check: {str(e).split('; ')[0]}", flush=True)
     clock = _Clock()
     precision = args.precision or "fp32"
     label = f"{spec.name}{' (small)' if args.small else ''}"
+    out = Path(args.out or default_engine_path(spec.name, precision, args.small))
+    rtx_out = out.with_name(out.stem + "-rtx" + out.suffix) if cross_check and not is_rtx(trt) else None
+    if rtx_out is not None:
+        refuse_foreign_file(rtx_out)
     weights_path, exported = ensure_weights(spec.name, args.weights, args.seed, args.small)
     wm = WeightMap.load(weights_path)
     print(f"[1/4] weights: {weights_path} ({'exported from the seeded PyTorch model' if exported else 'existing file'}, "
           f"{len(wm)} tensors) [{clock.lap()}]", flush=True)
 
     plan = build_model(spec, wm, trt, precision, small=args.small, progress=None, cross_check=cross_check)
-    out = ensure_parent_dir(args.out or default_engine_path(spec.name, precision, args.small), EngineWriteError)
+    out = ensure_parent_dir(out, EngineWriteError)
     save_engine(out, plan, make_sidecar(trt, plan, weights_path=weights_path))
     print(f"[2/4] built {label} [{precision}] and saved {out} ({human_bytes(len(plan))}) + {out}.json "
           f"[{clock.lap()}]", flush=True)
-    rtx_out = None
     if cross_check:
         rtx_plan = getattr(plan, "rtx_plan", None)
         if rtx_plan is not None:
-            rtx_out = out.with_name(out.stem + "-rtx" + out.suffix)
             save_engine(rtx_out, rtx_plan, make_sidecar(load_trt("tensorrt-rtx"), rtx_plan, weights_path=weights_path))
             print(f"      TensorRT-RTX engine: {rtx_out} ({human_bytes(len(rtx_plan))}) + {rtx_out}.json", flush=True)
         print(f"      {CrossCheckResult(**plan.info['cross_check']).summary()}", flush=True)
@@ -107,11 +130,11 @@ def run(args) -> int:
     module = load_weights_into(registry.get_torch_model(spec.name, seed=args.seed, small=args.small), wm)
     report = check_model_parity(spec, trt, engine=engine, weights=None if engine is not None else wm,
                                 precision=precision, small=args.small, seed=args.seed, module=module)
-    report.meta["engine"] = str(out)
+    report.meta["engine"] = str(out) if engine is not None else f"{out} (built by TensorRT-RTX, not run)"
     if engine is None:
         report.meta["backend"] = "reference (standing in for the TensorRT-RTX engine, which was built but not run)"
     if args.layerwise:  # a saved engine has only the model outputs: layers come from an in-memory build
-        layer_report = check_model_parity(spec.name, trt, weights=wm, precision=precision, small=args.small,
+        layer_report = check_model_parity(spec, trt, weights=wm, precision=precision, small=args.small,
                                           seed=args.seed, module=module, layerwise=True)
         report.layers, report.first_jump, report.first_failure = (layer_report.layers, layer_report.first_jump,
                                                                   layer_report.first_failure)
@@ -123,6 +146,9 @@ def run(args) -> int:
         report.to_html(args.html)
         print(f"wrote {args.html}")
     rtx_note = f"; TensorRT-RTX engine {rtx_out} (built by TensorRT-RTX, not run)" if rtx_out else ""
+    if engine is None:
+        rtx_note = (f" (numbers from the reference stand-in); TensorRT-RTX engine {out} (built by TensorRT-RTX, "
+                    "not run)")
     print(f"\ndemo finished in {time.perf_counter() - clock.start:.1f} s: parity {'PASS' if report.passed else 'FAIL'}"
           f"{rtx_note}")
     return 0 if report.passed else 1

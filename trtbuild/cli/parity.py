@@ -162,48 +162,47 @@ def run(args) -> int:
     if args.scale is not None and args.distribution != "large":
         raise ValueError("--scale only applies with --distribution large")
     trt, spec = backend_and_model(args)
-    targets = check_target_option(trt, args.target)
-    trt, stand_in = _rtx_stand_in(args, trt, spec, targets)
+    targets = check_target_option(trt, args.target, args.cross_check)
+    if args.engine is not None and (args.cross_check or args.target):
+        raise ValueError("--cross-check and --target apply to an engine built in memory; a saved engine was built "
+                         "already (omit --engine, or use `trtbuild build --cross-check`)")
+    trt, stand_in, cross_check = _rtx_stand_in(args, trt, targets)
     report = check_model_parity(spec, trt, weights=args.weights, engine=args.engine, precision=args.precision,
                                 small=args.small, seed=args.seed, value_range=args.range,
                                 distribution=args.distribution or DEFAULT_DISTRIBUTION,
                                 large_scale=DEFAULT_SCALE if args.scale is None else args.scale, batch=args.batch,
                                 atol=args.atol, rtol=args.rtol, layerwise=args.layerwise,
-                                targets=None if stand_in else targets, cross_check=args.cross_check and not stand_in)
+                                targets=targets, cross_check=cross_check)
     if stand_in:
         report.meta.update(stand_in)
+    if report.meta.get("cross_check"):
+        from trtbuild.engine.cross_check import CrossCheckResult
+
+        print(CrossCheckResult(**report.meta["cross_check"]).summary(), flush=True)
     print(report.to_table())
     write_outputs(report, args)
     return 0 if report.passed else 1
 
 
-def _rtx_stand_in(args, trt, spec, targets):
-    """(trt to take the numbers from, meta to add to the report).
+def _rtx_stand_in(args, trt, targets):
+    """(trt to take the numbers from, meta to add to the report, cross_check).
 
-    On TensorRT-RTX where no GPU can run its engines: build the real engine in memory (cross-checked
-    against the reference build of the same network), say so, and take the numbers from the
-    reference backend. Elsewhere: (trt, None)."""
+    On TensorRT-RTX where no GPU can run its engines: the numbers come from the reference backend,
+    built with the cross-check, which builds the real TensorRT-RTX engine from the very same network
+    (weights, batch, extra outputs) and requires it to agree. The first lines say so. Elsewhere:
+    (trt, None, --cross-check)."""
     from trtbuild.backend import is_rtx, load_trt
-    from trtbuild.engine import build_model, ensure_weights
-    from trtbuild.engine.cross_check import CrossCheckResult
-    from trtbuild.engine.rtx import can_run_here, target_list
+    from trtbuild.engine.rtx import can_run_here
 
     if not is_rtx(trt):
-        return trt, None
+        return trt, None, args.cross_check
     runs, why = can_run_here(trt, targets)
     if runs:
-        return trt, None
+        return trt, None, args.cross_check
     if args.engine is not None:
         raise ValueError(f"--engine {args.engine}: TensorRT-RTX engines cannot run here ({why}); build and check one "
                          "in memory by leaving out --engine, or run this on a GPU among its targets")
-    weights = args.weights or ensure_weights(spec.name, None, 0, args.small)[0]
-    plan = build_model(spec, weights, trt, args.precision or "fp32", small=args.small, progress=False,
-                       targets=targets, cross_check=True)
-    check = CrossCheckResult(**plan.info["cross_check"])
-    where = target_list(plan.info["targets"])
-    print(f"parity: {why}, so TensorRT-RTX engines cannot run here; the real engine was built for {where} and the "
-          f"NUMBERS BELOW COME FROM THE REFERENCE BACKEND's build of the same network", flush=True)
-    print(check.summary(), flush=True)
+    print(f"parity: {why}, so TensorRT-RTX engines cannot run here; the real TensorRT-RTX engine is built from the same "
+          "network and cross-checked, and the NUMBERS BELOW COME FROM THE REFERENCE BACKEND's build", flush=True)
     return load_trt("reference"), {
-        "backend": f"reference (standing in: the TensorRT-RTX {trt.__version__} engine for {where} was built, not run)",
-        "cross_check": plan.info["cross_check"]}
+        "backend": f"reference (standing in: the TensorRT-RTX {trt.__version__} engine was built, not run)"}, True

@@ -16,6 +16,7 @@ from __future__ import annotations
 import inspect
 import logging
 import os
+import re
 from pathlib import Path
 from types import ModuleType
 from typing import Callable, Iterable, Mapping
@@ -24,7 +25,7 @@ from trtbuild.backend import backend_name, is_rtx, product_name
 from trtbuild.layers.common import out
 
 from .errors import BuildError, TimingCacheError
-from .logging_bridge import make_logger
+from .logging_bridge import exclusive, make_logger
 from .progress import make_progress_monitor
 from .timing_cache import load_timing_cache
 from .rtx import set_targets, target_list
@@ -33,6 +34,9 @@ from .serialize import atomic_write_bytes
 log = logging.getLogger("trtbuild.engine")
 
 PRECISIONS = {"fp32": "FLOAT", "fp16": "HALF", "bf16": "BF16"}
+#: what TensorRT-RTX logs as an error on a machine without a CUDA driver, on the way to reporting a
+#: real error; its ahead-of-time builds need no GPU, so it says nothing about the network
+_NO_GPU_NOISE = re.compile(r"cudaError 35|CUDA driver version is insufficient")
 
 
 class Plan(bytes):
@@ -121,6 +125,7 @@ def _add_model(trt, network, define, input_name, input_shape, precision, fp32_io
 
 def _finish_outputs(trt, network, outputs: dict, fp32_io: bool, extra: dict):
     """Name, cast (fp32 I/O) and mark the model outputs and the extra (layerwise) outputs."""
+    marked = []
     for name, t in outputs.items():
         if t is None:
             raise BuildError(f"the network definition returned None for output '{name}'")
@@ -129,8 +134,11 @@ def _finish_outputs(trt, network, outputs: dict, fp32_io: bool, extra: dict):
             t = out(network.add_cast(t, trt.DataType.FLOAT), f"{name}/to_fp32")
         t.name = name
         network.mark_output(t)
+        marked.append(t)
     for t in extra.values():
-        network.mark_output(t)
+        if not any(t is m for m in marked):  # an extra output that is a model output: TensorRT refuses marking twice
+            network.mark_output(t)
+            marked.append(t)
 
 
 def new_network(trt: ModuleType, logger=None):
@@ -229,14 +237,16 @@ def serialize_network(trt: ModuleType, builder, network, logger, *, batch=None, 
     monitor = make_progress_monitor(trt, progress)
     config.progress_monitor = monitor
 
-    logger.clear()
-    try:
-        serialized = builder.build_serialized_network(network, config)
-    finally:
-        monitor.close()
+    with exclusive(logger):  # this build's errors only, even with builds in other threads
+        logger.clear()
+        try:
+            serialized = builder.build_serialized_network(network, config)
+        finally:
+            monitor.close()
+        errors = logger.error_text()
     if serialized is None:
         where = f" for {target_list(built_targets)}" if built_targets else ""
-        raise BuildError(f"{backend_name(trt)} failed to build network '{network.name}'{where}: {logger.error_text()}")
+        raise BuildError(f"{backend_name(trt)} failed to build network '{network.name}'{where}: {errors}")
     if cache_path is not None:
         cache = config.get_timing_cache()
         if cache is not None:
@@ -284,6 +294,11 @@ def definition_step(define, *, weights=None, input_name=None, input_shape=None, 
 
     def on(trt: ModuleType) -> DefinedNetwork:
         builder, network, logger = new_network(trt)
+        with exclusive(logger):
+            return _define(trt, builder, network, logger)
+
+    def _define(trt, builder, network, logger) -> DefinedNetwork:
+        logger.clear()
         network.name = network_name or model_name or "trtbuild"
         if input_shape is not None:
             outputs, _ = _add_model(trt, network, define, input_name or "input", input_shape, precision, fp32_io, batch)
@@ -298,6 +313,10 @@ def definition_step(define, *, weights=None, input_name=None, input_shape=None, 
         extra_names.sort(key=lambda n: by_name[n][0])  # network order
         extra = {n: by_name[n][1] for n in extra_names}
         _finish_outputs(trt, network, dict(outputs), fp32_io and input_shape is not None, extra)
+        errors = [e for e in logger.errors if not _NO_GPU_NOISE.search(e)]
+        if errors:  # TensorRT logs many API misuses (a duplicate tensor name...) and carries on
+            raise BuildError(f"{backend_name(trt)} reported errors while network '{network.name}' was defined: "
+                             f"{'; '.join(errors)}")
         return DefinedNetwork(builder, network, logger, model_name, extra)
 
     return on

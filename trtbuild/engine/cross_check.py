@@ -14,6 +14,7 @@ reference; with TensorRT-RTX or TensorRT the plan is that backend's.
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass, field
 from types import ModuleType
@@ -89,22 +90,56 @@ def _where(layer) -> str:
     return "a network input" if layer is None else f"layer '{layer.name}' ({_layer_kind(layer)})"
 
 
-def compare_networks(reference_network, rtx_network, rtx_label: str = "TensorRT-RTX") -> tuple[list[str], int]:
-    """Compare two defined networks: ([differences, first in network order], tensors compared).
+#: TensorRT's automatic tensor names count layers ("(Unnamed Layer* 12) [Pooling]_output"), so
+#: they only pair up between networks whose layer lists are the same.
+_AUTOMATIC_NAME = re.compile(r"\(Unnamed Layer\* \d+\)")
 
-    Compared: the marked outputs' names (in order), and the shape and dtype of every tensor that
-    both networks have under the same name, walking the reference network's layers in order."""
-    differences = []
+
+def _duplicates(network, side: str) -> list[str]:
+    names = [network.get_input(i).name for i in range(network.num_inputs)]
+    for li in range(network.num_layers):
+        layer = network.get_layer(li)
+        names += [layer.get_output(j).name for j in range(layer.num_outputs)]
+    seen, twice = set(), []
+    for n in names:
+        if n in seen and n not in twice:
+            twice.append(n)
+        seen.add(n)
+    return [f"tensor name '{n}' is used by more than one tensor on {side}, so the networks cannot be compared "
+            "by name" for n in twice]
+
+
+def _layer_names(network) -> list[str]:
+    return [network.get_layer(i).name for i in range(network.num_layers)]
+
+
+def compare_networks(reference_network, rtx_network, rtx_label: str = "TensorRT-RTX") -> tuple[list[str], int, str]:
+    """Compare two defined networks: ([differences, first in network order], tensors compared, note).
+
+    Compared: the marked outputs' names (in order); duplicate tensor names on either side are
+    differences. Where both networks have the same layers (names, in order), every tensor of one
+    must exist in the other with the same shape and dtype. Where they differ by design (rednet's
+    involution: a plugin on the reference, native layers on TensorRT-RTX), the outputs and every
+    tensor that both name alike (automatic names excepted) are compared, and `note` says so."""
+    differences = _duplicates(reference_network, "the reference") + _duplicates(rtx_network, rtx_label)
     ref_out = [reference_network.get_output(i).name for i in range(reference_network.num_outputs)]
     rtx_out = [rtx_network.get_output(i).name for i in range(rtx_network.num_outputs)]
+    same_layers = _layer_names(reference_network) == _layer_names(rtx_network)
+    note = "" if same_layers else (
+        f"the networks differ in structure ({reference_network.num_layers} layers on the reference, "
+        f"{rtx_network.num_layers} in {rtx_label}): outputs and tensors named alike were compared")
     rtx_tensors = {t.name: (t, layer) for t, layer in _tensors_in_order(rtx_network)}
+    ref_names = set()
     compared = 0
     for t, layer in _tensors_in_order(reference_network):
+        ref_names.add(t.name)
         other = rtx_tensors.get(t.name)
         if other is None:
-            if t.name in ref_out:
-                differences.append(f"output '{t.name}' of {_where(layer)} exists on the reference but not in the "
+            if t.name in ref_out or same_layers:
+                differences.append(f"tensor '{t.name}' of {_where(layer)} exists on the reference but not in the "
                                    f"{rtx_label} network")
+            continue
+        if not same_layers and _AUTOMATIC_NAME.match(t.name):
             continue
         compared += 1
         try:
@@ -117,9 +152,12 @@ def compare_networks(reference_network, rtx_network, rtx_label: str = "TensorRT-
         if ours != theirs:
             differences.append(f"tensor '{t.name}' of {_where(layer)} is {ours[0]} {ours[1]} on the reference but "
                                f"{theirs[0]} {theirs[1]} in {rtx_label}")
+    if same_layers:
+        differences += [f"tensor '{n}' of {_where(layer)} exists in the {rtx_label} network but not on the reference"
+                        for n, (_, layer) in rtx_tensors.items() if n not in ref_names]
     if ref_out != rtx_out:
         differences.append(f"the marked outputs differ: reference {ref_out}, {rtx_label} {rtx_out}")
-    return differences, compared
+    return differences, compared, note
 
 
 def _load_rtx() -> ModuleType:
@@ -134,7 +172,7 @@ def _build(trt, on, serialize: dict):
     start = time.perf_counter()
     try:
         defined = on(trt)
-    except (BuildError, ValueError, RuntimeError, TypeError) as e:  # rejected while defining
+    except Exception as e:  # noqa: BLE001 - rejected while defining; one side only is a disagreement to report
         return None, None, e, time.perf_counter() - start
     from .build import serialize_network
 
@@ -155,11 +193,10 @@ def cross_check_build(trt: ModuleType, on, serialize: dict):
     rtx = trt if is_rtx(trt) else _load_rtx()
     from trtbuild import reference
 
-    rtx_opts = dict(serialize, timing_cache=None, progress=False)
-    ref_opts = dict(serialize, timing_cache=None if not is_reference(trt) else serialize.get("timing_cache"),
-                    targets=None, progress=False if not is_reference(trt) else serialize.get("progress"))
-    if is_rtx(trt):
-        rtx_opts = dict(serialize)
+    # no timing cache is written before the comparison has passed
+    rtx_opts = dict(serialize) if is_rtx(trt) else dict(serialize, timing_cache=None, progress=False)
+    ref_opts = dict(serialize, timing_cache=None, targets=None,
+                    progress=serialize.get("progress") if is_reference(trt) else False)
     ref_defined, ref_plan, ref_error, _ = _build(reference, on, ref_opts)
     rtx_defined, rtx_plan, rtx_error, rtx_seconds = _build(rtx, on, rtx_opts)
     label = product_name(rtx)
@@ -169,15 +206,17 @@ def cross_check_build(trt: ModuleType, on, serialize: dict):
         raise CrossCheckError(f"cross-check: the reference builds the network but {label} rejects it ({rtx_error})")
     if ref_plan is None:
         raise CrossCheckError(f"cross-check: {label} builds the network but the reference rejects it ({ref_error})")
-    differences, compared = compare_networks(ref_defined.network, rtx_defined.network, label)
+    differences, compared, note = compare_networks(ref_defined.network, rtx_defined.network, label)
     if differences:
         more = f" (and {len(differences) - 1} more difference(s))" if len(differences) > 1 else ""
         raise CrossCheckError(f"cross-check against {label}: {differences[0]}{more}")
     result = CrossCheckResult(
         rtx_version=str(rtx.__version__), targets=list(rtx_plan.info.get("targets", [])),
         outputs=rtx_plan.info["outputs"], tensors_compared=compared, rtx_build_seconds=rtx_seconds,
-        rtx_engine_bytes=len(rtx_plan), rtx_plan=rtx_plan)
+        rtx_engine_bytes=len(rtx_plan), rtx_plan=rtx_plan, notes=[note] if note else [])
     if is_reference(trt):
+        if serialize.get("timing_cache") is not None:  # the comparison passed: now build with the cache
+            ref_plan = _build(reference, on, dict(ref_opts, timing_cache=serialize["timing_cache"]))[1]
         return ref_plan, ref_defined, result
     if is_rtx(trt):
         return rtx_plan, rtx_defined, result

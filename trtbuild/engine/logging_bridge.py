@@ -9,6 +9,7 @@ exception that quotes them instead of a bare "got None". `.messages` also keeps 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 from types import ModuleType
@@ -72,6 +73,7 @@ def _logger_class(trt: ModuleType) -> type:
 
 
 _shared: dict[int, object] = {}
+_shared_lock = threading.Lock()
 
 
 def make_logger(trt: ModuleType, name: str = LOGGER_NAME, min_severity=None):
@@ -88,10 +90,19 @@ def make_logger(trt: ModuleType, name: str = LOGGER_NAME, min_severity=None):
     reference honours every logger, so there each call gets a new one."""
     if getattr(trt, "__name__", "") == "trtbuild.reference":
         return _logger_class(trt)(name, min_severity)
-    logger = _shared.get(id(trt))
-    if logger is None:
-        logger = _shared[id(trt)] = _logger_class(trt)(name, min_severity)
-    else:
-        logger.py_logger = logging.getLogger(name)
-        logger._min_severity = None if min_severity is None else int(min_severity)
+    with _shared_lock:
+        logger = _shared.get(id(trt))
+        if logger is None:
+            logger = _shared[id(trt)] = _logger_class(trt)(name, min_severity)
+            logger.operation = threading.RLock()
+        else:
+            logger.py_logger = logging.getLogger(name)
+            logger._min_severity = None if min_severity is None else int(min_severity)
     return logger
+
+
+def exclusive(logger):
+    """A context in which `logger`'s captured errors belong to one operation: the shared logger of
+    a real TensorRT module is held by one thread's definition or build at a time (others wait), so
+    concurrent builds never quote each other's errors. A reference logger needs no lock."""
+    return getattr(logger, "operation", None) or contextlib.nullcontext()

@@ -40,9 +40,12 @@ def select_backend(choice: str | None = None) -> tuple[ModuleType, str]:
     """(trt module, first output line saying which backend runs and why)."""
     trt = load_trt(choice)
     if is_rtx(trt):
+        from .rtx import can_run_here
+
         dev = device_info(trt)
-        where = ("no CUDA GPU is visible, so its engines are built here ahead of time but cannot run"
-                 if dev["compute_capability"] == CPU else f"on {dev['gpu']} (compute capability {dev['compute_capability']})")
+        runs, why = can_run_here(trt)
+        where = (f"on {dev['gpu']} (compute capability {dev['compute_capability']})" if runs else
+                 f"{why}, so its engines are built here ahead of time but cannot run here")
         return trt, (f"backend: tensorrt-rtx {trt.__version__} (NVIDIA TensorRT for RTX, not TensorRT 10/11) — "
                      f"{where}")
     if not is_reference(trt):

@@ -249,10 +249,13 @@ def _trt_for_plan(plan, sidecar: dict | None, name: str) -> ModuleType:
         return load_trt(backend)
     except BackendError as e:
         product = "TensorRT-RTX" if backend == "tensorrt-rtx" else "TensorRT"
-        built = (f"was built with {product} {sidecar.get('tensorrt_version')} for "
-                 f"{sidecar.get('targets') or sidecar.get('gpu')}"
-                 if sidecar is not None else "is not a trtbuild reference plan, so it needs real TensorRT")
-        raise EngineCompatibilityError(f"{name} {built}, but TensorRT cannot be used here: {e}") from None
+        from .rtx import target_list
+
+        where = target_list(sidecar["targets"]) if sidecar is not None and sidecar.get("targets") else \
+            (sidecar or {}).get("gpu")
+        built = (f"was built with {product} {sidecar.get('tensorrt_version')} for {where}"
+                 if sidecar is not None else f"is not a trtbuild reference plan, so it needs real {product}")
+        raise EngineCompatibilityError(f"{name} {built}, but {product} cannot be used here: {e}") from None
 
 
 def load_engine(path: str | os.PathLike, trt: ModuleType | None = None) -> Engine:

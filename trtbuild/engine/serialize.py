@@ -133,10 +133,15 @@ def _check_rtx_targets(sidecar: dict, here: dict, engine_path) -> None:
         raise EngineCompatibilityError(f"{engine_path} is a TensorRT-RTX engine for GPUs of compute capability "
                                        f"{shown}, but no CUDA GPU is visible here, so it cannot run")
     if here["compute_capability"] not in targets:
+        from .rtx import KNOWN_TARGETS
+
+        cc = here["compute_capability"]
+        advice = (f"rebuild it with --target sm{cc.replace('.', '')}" if cc in KNOWN_TARGETS else
+                  f"TensorRT-RTX does not build for compute capability {cc} (it targets RTX-class GPUs, not "
+                  "Hopper or data-centre parts): use --backend tensorrt on this GPU")
         raise EngineCompatibilityError(
             f"{engine_path} was built by TensorRT-RTX for compute capabilities {shown}, but this GPU is {here['gpu']} "
-            f"with compute capability {here['compute_capability']}; rebuild it with --target "
-            f"sm{here['compute_capability'].replace('.', '')} (TensorRT-RTX targets RTX-class GPUs, not Hopper)")
+            f"with compute capability {cc}; {advice}")
 
 
 def check_compatible(sidecar: dict, trt: ModuleType, engine_path: str | os.PathLike = "engine",
