@@ -11,8 +11,6 @@ import pytest
 
 from trtbuild.cli import main, make_parser
 
-pytest.importorskip("trtbuild.models.registry", reason="the model registry is not available")
-
 REF = ["--backend", "reference"]
 
 

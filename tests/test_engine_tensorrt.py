@@ -7,6 +7,7 @@ no GPU is visible. They build and run the tiny conv network from test_engine_sup
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -37,6 +38,21 @@ def net():
     return TinyNet(seed=5).cuda()
 
 
+@pytest.fixture(autouse=True)
+def _no_tf32_in_expected_values():
+    """Expected values are `net(x)` on CUDA, and PyTorch lets cuDNN convolutions use TF32 by default
+    (10-bit mantissa: about 5e-4 relative error on an A100/H100), against rtol 1e-4 here. The engines are
+    built with TF32 cleared (build_plan's default), so the reference must be true fp32 as well: turn
+    TF32 off for cuDNN and for matmuls during each test, and restore the settings afterwards."""
+    saved = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_tf32 = False
+    try:
+        yield
+    finally:
+        torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = saved
+
+
 def test_fp32_build_and_run(trt, net):
     plan = build_plan(trt, tiny_define(net), input_shape=TINY_SHAPE, progress=False)
     assert plan.info["inputs"][0]["dtype"] == "FLOAT"
@@ -44,7 +60,7 @@ def test_fp32_build_and_run(trt, net):
     assert engine.backend == f"tensorrt {trt.__version__}" and engine.device.type == "cuda"
     x = torch.rand(TINY_SHAPE, device="cuda") * 2 - 1
     out = engine.run({"input": x}, synchronize=True)["y"]
-    torch.testing.assert_close(out, net(x), rtol=1e-4, atol=1e-5)  # TF32 is off by default
+    torch.testing.assert_close(out, net(x), rtol=1e-4, atol=1e-5)  # TF32 off in the engine and in net(x)
 
 
 def test_fp16_strongly_typed_with_fp32_io(trt, net):
@@ -63,8 +79,14 @@ def test_fp16_native_io(trt, net):
                       progress=False)
     engine = Engine(plan, trt)
     assert engine.tensors["input"].dtype == torch.float16
-    out = engine.run({"input": torch.rand(TINY_SHAPE, device="cuda").half()}, synchronize=True)["y"]
-    assert out.dtype == torch.float16
+    x = (torch.rand(TINY_SHAPE, device="cuda") * 2 - 1).half()
+    out = engine.run({"input": x}, synchronize=True)["y"]
+    assert out.dtype == torch.float16 and out.shape == (1, 2, 8, 8)
+    # The values, not only the dtype: against fp32 PyTorch on the same (fp16) input, with fp16 tolerances
+    # (fp16 weights and activations: a few units of 2**-11 per operation, 27 + 4 terms per output).
+    expected = net(x.float())
+    err = (out.float() - expected).abs().max().item()
+    assert torch.isfinite(out).all() and err < 2e-2 * expected.abs().max().item()
 
 
 def test_dynamic_batch(trt, net):
@@ -93,9 +115,14 @@ def test_timing_cache_and_progress_monitor(trt, net, tmp_path):
 
 def test_failed_build_quotes_tensorrt_errors(trt, net):
     inner = tiny_define(net)
-    with pytest.raises(BuildError, match="failed to build network"):
+    with pytest.raises(BuildError, match="failed to build network 'trtbuild': ") as info:
         build_plan(trt, lambda network, x: {"conv1": inner(network, x)["y"]}, input_shape=TINY_SHAPE,
                    extra_outputs=["conv1"], progress=False)
+    # TensorRT's own logged error follows trtbuild's prefix, e.g. "[network.cpp::validate::...] Error Code 4:
+    # Internal Error (Repeated tensor name: conv1 (tensors must have distinct names))".
+    quoted = str(info.value).split("failed to build network 'trtbuild': ", 1)[1]
+    assert re.search(r"Error Code \d+", quoted), f"TensorRT's error is not quoted: {info.value}"
+    assert "conv1" in quoted, f"TensorRT's error does not name the repeated tensor: {info.value}"
 
 
 def test_save_load_sidecar(trt, net, tmp_path):

@@ -60,7 +60,11 @@ def test_forward_fp16_matches_reference(case):
     out = InvolutionFunction.apply(x, w, *case[4:])
     assert out.dtype == torch.float16
     expected = involution_reference(x.double(), w.double(), *case[4:])
-    torch.testing.assert_close(out.double(), expected, atol=1e-2, rtol=1e-2)
+    # The kernels accumulate in fp32 and round once to fp16, so the result is the exact one rounded to fp16
+    # up to ties: within 2**-10 * max|expected| of expected.half(). This is the bound that
+    # test_involution_kernels_emulated.py verifies on the same kernel source (atol/rtol 1e-2 was ~25x looser).
+    bound = 2 ** -10 * expected.abs().max().item()
+    torch.testing.assert_close(out.double(), expected.half().double(), atol=bound, rtol=0)
 
 
 @pytest.mark.parametrize("case", CASES[:6], ids=IDS[:6])

@@ -77,10 +77,16 @@ def test_native_rejects_k_out_of_range_and_reference_agrees():
     assert native_lrn_allowed(5, 1e-4, 0.75, 1.0) is None
     _, network = new_network()
     x = network.add_input("x", trt.DataType.FLOAT, (1, 20, 3, 3))
-    with pytest.raises(BuilderError, match="k in"):
+    with pytest.raises(BuilderError, match=r"layer 'norm1': impl='native' is not possible: .*k in \[1e-5, 1e10\]"):
         lrn(network, x, 5, 1e-4, 0.75, 0.0, "norm1", impl="native")
-    with pytest.raises(trt.NetworkError, match="window_size 4"):  # the backend's own check, for comparison
-        network.add_lrn(x, 4, 1e-4, 0.75, 1.0)
+    # the backend's own k check agrees, on both sides of each limit
+    for k in (0.0, 1e-6, 2e10):
+        assert "k in [1e-5, 1e10]" in native_lrn_allowed(5, 1e-4, 0.75, k)
+        with pytest.raises(trt.NetworkError, match=rf"k={k} out of range .*k in \[1e-5, 1e10\]"):
+            network.add_lrn(x, 5, 1e-4, 0.75, k)
+    for k in (1e-5, 1e10):
+        assert native_lrn_allowed(5, 1e-4, 0.75, k) is None
+        network.add_lrn(x, 5, 1e-4, 0.75, k)
 
 
 @pytest.mark.parametrize("bad, pattern", [

@@ -21,10 +21,10 @@ import trtbuild.reference as trt
 from trtbuild.onnx_export import export_onnx, run_onnxruntime
 from onnx_rtx import rtx_parses_every_export  # noqa: F401,E402  (autouse: TensorRT-RTX parses every export)
 
-l2norm_mod = pytest.importorskip("trtbuild.layers.l2norm")
-lrn_mod = pytest.importorskip("trtbuild.layers.lrn")
-bn_mod = pytest.importorskip("trtbuild.layers.batchnorm")
-norm_mod = pytest.importorskip("trtbuild.layers.normalization")
+import trtbuild.layers.batchnorm as bn_mod  # noqa: E402
+import trtbuild.layers.l2norm as l2norm_mod  # noqa: E402
+import trtbuild.layers.lrn as lrn_mod  # noqa: E402
+import trtbuild.layers.normalization as norm_mod  # noqa: E402
 from trtbuild.models.pytorch import L2Norm  # noqa: E402
 
 TRT_OF = {torch.float32: trt.float32, torch.float16: trt.float16, torch.bfloat16: trt.bfloat16}

@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
-import pytest
 import torch
 
 from trtbuild.cli import main
+from trtbuild.models import registry
 from trtbuild.onnx_export import run_onnxruntime
-
-registry = pytest.importorskip("trtbuild.models.registry")
 
 
 def _input(spec):

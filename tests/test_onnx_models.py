@@ -18,7 +18,7 @@ import torch.nn.functional as F
 import trtbuild.reference as trt
 from trtbuild.onnx_export import compare_arrays, export_onnx, format_rows, layerwise_against_onnxruntime, run_onnxruntime
 
-registry = pytest.importorskip("trtbuild.models.registry")
+from trtbuild.models import registry  # noqa: E402
 from trtbuild.engine import quick  # noqa: E402
 from trtbuild.weights import WeightMap  # noqa: E402
 from onnx_rtx import rtx_parses_every_export  # noqa: F401,E402  (autouse: TensorRT-RTX parses every export)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 
 import numpy as np
 import pytest
@@ -140,7 +141,11 @@ def test_json(report, tmp_path):
     assert data["passed"] is False and data["atol_mode"] == "absolute"
     boxes = data["outputs"][1]
     assert boxes["name"] == "boxes" and boxes["max_abs"] == pytest.approx(0.5) and boxes["failed"] == 8
-    assert data["outputs"][0]["max_rel"] == "inf" or data["outputs"][0]["max_rel"] > 0
+    logits = data["outputs"][0]
+    # every logit is off by 1e-3, so the largest relative error is at the smallest |expected| (linspace(-1, 1, 50)
+    # has no zero: 1/49 is the smallest magnitude)
+    assert logits["name"] == "logits" and logits["max_abs"] == pytest.approx(1e-3, rel=1e-6)
+    assert logits["max_rel"] == pytest.approx(1e-3 * 49, rel=1e-6) and logits["failed"] == 0
 
 
 def test_html_has_tables_and_inline_svg(report, tmp_path):
@@ -151,15 +156,22 @@ def test_html_has_tables_and_inline_svg(report, tmp_path):
     assert 'class="fail"' in text
 
 
-def test_png_only_with_matplotlib(report, tmp_path):
-    try:
-        import matplotlib  # noqa: F401
-    except ImportError:
-        assert report.to_png(tmp_path / "r.png") is False
-        assert not (tmp_path / "r.png").exists()
-    else:
-        assert report.to_png(tmp_path / "r.png") is True
-        assert (tmp_path / "r.png").read_bytes()[:4] == b"\x89PNG"
+def test_png_is_written_with_matplotlib(report, tmp_path):
+    # matplotlib is in the `test` extra: without it this fails rather than skipping the real PNG path
+    import matplotlib.image
+
+    path = tmp_path / "sub" / "r.png"
+    assert report.to_png(path) is True
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and not list(path.parent.glob("*.tmp*"))
+    img = matplotlib.image.imread(path)
+    # one histogram panel per output: figsize (6, 2.2 * 2) inches at 100 dpi, and not a blank canvas
+    assert img.shape[:2] == (440, 600) and img[..., :3].std() > 0.01
+
+
+def test_png_without_matplotlib_writes_nothing(report, tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # `import matplotlib` raises ImportError
+    assert report.to_png(tmp_path / "r.png") is False
+    assert not (tmp_path / "r.png").exists()
 
 
 def test_empty_report_does_not_pass():

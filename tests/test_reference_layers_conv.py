@@ -11,6 +11,7 @@ with output sizes from the PaddingMode formulas of TensorRT's NvInfer.h:
 
 from __future__ import annotations
 
+import re
 import functools
 
 import math
@@ -335,7 +336,10 @@ def test_lrn_rejects_even_or_too_large_windows(refnet, window):
                                           (1e-4, 0.75, 1e-6), (1e-4, 0.75, 2e10)])
 def test_lrn_rejects_parameters_out_of_range(refnet, alpha, beta, k):
     """Valid: alpha in [-1e20, 1e20], beta in [0.01, 1e5], k in [1e-5, 1e10] (ILRNLayer docs)."""
-    with pytest.raises(trt.NetworkError, match="alpha|beta|k"):
+    # The message names every parameter, so "alpha|beta|k" would match any refusal: pin the values given
+    # and the reason (out of range, with the documented ranges), not e.g. a window or shape complaint.
+    ranges = re.escape("(alpha in [-1e20, 1e20], beta in [0.01, 1e5], k in [1e-5, 1e10])")
+    with pytest.raises(trt.NetworkError, match=re.escape(f"alpha={alpha} beta={beta} k={k} out of range ") + ranges):
         refnet.network.add_lrn(refnet.input("x", (1, 8, 4, 4)), 3, alpha, beta, k)
 
 

@@ -60,7 +60,7 @@ def test_group_norm_v1_scales_per_group(refnet):
     close(y, F.group_norm(x, 3, weight=per_channel(gamma_g), bias=per_channel(beta_g), eps=1e-5))
 
 
-def test_group_norm_v1_and_v2_differ_in_scale_shape(refnet):
+def test_group_norm_v1_and_v2_agree_given_each_its_scale_shape(refnet):
     """The same per-group scale given both ways gives the same result (v2 needs it repeated per channel)."""
     x, g = randn(1, 4, 3, 3), torch.tensor([2.0, -1.0])
     t = refnet.input("x", tuple(x.shape))
@@ -72,6 +72,25 @@ def test_group_norm_v1_and_v2_differ_in_scale_shape(refnet):
     out = refnet.run({"x": x}, a=v1.get_output(0), b=v2.get_output(0))
     close(out["a"], out["b"], atol=1e-6, rtol=1e-6)
     close(out["a"], F.group_norm(x, 2, weight=g.repeat_interleave(2), eps=1e-5))
+
+
+@pytest.mark.parametrize("v2", [False, True], ids=["v1_given_per_channel", "v2_given_per_group"])
+def test_group_norm_v1_and_v2_differ_in_scale_shape(v2):
+    """Each version refuses the other's scale shape at build time, naming the shape it wants
+    (v1 [1, G, 1, 1] per group, v2 [1, C, 1, 1] per channel): neither silently broadcasts it."""
+    from conftest import RefNet
+
+    net = RefNet()
+    g = torch.tensor([2.0, -1.0])
+    scale = g.reshape(1, 2, 1, 1) if v2 else g.repeat_interleave(2).reshape(1, 4, 1, 1)
+    add = net.network.add_normalization_v2 if v2 else net.network.add_normalization
+    layer = add(net.input("x", (1, 4, 3, 3)), const(net, scale), const(net, torch.zeros(scale.shape)), 0b1100)
+    layer.num_groups = 2
+    net.network.mark_output(layer.get_output(0))
+    assert net.build() is None
+    want, got = ("(1, 4, 1, 1)", "(1, 2, 1, 1)") if v2 else ("(1, 2, 1, 1)", "(1, 4, 1, 1)")
+    what = "add_normalization_v2 scales per channel" if v2 else "add_normalization (v1) scales per group"
+    assert any(f"scale/bias shape {got} should be {want} ({what})" in e for e in net.logger.errors), net.logger.errors
 
 
 def test_layer_norm_over_last_dim(refnet):

@@ -32,10 +32,14 @@ def test_parser_registers_command_and_defaults():
 
 
 def test_parser_requires_exactly_one_source(capsys):
-    with pytest.raises(SystemExit):
+    with pytest.raises(SystemExit) as info:
         parse(["export-weights", "--out", "a.wts"])
-    with pytest.raises(SystemExit):
+    assert info.value.code == 2
+    assert "error: one of the arguments --model --checkpoint is required" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as info:
         parse(["export-weights", "--model", "m", "--checkpoint", "c.pt", "--out", "a.wts"])
+    assert info.value.code == 2
+    assert "error: argument --checkpoint: not allowed with argument --model" in capsys.readouterr().err
 
 
 def test_checkpoint_pth_to_wts(tmp_path, capsys):
