@@ -136,3 +136,97 @@ def test_mutated_binary_files(suffix, mutations):
         path = Path(tmp) / f"fuzz{suffix}"
         path.write_bytes(mutate(VALID[suffix], mutations))
         load_or_weights_error(path)
+
+
+# -- valid header and count, malformed body -------------------------------------------------------
+# Random bytes almost all stop at the header line. These files have a valid header and tensor
+# count and well-formed lines, in canonical or loose spacing, with one defect in the body.
+
+BODY_DEFECTS = ("count_more", "count_less", "name_not_utf8", "name_whitespace", "no_count", "bad_count",
+                "values_mismatch", "bad_word", "duplicate")
+
+
+@st.composite
+def malformed_bodies(draw):
+    """(defect, file bytes): a .wts file whose header is a valid count, with one defect in the body."""
+    tensors = draw(st.lists(st.tuples(names, st.lists(st.integers(0, 2**32 - 1), max_size=6)),
+                            min_size=1, max_size=4, unique_by=lambda t: t[0]))
+    sep = draw(st.sampled_from([b" ", b"  ", b"\t", b" \t "]))
+    words = [[b"%08x" % w for w in ws] for _, ws in tensors]
+    heads = [[name.encode(), str(len(ws)).encode()] for name, ws in tensors]
+    defect = draw(st.sampled_from(BODY_DEFECTS))
+    i = draw(st.integers(0, len(tensors) - 1))
+    count = len(tensors)
+    if defect == "count_more":
+        count += draw(st.integers(1, 3))
+    elif defect == "count_less":
+        count = draw(st.integers(0, len(tensors) - 1))
+    elif defect == "name_not_utf8":
+        heads[i][0] = draw(st.sampled_from([b"\xff", b"\xc3", b"\x80"])) + heads[i][0]
+    elif defect == "name_whitespace":  # Unicode whitespace that bytes.split does not split at
+        heads[i][0] += draw(st.sampled_from(["\u00a0", "\u2003", "\u3000", "\x1c", "\x85"])).encode() + b"x"
+    elif defect == "no_count":
+        heads[i], words[i] = heads[i][:1], []
+    elif defect == "bad_count":
+        heads[i][1] = draw(st.sampled_from(["-1", "1.0", "x", "+1", "0x1", "\u0661", "1e2"])).encode()
+    elif defect == "values_mismatch":
+        n = len(words[i])
+        heads[i][1] = str(draw(st.integers(0, n + 3).filter(lambda c: c != n))).encode()
+    elif defect == "bad_word":
+        if not words[i]:
+            words[i], heads[i][1] = [b"3f800000"], b"1"
+        j = draw(st.integers(0, len(words[i]) - 1))
+        words[i][j] = draw(st.sampled_from([b"3f80000", b"3f8000000", b"0x3f8000", b"3f80000g", b"zzzzzzzz",
+                                            b"3f800000,", b"3F80_000", b"\xff\xff\xff\xff\xff\xff\xff\xff"]))
+    else:  # duplicate: another line with a name already used
+        heads.append([heads[i][0], b"0"])
+        words.append([])
+        count += 1
+    eol = draw(st.sampled_from([b"\n", b"\r\n"]))
+    lines = [sep.join(h + w) for h, w in zip(heads, words)]
+    if draw(st.booleans()):  # blank lines are allowed anywhere after the header
+        lines.insert(draw(st.integers(0, len(lines))), b"")
+    return defect, str(count).encode() + eol + eol.join(lines) + eol
+
+
+def _refused_with_one_sentence(data: bytes, path: Path) -> WeightsError:
+    path.write_bytes(data)
+    try:
+        WeightMap.load(path, allow_nonfinite=True)
+    except WeightsError as exc:  # any other exception fails the test
+        message = str(exc)
+        assert message.startswith(str(path)) and "\n" not in message, message
+        return exc
+    raise AssertionError("a malformed .wts file was accepted")
+
+
+@settings(max_examples=400, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(malformed_bodies())
+def test_malformed_wts_bodies_raise_weights_error_naming_the_file(case):
+    defect, data = case
+    with tempfile.TemporaryDirectory() as tmp:
+        _refused_with_one_sentence(data, Path(tmp) / "body.wts")
+
+
+def test_the_body_fuzz_reaches_every_defect_and_can_fail(monkeypatch):
+    """The fuzz above can fail: with a parser that decodes tensor names without its checks, it sees
+    a UnicodeDecodeError escape and a name with whitespace accepted (and it generates every defect)."""
+    from trtbuild.weights import wts
+
+    monkeypatch.setattr(wts, "_decode_name", lambda raw, lineno, source: raw.decode("utf-8"))
+    seen, failures = set(), {}
+
+    @settings(max_examples=200, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+    @given(malformed_bodies())
+    def trial(case):
+        defect, data = case
+        seen.add(defect)
+        with tempfile.TemporaryDirectory() as tmp:
+            try:
+                _refused_with_one_sentence(data, Path(tmp) / "body.wts")
+            except Exception as e:  # noqa: BLE001 - collected, the test asserts below
+                failures[defect] = type(e).__name__
+
+    trial()
+    assert seen == set(BODY_DEFECTS), seen
+    assert failures == {"name_not_utf8": "UnicodeDecodeError", "name_whitespace": "AssertionError"}, failures

@@ -210,6 +210,9 @@ def read_engine_file(path: str | os.PathLike, trt: ModuleType | None = None,
                          if expected is not None and expected != len(data) else "same size, different content")
             raise EngineFileError(f"engine file {path} does not match the sha256 in its sidecar ({size_note}), "
                                   "so it was changed or truncated after the build; rebuild it")
+    if sidecar is not None and sidecar.get("engine_bytes") is not None and sidecar["engine_bytes"] != len(data):
+        raise EngineFileError(f"engine file {path} has {len(data)} bytes but its sidecar says {sidecar['engine_bytes']!r}, "
+                              "so one of them was changed after the build; rebuild it")
     return data, sidecar
 
 

@@ -9,6 +9,7 @@ from .core import NetworkError
 from .enums import DataType, LayerType
 from .execute import TORCH_DTYPE, run_layer
 from .infer import infer_layer
+from .layers import check_params
 from .plugins import PluginFieldCollection, PluginField, get_plugin_registry
 from .enums import TensorRTPhase
 
@@ -49,6 +50,41 @@ class PlanGraph:
             plugin = _rebuild_plugin(entry, arrays) if "plugin" in entry else None
             self.layers.append((LayerType[entry["type"]], entry, weights, plugin))
         self._device_weights: dict = {}
+        self._check_declared()
+
+    def _check_declared(self) -> None:
+        """Shape inference with the shapes the plan declares must give each layer the outputs the
+        plan declares (the builder wrote them from that same inference); a layer whose params do
+        not fit its kind, or whose tensors were altered, is refused naming the layer."""
+        from .plan import PlanError
+
+        shapes = {t["id"]: tuple(t["shape"]) for t in self.header["inputs"]}
+        dtypes = {t["id"]: DataType(t["dtype"]) for t in self.header["inputs"]}
+        for ltype, entry, weights, plugin in self.layers:
+            what = f"layer '{entry['name']}' ({ltype.name})"
+            try:
+                check_params(ltype, entry["params"], entry["name"])
+                outs, dts = infer_layer(ltype, entry["params"], _WeightMeta(weights),
+                                        [shapes.get(i) for i in entry["inputs"]],
+                                        [dtypes.get(i) for i in entry["inputs"]], entry["name"], plugin=plugin)
+                outs, dts = [tuple(s) for s in outs], [DataType(d) for d in dts]
+            except NetworkError as e:
+                reason = str(e).removeprefix(f"layer '{entry['name']}': ")
+                raise PlanError(f"{what} is refused: {reason}", "graph") from None
+            except Exception as e:  # params of the wrong kind or type: KeyError, TypeError, ...
+                raise PlanError(f"{what} has params {entry['params']!r} that do not fit its kind "
+                                f"({type(e).__name__}: {e})", "graph") from None
+            declared = [(tuple(o["shape"]), DataType(o["dtype"])) for o in entry["outputs"]]
+            if declared != list(zip(outs, dts)):
+                raise PlanError(f"{what} declares outputs {[(s, d.name) for s, d in declared]} but its inputs and "
+                                f"params give {[(s, d.name) for s, d in zip(outs, dts)]}", "graph")
+            for o in entry["outputs"]:
+                shapes[o["id"]], dtypes[o["id"]] = tuple(o["shape"]), DataType(o["dtype"])
+        for t in self.header["outputs"]:
+            if (tuple(t["shape"]), DataType(t["dtype"])) != (shapes[t["id"]], dtypes[t["id"]]):
+                raise PlanError(f"output '{t['name']}' declares shape {tuple(t['shape'])} and type "
+                                f"{DataType(t['dtype']).name} but its tensor has {shapes[t['id']]} and "
+                                f"{dtypes[t['id']].name}", "graph")
 
     def infer_shapes(self, input_shapes: dict[str, tuple]) -> dict[int, tuple]:
         shapes = {t["id"]: tuple(input_shapes[t["name"]]) for t in self.header["inputs"]}

@@ -18,6 +18,60 @@ _CONVERTERS = {
 }
 
 
+class _Param(property):
+    """A property that remembers its `_params` key, kind and check, so that a deserialized plan's
+    params can be checked against the layer class (see `check_params`)."""
+
+    key: str
+    kind: object
+    check: object
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+_JSON_KINDS = {
+    "int": _is_int, "float": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+    "bool": lambda v: isinstance(v, bool),
+    "dims": lambda v: isinstance(v, (list, tuple)) and len(v) <= 8 and all(_is_int(d) for d in v),
+    "perm": lambda v: isinstance(v, (list, tuple)) and sorted(v) == list(range(len(v))) and all(_is_int(d) for d in v),
+}
+
+
+def check_params(ltype: LayerType, params: dict, name: str) -> None:
+    """Raise NetworkError naming the first param of a deserialized layer whose value is not of the
+    kind its layer class stores (an enum member, an int, a list of ints, ...) or that the class's
+    setter would refuse."""
+    classes = [c for c in _layer_classes() if c._TYPE == ltype]
+    for cls in classes[:1]:
+        for attr in dir(cls):
+            prop = getattr(cls, attr, None)
+            if not isinstance(prop, _Param):
+                continue
+            if prop.key not in params:
+                raise NetworkError(f"layer '{name}': the {ltype.name} param {prop.key} is missing")
+            if params[prop.key] is None:
+                continue
+            v, kind = params[prop.key], prop.kind
+            ok = _JSON_KINDS[kind](v) if isinstance(kind, str) else _is_int(v) and v in kind._value2member_map_
+            if not ok:
+                what = kind if isinstance(kind, str) else f"{kind.__name__} value"
+                raise NetworkError(f"layer '{name}': param {prop.key} = {v!r} is not a valid {what}")
+            why = prop.check(_CONVERTERS[kind](v) if isinstance(kind, str) else kind(v)) if prop.check else None
+            if why:
+                raise NetworkError(f"layer '{name}': param {prop.key} = {v!r} is refused: {why}")
+
+
+def _layer_classes():
+    out, todo = [], [ILayer]
+    while todo:
+        cls = todo.pop()
+        out.append(cls)
+        todo.extend(cls.__subclasses__())
+    return [c for c in out if c._TYPE is not None]
+
+
 def _param(key: str, kind: str, check=None):
     """A layer attribute stored in `_params[key]`; `kind` is a converter name or an enum class.
     `check(value)` returns why a value is refused (TensorRT refuses it in the setter), or None."""
@@ -36,7 +90,9 @@ def _param(key: str, kind: str, check=None):
         self._params[key] = (tuple(value) if isinstance(value, tuple) else value)
         self._network._touch()
 
-    return property(get, set)
+    prop = _Param(get, set)
+    prop.key, prop.kind, prop.check = key, kind, check
+    return prop
 
 
 def _weights(key: str):

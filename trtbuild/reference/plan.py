@@ -22,7 +22,13 @@ FORMAT_VERSION = 1
 
 
 class PlanError(ValueError):
-    """The bytes are not a valid reference plan."""
+    """The bytes are not a valid reference plan. `stage` says which part of the plan is wrong:
+    "container" (magic, lengths, checksum), "header" (JSON), "blob" (safetensors) or "graph"
+    (rebuilding the layers); the message starts with it, except for the container."""
+
+    def __init__(self, message: str, stage: str = "container"):
+        super().__init__(_STAGE_TEXT[stage] + message)
+        self.stage = stage
 
 
 def _topological(network) -> list:
@@ -90,7 +96,9 @@ def serialize_network(network, profiles: list[dict], extra: dict) -> bytes:
 
 
 def deserialize_plan(data: bytes) -> tuple[dict, dict[str, np.ndarray]]:
-    """Parse plan bytes; raise PlanError saying what is wrong."""
+    """Parse plan bytes; raise PlanError saying what is wrong (its `stage` says where:
+    "container" for magic, lengths and checksum, "header" for the JSON header, "blob" for the
+    safetensors weights)."""
     data = data if isinstance(data, bytes) else bytes(data)
     if len(data) < len(MAGIC) + 8 or not data.startswith(MAGIC):
         raise PlanError("not a trtbuild reference plan (bad magic bytes): was it built by real TensorRT, or is it another file?")
@@ -103,13 +111,147 @@ def deserialize_plan(data: bytes) -> tuple[dict, dict[str, np.ndarray]]:
         raise PlanError(f"reference plan is truncated: header says {hlen} bytes, file has {len(body) - pos}")
     if hashlib.sha256(body).digest() != digest:
         raise PlanError("reference plan is corrupt or truncated (checksum mismatch)")
-    header = json.loads(body[pos:pos + hlen])
+    try:
+        header = json.loads(body[pos:pos + hlen])
+    except ValueError as e:  # JSONDecodeError and UnicodeDecodeError
+        raise PlanError(f"the header is not valid UTF-8 JSON ({e})", "header") from None
     pos += hlen
     (blen,) = struct.unpack_from("<Q", body, pos)
     blob = body[pos + 8:pos + 8 + blen]
+    if not isinstance(header, dict):
+        raise PlanError(f"the header is a JSON {type(header).__name__}, not an object", "header")
     if header.get("format") != FORMAT_VERSION:
-        raise PlanError(f"reference plan format {header.get('format')} is not supported (this trtbuild reads {FORMAT_VERSION})")
-    return header, (st_load(blob) if blen else {})
+        raise PlanError(f"reference plan format {header.get('format')!r} is not supported (this trtbuild reads {FORMAT_VERSION})")
+    check_header(header)
+    if pos + 8 + blen != len(body):
+        raise PlanError(f"the header gives the blob {blen} bytes but {len(body) - pos - 8} bytes follow it", "blob")
+    try:
+        arrays = st_load(blob) if blen else {}
+    except Exception as e:  # safetensors raises its own SafetensorError, or ValueError from numpy
+        raise PlanError(f"the safetensors blob cannot be read ({type(e).__name__}: {e})", "blob") from None
+    check_arrays(header, arrays)
+    return header, arrays
+
+
+_STAGE_TEXT = {"container": "", "header": "reference plan header: ", "blob": "reference plan weights blob: ",
+               "graph": "reference plan graph: "}
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _need(ok: bool, what: str) -> None:
+    if not ok:
+        raise PlanError(what, "header")
+
+
+def _check_tensor(t, where: str) -> None:
+    from .enums import DataType
+
+    _need(isinstance(t, dict), f"{where} is a {type(t).__name__}, not an object")
+    for key in ("id", "name", "dtype", "shape"):
+        _need(key in t, f"{where} has no '{key}' field")
+    _need(_is_int(t["id"]) and t["id"] >= 0, f"{where} has id {t['id']!r}, not a non-negative integer")
+    _need(isinstance(t["name"], str), f"{where} has name {t['name']!r}, not a string")
+    _need(_is_int(t["dtype"]) and t["dtype"] in DataType._value2member_map_,
+          f"{where} ('{t['name']}') has dtype {t['dtype']!r}, not a TensorRT DataType value")
+    _need(isinstance(t["shape"], list) and len(t["shape"]) <= 8 and all(_is_int(d) and d >= -1 for d in t["shape"]),
+          f"{where} ('{t['name']}') has shape {t['shape']!r}, not a list of at most 8 integers >= -1")
+
+
+def check_header(header: dict) -> None:
+    """Raise PlanError (stage "header") naming the first field that is missing, mistyped or refers
+    to nothing: tensors, layer entries, tensor ids (each defined once, used after its definition),
+    weight references and profiles."""
+    from .enums import DataType, LayerType
+
+    for key, kind in (("name", str), ("inputs", list), ("outputs", list), ("layers", list), ("profiles", list)):
+        _need(key in header, f"no '{key}' field")
+        _need(isinstance(header[key], kind), f"'{key}' is a {type(header[key]).__name__}, not a {kind.__name__}")
+    _need(len(header["outputs"]) > 0, "the plan has no outputs")
+    defined: dict[int, str] = {}
+    names: set[str] = set()
+    for i, t in enumerate(header["inputs"]):
+        _check_tensor(t, f"inputs[{i}]")
+        _need(t["id"] not in defined, f"inputs[{i}] ('{t['name']}') reuses tensor id {t['id']}")
+        _need(t["name"] not in names, f"inputs[{i}] reuses the I/O tensor name '{t['name']}'")
+        defined[t["id"]] = t["name"]
+        names.add(t["name"])
+    for k, entry in enumerate(header["layers"]):
+        where = f"layers[{k}]"
+        _need(isinstance(entry, dict), f"{where} is a {type(entry).__name__}, not an object")
+        for key, kind in (("type", str), ("name", str), ("params", dict), ("inputs", list), ("outputs", list),
+                          ("weights", dict)):
+            _need(key in entry, f"{where} has no '{key}' field")
+            _need(isinstance(entry[key], kind), f"{where} '{key}' is a {type(entry[key]).__name__}, not a {kind.__name__}")
+        where = f"{where} ('{entry['name']}')"
+        _need(entry["type"] in LayerType.__members__, f"{where} has type {entry['type']!r}, not a TensorRT LayerType")
+        for i in entry["inputs"]:
+            _need(_is_int(i) and (i == -1 or i in defined),
+                  f"{where} reads tensor id {i!r}, which no input or earlier layer defines")
+        _need(len(entry["outputs"]) > 0, f"{where} has no outputs")
+        for j, t in enumerate(entry["outputs"]):
+            _check_tensor(t, f"{where} outputs[{j}]")
+            _need(t["id"] not in defined, f"{where} outputs[{j}] redefines tensor id {t['id']}")
+            defined[t["id"]] = t["name"]
+        types = entry.get("weight_types", {})
+        _need(isinstance(types, dict), f"{where} 'weight_types' is a {type(types).__name__}, not an object")
+        for key, ref in entry["weights"].items():
+            _need(isinstance(ref, str), f"{where} weight '{key}' refers to {ref!r}, not a blob tensor name")
+        for key, v in types.items():
+            _need(key in entry["weights"], f"{where} gives a type for weight '{key}', which it does not have")
+            _need(_is_int(v) and v in DataType._value2member_map_, f"{where} weight '{key}' has type {v!r}, not a TensorRT DataType value")
+        if "plugin" in entry:
+            spec = entry["plugin"]
+            _need(isinstance(spec, dict), f"{where} 'plugin' is a {type(spec).__name__}, not an object")
+            for key, kind in (("creator", str), ("version", str), ("namespace", str), ("name", str), ("fields", dict)):
+                _need(isinstance(spec.get(key), kind), f"{where} plugin '{key}' is {spec.get(key)!r}, not a {kind.__name__}")
+            for key, ref in spec["fields"].items():
+                _need(isinstance(ref, str), f"{where} plugin field '{key}' refers to {ref!r}, not a blob tensor name")
+    for i, t in enumerate(header["outputs"]):
+        _check_tensor(t, f"outputs[{i}]")
+        _need(t["id"] in defined, f"outputs[{i}] ('{t['name']}') is tensor id {t['id']}, which nothing defines")
+        _need(t["name"] not in names, f"outputs[{i}] reuses the I/O tensor name '{t['name']}'")
+        names.add(t["name"])
+    inputs = {t["name"]: t for t in header["inputs"]}
+    for k, prof in enumerate(header["profiles"]):
+        _need(isinstance(prof, dict), f"profiles[{k}] is a {type(prof).__name__}, not an object")
+        for name, shapes in prof.items():
+            _need(name in inputs, f"profiles[{k}] names '{name}', which is not an input")
+            rank = len(inputs[name]["shape"])
+            _need(isinstance(shapes, list) and len(shapes) == 3
+                  and all(isinstance(s, list) and len(s) == rank and all(_is_int(d) and d >= 1 for d in s) for s in shapes)
+                  and all(a <= b <= c for a, b, c in zip(*shapes)),
+                  f"profiles[{k}] gives '{name}' {shapes!r}, not [min, opt, max] shapes of rank {rank} with 1 <= min <= opt <= max")
+            _need(all(d == -1 or s[i] == d for s in shapes for i, d in enumerate(inputs[name]["shape"])),
+                  f"profiles[{k}] gives '{name}' {shapes!r}, which disagrees with its static dims {inputs[name]['shape']}")
+    for name, t in inputs.items():
+        if -1 in t["shape"]:
+            _need(header["profiles"] and all(name in prof for prof in header["profiles"]),
+                  f"input '{name}' has dynamic shape {t['shape']} but not every optimization profile (there are "
+                  f"{len(header['profiles'])}) gives its shapes")
+
+
+def check_arrays(header: dict, arrays: dict) -> None:
+    """Raise PlanError (stage "blob") if a weight reference names no blob tensor, or a blob tensor's
+    numpy type disagrees with the weight type the header gives it."""
+    from .core import _STORAGE
+    from .enums import DataType
+
+    for k, entry in enumerate(header["layers"]):
+        types = entry.get("weight_types", {})
+        for key, ref in entry["weights"].items():
+            if ref not in arrays:
+                raise PlanError(f"layer '{entry['name']}' weight '{key}' refers to '{ref}', which the blob does not hold", "blob")
+            dt = DataType(types.get(key, DataType.FLOAT))
+            want = _STORAGE.get(dt)
+            if want is None or arrays[ref].dtype != np.dtype(want):
+                raise PlanError(f"layer '{entry['name']}' weight '{key}' is stored as {arrays[ref].dtype} but the header "
+                                f"gives it type {dt.name}", "blob")
+        for key, ref in entry.get("plugin", {}).get("fields", {}).items():
+            if ref not in arrays:
+                raise PlanError(f"layer '{entry['name']}' plugin field '{key}' refers to '{ref}', which the blob does not hold", "blob")
 
 
 def check_profile(name: str, shape, profile_shapes) -> str | None:

@@ -203,14 +203,24 @@ class Runtime:
         self.max_threads = 1
 
     def deserialize_cuda_engine(self, serialized_engine) -> ICudaEngine | None:
-        """Load a reference plan; on failure log an ERROR and return None, as TensorRT does."""
+        """Load a reference plan; on failure log an ERROR and return None, as TensorRT does.
+
+        The plan is checked in stages (container, header, blob, graph rebuild), each refusing with
+        a PlanError that names what is wrong. Any other exception is a gap in those checks: it is
+        still logged as one sentence naming the stage that failed, never raised."""
+        stage = "reading the plan bytes"
         try:
             plan = bytes(serialized_engine)
+            stage = "parsing the plan header and weights blob"
             header, arrays = deserialize_plan(plan)
+            stage = "rebuilding the graph"
             return ICudaEngine(header, PlanGraph(header, arrays), self.logger, plan)
-        except (PlanError, NetworkError, KeyError, ValueError) as e:
+        except (PlanError, NetworkError) as e:
             self.logger.log(ILogger.ERROR, f"deserialize_cuda_engine: {e}")
-            return None
+        except Exception as e:  # noqa: BLE001 - TensorRT's contract: log and return None, never raise
+            self.logger.log(ILogger.ERROR, f"deserialize_cuda_engine: malformed reference plan (unexpected "
+                                           f"{type(e).__name__} while {stage}: {e})")
+        return None
 
     def get_plugin_registry(self):
         from .plugins import get_plugin_registry
