@@ -57,6 +57,13 @@ KNOWN_DEPARTURES: dict = {}
 DISPATCHED_OVERLOADS = {("Weights", "__init__"): "Weights(type=FLOAT) | Weights(type, ptr, count) | Weights(a)"}
 
 
+def _missing_from(dump: dict, first: str, second: str | None) -> str | None:
+    """"X" or "X.Y" if that name (class member, function or value) is absent from an API dump, else None."""
+    if first in dump["classes"]:
+        return f"{first}.{second}" if second is not None and second not in dump["classes"][first]["members"] else None
+    return None if first in dump["functions"] or first in dump["values"] else first
+
+
 @pytest.fixture(scope="module")
 def ref() -> dict:
     """The reference surface, with the instance attributes of sample objects."""
@@ -303,12 +310,9 @@ def test_trtbuild_names_only_tensorrt_api_that_exists_in_both_versions(real_api)
         if first in RTX_ONLY and {u.path for u in uses} <= RTX_ONLY[first][1]:
             continue
         for version, dump in real_api.items():
-            where = ", ".join(map(str, uses))
-            if first in dump["classes"]:
-                if second is not None and second not in dump["classes"][first]["members"]:
-                    problems.append(f"{where}: trt.{first}.{second} does not exist in TensorRT {version}")
-            elif first not in dump["functions"] and first not in dump["values"]:
-                problems.append(f"{where}: trt.{first} does not exist in TensorRT {version}")
+            missing = _missing_from(dump, first, second)
+            if missing:
+                problems.append(f"{', '.join(map(str, uses))}: trt.{missing} does not exist in TensorRT {version}")
     assert not problems, "\n".join(sorted(set(problems)))
 
 
@@ -446,12 +450,9 @@ def test_trtbuild_module_names_exist_in_tensorrt_rtx(rtx_api):
     for (first, second), uses in source_scan.module_chain_uses(TRTBUILD_ROOT).items():
         if first in RTX_LACKS or first in REFERENCE_ALIASES:
             continue
-        where = ", ".join(map(str, uses))
-        if first in rtx_api["classes"]:
-            if second is not None and second not in rtx_api["classes"][first]["members"]:
-                problems.append(f"{where}: {first}.{second} does not exist in TensorRT-RTX")
-        elif first not in rtx_api["functions"] and first not in rtx_api["values"]:
-            problems.append(f"{where}: {first} does not exist in TensorRT-RTX")
+        missing = _missing_from(rtx_api, first, second)
+        if missing:
+            problems.append(f"{', '.join(map(str, uses))}: {missing} does not exist in TensorRT-RTX")
     assert not problems, "\n".join(sorted(problems))
 
 
