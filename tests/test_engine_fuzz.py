@@ -421,3 +421,15 @@ def test_resigned_fuzz_catches_the_unfixed_runtime(monkeypatch, variant):
         assert failures["TypeError"] + failures["AttributeError"] > 0, failures
     else:
         assert failures["not one sentence"] > 0, failures
+
+
+def test_a_null_enum_param_is_refused_at_the_graph_stage():
+    # found by the fuzz: {"type": null} on an ACTIVATION got past the param checks and raised later
+    header, blob = PARTS["rich"]
+    header = json.loads(json.dumps(header))
+    layer = next(lay for lay in header["layers"] if lay["type"] == "ACTIVATION")
+    layer["params"]["type"] = None
+    logger = _Quiet()
+    assert trt.Runtime(logger).deserialize_cuda_engine(_sign(header, blob)) is None
+    assert len(logger.errors) == 1 and "reference plan graph: " in logger.errors[0]
+    assert "param type = None is not a valid ActivationType value" in logger.errors[0], logger.errors

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 
+from . import arithmetic as _arith
 from .core import Dims, ILogger, Logger, NetworkError
 from .enums import BuilderFlag, DataType, MemoryPoolType, ProfilingVerbosity
 from .network import INetworkDefinition
@@ -90,6 +91,9 @@ class IBuilderConfig:
         self.builder_optimization_level = 3
         self.avg_timing_iterations = 1
         self.max_aux_streams = -1
+        # not TensorRT API (the conformance test forbids extra public members): read and set it with
+        # arithmetic.set_model(config, ...) / arithmetic.model_of(config or engine)
+        self._arithmetic = _arith.default_model()
 
     def set_flag(self, flag: BuilderFlag) -> None:
         self.flags |= 1 << int(BuilderFlag(flag))
@@ -183,7 +187,8 @@ class Builder:
                     config._timing_cache._entries.setdefault(key, layer._TYPE.name)
             plan = serialize_network(network, profiles, {
                 "backend": REFERENCE_VERSION,
-                "workspace_limit": config.get_memory_pool_limit(MemoryPoolType.WORKSPACE)})
+                "workspace_limit": config.get_memory_pool_limit(MemoryPoolType.WORKSPACE),
+                **({"arithmetic": config._arithmetic} if config._arithmetic != _arith.DEFAULT else {})})
             if monitor is not None:
                 monitor.phase_finish(phase)
             return IHostMemory(plan)

@@ -16,6 +16,7 @@ from .enums import (ActivationType, DataType, ElementWiseOperation, LayerType, M
                     SampleMode, ScaleMode, UnaryOperation)
 from .execute_window import _f, _weights_like, _conv, _deconv, _padding, _pool, _lrn
 from .execute_window import deconv_crop  # noqa: F401 - imported from here by infer_window and onnx_export
+from . import arithmetic as _arith
 from .sampling import sample_indices
 
 TORCH_DTYPE = {
@@ -208,9 +209,36 @@ def _matmul(p, a, b):
     return y
 
 
-def run_layer(ltype, p, w, inputs, out_dtypes, plugin=None):
-    """Execute one layer; returns its outputs rounded to their TensorRT types."""
+def _pessimistic(ltype, p, w, inputs, r):
+    """The layer under the pessimistic arithmetic model (see arithmetic.py), or None where it
+    equals the default model (one operation rounded once, or exact)."""
+    x = _f(inputs[0]) if inputs else None
+    if ltype == LayerType.REDUCE:
+        return _arith.reduce(p, x, r, _bits)
+    if ltype == LayerType.SCALE:
+        return _arith.scale(p, w, x, r, _weights_like)
+    if ltype == LayerType.NORMALIZATION:
+        return _arith.normalization(p, x, _f(inputs[1]), _f(inputs[2]), r, _bits)
+    if ltype == LayerType.LRN:
+        return _arith.lrn(p, x, r)
+    if ltype == LayerType.SOFTMAX:
+        return _arith.softmax(x, _bits(p["axes"], x.dim())[0], r)
+    if ltype == LayerType.ACTIVATION:
+        return _arith.activation(p, x, r)
+    if ltype == LayerType.POOLING:
+        return _pool(p, x, window_sum=_arith.window_sum(r), rnd=r)
+    return None
+
+
+def run_layer(ltype, p, w, inputs, out_dtypes, plugin=None, arithmetic=_arith.DEFAULT):
+    """Execute one layer; returns its outputs rounded to their TensorRT types. `arithmetic`:
+    the model of arithmetic.py ("fp32-then-round" or "pessimistic")."""
     x = inputs[0] if inputs else None
+    if (arithmetic == _arith.PESSIMISTIC and len(out_dtypes) == 1
+            and out_dtypes[0] in (DataType.HALF, DataType.BF16) and ltype != LayerType.PLUGIN_V3):
+        y = _pessimistic(ltype, p, w, inputs, _arith.rounder(TORCH_DTYPE[out_dtypes[0]]))
+        if y is not None:
+            return [y.to(TORCH_DTYPE[out_dtypes[0]])]
     if ltype == LayerType.CONSTANT:
         outs = [w["weights"].reshape(tuple(p["shape"]))]
     elif ltype == LayerType.SCALE:

@@ -104,7 +104,9 @@ def _deconv(p, w, x):
     return y[(slice(None), slice(None), *crop)]
 
 
-def _pool(p, x):
+def _pool(p, x, window_sum=None, rnd=None):
+    """window_sum(padded, window, stride) and rnd(t) replace the window total and round each step
+    (the pessimistic arithmetic model); by default: float32 throughout."""
     x = _f(x)
     ws, stride = tuple(p["window_size_nd"]), tuple(p["stride_nd"])
     nsp = len(ws)
@@ -125,7 +127,10 @@ def _pool(p, x):
     if t in (PoolingType.MAX, PoolingType.MAX_AVERAGE_BLEND):
         results.append(maxp(_pad_spatial(xs, pads, value=-math.inf), ws, stride))
     if t in (PoolingType.AVERAGE, PoolingType.MAX_AVERAGE_BLEND):
-        total = avgp(_pad_spatial(xs, pads), ws, stride) * math.prod(ws)
+        if window_sum is None:
+            total = avgp(_pad_spatial(xs, pads), ws, stride) * math.prod(ws)
+        else:
+            total = window_sum(_pad_spatial(xs, pads), ws, stride)
         if p["average_count_excludes_padding"]:
             count = avgp(_pad_spatial(torch.ones_like(xs), pads), ws, stride) * math.prod(ws)
         else:
@@ -135,8 +140,9 @@ def _pool(p, x):
             ones = _pad_spatial(torch.ones_like(xs), base, value=1.0)
             extra = [(a - b0, c - d0) for (a, c), (b0, d0) in zip(pads, base)]
             count = avgp(_pad_spatial(ones, extra), ws, stride) * math.prod(ws)
-        results.append(total / count)
-    y = results[0] if len(results) == 1 else (1 - p["blend_factor"]) * results[0] + p["blend_factor"] * results[1]
+        results.append(total / count if rnd is None else rnd(total / count))
+    r = rnd or (lambda t: t)
+    y = results[0] if len(results) == 1 else r(r((1 - p["blend_factor"]) * results[0]) + r(p["blend_factor"] * results[1]))
     return y.reshape(*lead, *y.shape[2:])
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from .arithmetic import DEFAULT as DEFAULT_ARITHMETIC
 from .core import NetworkError
 from .enums import DataType, LayerType
 from .execute import TORCH_DTYPE, run_layer
@@ -39,6 +40,7 @@ def _weight_tensor(array: np.ndarray, dtype: DataType) -> torch.Tensor:
 class PlanGraph:
     def __init__(self, header: dict, arrays: dict[str, np.ndarray]):
         self.header = header
+        self.arithmetic = header.get("arithmetic", DEFAULT_ARITHMETIC)
         self.layers = []
         for entry in header["layers"]:
             types = entry.get("weight_types", {})
@@ -110,7 +112,8 @@ class PlanGraph:
             values[t["id"]] = feeds[t["name"]].to(device)
         for (ltype, entry, _, plugin), weights in zip(self.layers, self._weights_on(device)):
             outs = run_layer(ltype, entry["params"], weights, [values.get(i) for i in entry["inputs"]],
-                             [DataType(o["dtype"]) for o in entry["outputs"]], plugin=plugin)
+                             [DataType(o["dtype"]) for o in entry["outputs"]], plugin=plugin,
+                             arithmetic=self.arithmetic)
             for o, v in zip(entry["outputs"], outs):
                 values[o["id"]] = v
         return {t["name"]: values[t["id"]] for t in self.header["outputs"]}

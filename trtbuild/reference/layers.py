@@ -51,9 +51,9 @@ def check_params(ltype: LayerType, params: dict, name: str) -> None:
                 continue
             if prop.key not in params:
                 raise NetworkError(f"layer '{name}': the {ltype.name} param {prop.key} is missing")
-            if params[prop.key] is None:
-                continue
             v, kind = params[prop.key], prop.kind
+            if v is None and isinstance(kind, str):  # unset optional values (reshape_dims, ...)
+                continue
             ok = _JSON_KINDS[kind](v) if isinstance(kind, str) else _is_int(v) and v in kind._value2member_map_
             if not ok:
                 what = kind if isinstance(kind, str) else f"{kind.__name__} value"

@@ -170,6 +170,10 @@ def check_header(header: dict) -> None:
         _need(key in header, f"no '{key}' field")
         _need(isinstance(header[key], kind), f"'{key}' is a {type(header[key]).__name__}, not a {kind.__name__}")
     _need(len(header["outputs"]) > 0, "the plan has no outputs")
+    from .arithmetic import MODELS
+
+    _need(header.get("arithmetic", MODELS[0]) in MODELS,
+          f"'arithmetic' is {header.get('arithmetic')!r}, not one of {MODELS}")
     defined: dict[int, str] = {}
     names: set[str] = set()
     for i, t in enumerate(header["inputs"]):
