@@ -13,7 +13,7 @@ import struct
 import numpy as np
 import pytest
 import torch
-from hypothesis import HealthCheck, Phase, assume, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from safetensors.numpy import load as st_load, save as st_save
 

@@ -24,7 +24,7 @@ from typing import Callable, Iterable, Mapping
 from trtbuild.backend import backend_name, is_rtx, product_name
 from trtbuild.layers.common import out
 
-from .errors import BuildError, TimingCacheError
+from .errors import BuildError
 from .logging_bridge import exclusive, make_logger
 from .progress import make_progress_monitor
 from .timing_cache import load_timing_cache

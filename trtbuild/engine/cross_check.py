@@ -21,6 +21,7 @@ from types import ModuleType
 
 from trtbuild.backend import BackendError, backend_name, is_reference, is_rtx, load_trt, product_name
 
+from .build import serialize_network, tensors_by_name
 from .errors import BuildError, CrossCheckError
 from .rtx import target_list
 
@@ -70,20 +71,8 @@ def _layer_kind(layer) -> str:
 
 
 def _tensors_in_order(network) -> list[tuple[object, object]]:
-    """[(tensor, producing layer or None for inputs)] in network order, each tensor once."""
-    seen, found = set(), []
-    for i in range(network.num_inputs):
-        t = network.get_input(i)
-        seen.add(t.name)
-        found.append((t, None))
-    for li in range(network.num_layers):
-        layer = network.get_layer(li)
-        for j in range(layer.num_outputs):
-            t = layer.get_output(j)
-            if t is not None and t.name not in seen:
-                seen.add(t.name)
-                found.append((t, layer))
-    return found
+    """[(tensor, producing layer or None for inputs)] in network order, each name once."""
+    return [(t, network.get_layer(li) if li >= 0 else None) for li, t in tensors_by_name(network).values()]
 
 
 def _where(layer) -> str:
@@ -174,13 +163,8 @@ def _build(trt, on, serialize: dict):
         defined = on(trt)
     except Exception as e:  # noqa: BLE001 - rejected while defining; one side only is a disagreement to report
         return None, None, e, time.perf_counter() - start
-    from .build import serialize_network
-
-    opts = dict(serialize)
-    if not is_rtx(trt):
-        opts["targets"] = None
     try:
-        plan = serialize_network(trt, defined.builder, defined.network, defined.logger, **opts)
+        plan = serialize_network(trt, defined.builder, defined.network, defined.logger, **serialize)
     except BuildError as e:
         return defined, None, e, time.perf_counter() - start
     return defined, plan, None, time.perf_counter() - start
@@ -216,12 +200,11 @@ def cross_check_build(trt: ModuleType, on, serialize: dict):
         rtx_engine_bytes=len(rtx_plan), rtx_plan=rtx_plan, notes=[note] if note else [])
     if is_reference(trt):
         if serialize.get("timing_cache") is not None:  # the comparison passed: now build with the cache
-            ref_plan = _build(reference, on, dict(ref_opts, timing_cache=serialize["timing_cache"]))[1]
+            ref_plan = serialize_network(reference, ref_defined.builder, ref_defined.network, ref_defined.logger,
+                                         **dict(ref_opts, timing_cache=serialize["timing_cache"]))
         return ref_plan, ref_defined, result
     if is_rtx(trt):
         return rtx_plan, rtx_defined, result
-    from .build import serialize_network
-
     defined = on(trt)  # real TensorRT: its own build, checked like any other
     plan = serialize_network(trt, defined.builder, defined.network, defined.logger, **dict(serialize, targets=None))
     result.notes.append(f"engine built by {backend_name(trt)}; the cross-check compared the reference with {label}")

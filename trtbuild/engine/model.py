@@ -16,7 +16,7 @@ from trtbuild.models import registry as model_registry
 from trtbuild.weights.atomic import ensure_parent_dir
 
 from .build import Plan, build_plan
-from .device import CPU, device_info
+from .device import device_info
 from .errors import EngineWriteError
 from .serialize import make_sidecar, save_engine
 

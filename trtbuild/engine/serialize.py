@@ -19,7 +19,7 @@ from pathlib import Path
 from types import ModuleType
 
 from trtbuild import __version__
-from trtbuild.backend import backend_kind, is_reference, is_rtx
+from trtbuild.backend import backend_kind
 from trtbuild.weights.atomic import atomic_write_bytes as _atomic_write_bytes
 from trtbuild.weights.atomic import atomic_write_files
 
