@@ -14,7 +14,7 @@ import numpy as np
 from onnx import TensorProto
 
 from trtbuild.reference.enums import PaddingMode, PoolingType
-from trtbuild.reference.execute import deconv_crop
+from trtbuild.reference.execute_window import deconv_crop
 
 from .graph import GraphBuilder, onnx_type
 

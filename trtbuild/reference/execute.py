@@ -13,9 +13,8 @@ import math
 import torch
 
 from .enums import (ActivationType, DataType, ElementWiseOperation, LayerType, MatrixOperation, ReduceOperation,
-                    SampleMode, ScaleMode, UnaryOperation)
+                    SampleMode, UnaryOperation)
 from .execute_window import _f, _weights_like, _conv, _deconv, _padding, _pool, _lrn
-from .execute_window import deconv_crop  # noqa: F401 - imported from here by infer_window and onnx_export
 from . import arithmetic as _arith
 from .sampling import sample_indices
 
@@ -32,20 +31,7 @@ def _bits(mask: int, rank: int) -> list[int]:
 
 
 def _scale(p, w, x):
-    x = _f(x)
-    axis, mode = p["channel_axis"] % x.dim(), ScaleMode(p["mode"])
-    shape = {ScaleMode.UNIFORM: [1] * x.dim(),
-             ScaleMode.CHANNEL: [x.shape[axis] if i == axis else 1 for i in range(x.dim())],
-             ScaleMode.ELEMENTWISE: [1] * axis + list(x.shape[axis:])}[mode]
-    scale, shift, power = (_weights_like(w[k], x) for k in ("scale", "shift", "power"))
-    y = x
-    if scale is not None:
-        y = y * scale.reshape(shape)
-    if shift is not None:
-        y = y + shift.reshape(shape)
-    if power is not None:
-        y = torch.pow(y, power.reshape(shape))
-    return y
+    return _arith.scale(p, w, _f(x), lambda t: t, _weights_like)  # the same steps, rounded only at the output
 
 
 def _reduce(p, x):

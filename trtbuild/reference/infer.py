@@ -9,19 +9,15 @@ from __future__ import annotations
 
 import math
 
-from .core import NetworkError
 from . import infer_window as win
-from .infer_window import need_float
+from .infer_window import fail, need_float
 from .enums import (ActivationType, DataType, ElementWiseOperation, LayerType, MatrixOperation,
                     ReduceOperation, ScaleMode, UnaryOperation)
 
-FLOATS = (DataType.FLOAT, DataType.HALF, DataType.BF16)
 _COMPARE = (ElementWiseOperation.EQUAL, ElementWiseOperation.GREATER, ElementWiseOperation.LESS)
 _LOGICAL = (ElementWiseOperation.AND, ElementWiseOperation.OR, ElementWiseOperation.XOR)
 
 
-def fail(name: str, msg: str):
-    raise NetworkError(f"layer '{name}': {msg}")
 
 
 def bits(mask: int, rank: int, name: str, what: str = "axes") -> list[int]:
@@ -31,7 +27,6 @@ def bits(mask: int, rank: int, name: str, what: str = "axes") -> list[int]:
     return [i for i in range(rank) if mask >> i & 1]
 
 
-_need_float = need_float
 
 
 def _same_types(name, dtypes):
@@ -135,7 +130,7 @@ def _scale(name, p, w, x, dt):
     """channel_axis counts from the end when negative. A CHANNEL dim unknown at build time takes the
     weights' count (as TensorRT infers it); ELEMENTWISE weights over dims unknown at build time must
     be a multiple of the known ones (checked exactly at run time)."""
-    _need_float(name, dt)
+    need_float(name, dt)
     rank = len(x)
     if rank < 3:
         fail(name, f"input has rank {rank} {tuple(x)}; {SCALE_RANK}")
@@ -241,7 +236,7 @@ def infer_layer(ltype, p, w, shapes, dtypes, name, plugin=None):
                 fail(name, f"NOT needs a BOOL input, got {dt.name}")
             return [tuple(x)], [dt]
         if op not in (UnaryOperation.ABS, UnaryOperation.NEG, UnaryOperation.SIGN):
-            _need_float(name, dt)
+            need_float(name, dt)
         elif dt in _NO_BOOL_UINT8:
             fail(name, f"{op.name} needs a {_ARITHMETIC_TYPES} input, got {dt.name}")
         return [tuple(x)], [DataType.BOOL if op in (UnaryOperation.ISINF, UnaryOperation.ISNAN) else dt]
@@ -249,7 +244,7 @@ def infer_layer(ltype, p, w, shapes, dtypes, name, plugin=None):
         # TensorRT's Activation operator: "int32 and int64 are also supported only for RELU"
         if not (ltype == LayerType.ACTIVATION and p["type"] == ActivationType.RELU
                 and dt in (DataType.INT32, DataType.INT64)):
-            _need_float(name, dt)
+            need_float(name, dt)
         if ltype == LayerType.SOFTMAX:
             if len(x) < 2:
                 fail(name, f"input has rank {len(x)} {tuple(x)}; softmax needs rank >= 2")
@@ -264,7 +259,7 @@ def infer_layer(ltype, p, w, shapes, dtypes, name, plugin=None):
     if ltype == LayerType.LRN:
         return [win.lrn(name, p, x, dt)], [dt]
     if ltype == LayerType.NORMALIZATION:
-        _need_float(name, dt)
+        need_float(name, dt)
         _same_types(name, dtypes)
         axes = bits(p["axes"], len(x), name)
         sc, bi = shapes[1], shapes[2]
@@ -331,7 +326,7 @@ def infer_layer(ltype, p, w, shapes, dtypes, name, plugin=None):
     if ltype == LayerType.PADDING:
         return [win.padding(name, p, x, dt)], [dt]
     if ltype == LayerType.MATRIX_MULTIPLY:
-        _need_float(name, dt)
+        need_float(name, dt)
         _same_types(name, dtypes)
         return [_matmul_shape(name, p, shapes[0], shapes[1])], [dt]
     if ltype == LayerType.CAST:

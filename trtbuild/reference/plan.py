@@ -16,6 +16,7 @@ import numpy as np
 from safetensors.numpy import load as st_load, save as st_save
 
 from .core import NetworkError
+from .layers import _is_int
 
 MAGIC = b"TRTBREF\x01"
 FORMAT_VERSION = 1
@@ -135,10 +136,6 @@ def deserialize_plan(data: bytes) -> tuple[dict, dict[str, np.ndarray]]:
 
 _STAGE_TEXT = {"container": "", "header": "reference plan header: ", "blob": "reference plan weights blob: ",
                "graph": "reference plan graph: "}
-
-
-def _is_int(v) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
 
 
 def _need(ok: bool, what: str) -> None:
