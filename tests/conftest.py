@@ -155,13 +155,11 @@ class RtxNet:
     TensorRT-RTX's error messages in `self.errors`."""
 
     def __init__(self, rtx_module, targets=("8.6",)):
-        from trtbuild.engine.logging_bridge import make_logger
+        from trtbuild.engine.build import new_network
         from trtbuild.engine.rtx import set_targets
 
         self.trt = rtx_module
-        self.logger = make_logger(rtx_module)
-        self.builder = rtx_module.Builder(self.logger)
-        self.network = self.builder.create_network(1 << int(rtx_module.NetworkDefinitionCreationFlag.STRONGLY_TYPED))
+        self.builder, self.network, self.logger = new_network(rtx_module)
         self.config = self.builder.create_builder_config()
         set_targets(rtx_module, self.config, targets)
 

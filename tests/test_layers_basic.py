@@ -125,6 +125,14 @@ def test_max_pool_1d_3d_and_default_stride():
     close(y, F.max_pool3d(x3, (2, 2, 3), 2, 0, ceil_mode=True), atol=0, rtol=0)
 
 
+@pytest.mark.parametrize("ceil", [False, True])
+@pytest.mark.parametrize("include_pad", [False, True])
+def test_avg_pool_1d(include_pad, ceil):  # TensorRT pools 2-D/3-D windows only: run as 2-D on (N, C, L, 1)
+    x = rand(2, 3, 11)
+    y, _ = run(lambda n, t: basic.avg_pool(n, t, 3, 2, 1, "p", ceil_mode=ceil, count_include_pad=include_pad), x)
+    close(y, F.avg_pool1d(x, 3, 2, 1, ceil_mode=ceil, count_include_pad=include_pad))
+
+
 @pytest.mark.parametrize("size", range(3, 14))
 @pytest.mark.parametrize("k,s,p", [(2, 2, 0), (2, 2, 1), (3, 2, 1), (3, 2, 0), (3, 3, 1), (4, 3, 2)])
 def test_pool_output_size_agrees_with_torch(size, k, s, p):

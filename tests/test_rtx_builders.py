@@ -134,6 +134,8 @@ BASIC_CONFIGS += [Config("avg_pool count_include_pad=False", (1, 3, 9, 9),
                          lambda n, x, _: basic.avg_pool(n, x, 3, 2, 1, "pool", count_include_pad=False)),
                   Config("max_pool 1d", (2, 3, 11),
                          lambda n, x, _: basic.max_pool(n, x, 3, None, 1, "p", ceil_mode=True)),
+                  Config("avg_pool 1d", (2, 3, 11),
+                         lambda n, x, _: basic.avg_pool(n, x, 3, 2, 1, "p", count_include_pad=False)),
                   Config("max_pool 3d", (1, 2, 5, 6, 7), lambda n, x, _: basic.max_pool(n, x, (2, 2, 3), 2, 0, "p",
                                                                                          ceil_mode=True))]
 ADAPTIVE = [((7, 7), (3, 3)), ((2, 2), (6, 6)), ((12, 12), (6, 6)), ((5, 9), (1, 1)), ((13, 10), (6, 4)), ((6, 6), 6)]

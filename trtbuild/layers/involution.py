@@ -23,6 +23,8 @@ import numpy as np
 
 from trtbuild.backend import is_reference, is_rtx, product_name, trt_of
 
+from trtbuild.ops.involution import involution_output_size
+
 from .basic import avg_pool, conv, conv_bn_relu
 from .common import BuilderError, named, out
 
@@ -173,7 +175,7 @@ def _check_shapes(x, w, k: int, s: int, p: int, d: int, g: int, name: str) -> No
     for extent, w_extent, axis in zip(xs[2:], ws[-2:], "HW"):
         if extent < 0:
             continue
-        o = (extent + 2 * p - d * (k - 1) - 1) // s + 1
+        o = involution_output_size(extent, k, s, p, d)
         if o < 1:
             raise BuilderError(f"layer '{name}': input '{x.name}' {xs} is too small for kernel_size={k}, "
                                f"dilation={d}, padding={p}")
@@ -305,8 +307,7 @@ def involution_composed(network, x, w, kernel_size: int, stride: int, padding: i
         raise BuilderError(f"layer '{name}': unfold='slice' needs a static batch (slices have static sizes), "
                            f"'{x.name}' is {tuple(int(v) for v in x.shape)}; use unfold='conv' or 'auto'")
     cg, kk = c // g, k * k
-    ho = (h + 2 * p - d * (k - 1) - 1) // s + 1
-    wo = (wd + 2 * p - d * (k - 1) - 1) // s + 1
+    ho, wo = (involution_output_size(v, k, s, p, d) for v in (h, wd))
     if unfold == "slice":
         src = x
         if p:

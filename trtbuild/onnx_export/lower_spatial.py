@@ -130,7 +130,7 @@ def lower_pooling(g: GraphBuilder, layer, ins, outs):
     nsp, dt = len(ws), x.dtype
     in_sp, out_sp = list(x.shape[len(x.shape) - nsp:]), list(y.shape[len(y.shape) - nsp:])
     pads = window_pads(g, p["padding_mode"], in_sp, ws, stride, [1] * nsp, p["pre_padding"], p["post_padding"])
-    src, added = _pool_view(g, ins[0], tuple(x.shape), nsp)
+    src = _pool_view(g, ins[0], tuple(x.shape), nsp)
     t = PoolingType(p["type"])
     if any(q[0] >= k or q[1] >= k for q, k in zip(pads, ws)):
         # ONNX pools need pads < kernel: pad explicitly (-inf for MAX; zeros for AVERAGE, where the
@@ -139,14 +139,14 @@ def lower_pooling(g: GraphBuilder, layer, ins, outs):
             g.fail(f"MAX_AVERAGE_BLEND pooling with padding {[q[:2] for q in pads]} not smaller than the window "
                    f"{ws} is not exported")
         fill = -np.inf if t == PoolingType.MAX else 0.0
-        lead = 2 + added
+        lead = 2
         value = g.const(np.array(fill, np.float32), onnx_type(dt, layer.name), "pad_value")
         src = g.add("Pad", [src, g.ints([0] * lead + [q[0] for q in pads] + [0] * lead + [q[1] for q in pads],
                                         "pads"), value], None, mode="constant")
         in_sp = [n + q[0] + q[1] for n, q in zip(in_sp, pads)]
         pads = [(0, 0, 0, ce - b) for _, b, _, ce in pads]
-    onnx_pads = [0] * added + [q[0] for q in pads] + [0] * added + [q[1] for q in pads]
-    attrs = dict(kernel_shape=[1] * added + ws, strides=[1] * added + stride, pads=onnx_pads)
+    onnx_pads = [q[0] for q in pads] + [q[1] for q in pads]
+    attrs = dict(kernel_shape=ws, strides=stride, pads=onnx_pads)
     final = outs[0] if src == ins[0] else g.tmp("pooled")
     excl = bool(p["average_count_excludes_padding"])
     implicit = any(q[0] != q[2] or q[1] != q[3] for q in pads)
@@ -159,7 +159,7 @@ def lower_pooling(g: GraphBuilder, layer, ins, outs):
         srcf, target = g.to_float(src, dt), g.float_target(final, dt)
         bf = 1.0 if t == PoolingType.AVERAGE else p["blend_factor"]
         avg = g.add("AveragePool", [srcf], None, count_include_pad=int(rescale is not None or not excl), **attrs)
-        weight = np.float32(bf) if rescale is None else (bf * rescale).reshape([1, 1] + [1] * added + out_sp)
+        weight = np.float32(bf) if rescale is None else (bf * rescale).reshape([1, 1] + out_sp)
         if t == PoolingType.AVERAGE:
             y_f = g.add("Mul", [avg, g.const(weight, TensorProto.FLOAT, "avg_weight")], [target])
         else:
@@ -172,13 +172,12 @@ def lower_pooling(g: GraphBuilder, layer, ins, outs):
 
 
 def _pool_view(g: GraphBuilder, x_name, shape, nsp):
-    """Bring the input to ONNX's [N, C, spatial] with 2 or 3 spatial dims (TensorRT's parser pools
-    2-D/3-D only). Returns (name, number of 1-sized spatial dims put in front)."""
+    """Bring the input to ONNX's [N, C, spatial] (the reference pools 2-D/3-D windows only, as
+    TensorRT does). Returns the name of the input or of its reshaped view."""
     rank = len(shape)
     lead, spatial = list(shape[:rank - nsp]), list(shape[rank - nsp:])
-    added = 1 if nsp == 1 else 0
-    if rank == nsp + 2 and not added:
-        return x_name, 0
+    if rank == nsp + 2:
+        return x_name
     if any(d < 0 for d in spatial) or sum(d < 0 for d in lead) > 1:
         g.fail(f"pooling a rank-{rank} input with a {nsp}-D window needs static spatial sizes and at most one "
                f"dynamic leading dimension, got {tuple(shape)}")
@@ -186,7 +185,7 @@ def _pool_view(g: GraphBuilder, x_name, shape, nsp):
         view = [lead[0] if lead[0] >= 0 else -1, math.prod(lead[1:])]
     else:
         view = [-1 if any(d < 0 for d in lead) else math.prod(lead), 1]
-    return g.add("Reshape", [x_name, g.ints(view + [1] * added + spatial)]), added
+    return g.add("Reshape", [x_name, g.ints(view + spatial)])
 
 
 def _avg_rescale(pads, sizes, ws, stride, out_sizes):

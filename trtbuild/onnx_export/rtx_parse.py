@@ -91,8 +91,7 @@ def parse_with_tensorrt_rtx(model, rtx: ModuleType | None = None, *, build: bool
     network and, if it parses and `build`, build it for `targets` (no GPU needed). Dynamic input
     dimensions get the profile DYNAMIC_RANGE. Never raises for a model TensorRT-RTX rejects: the
     result says why (`ok`, `reason()`)."""
-    from trtbuild.engine.logging_bridge import make_logger
-    from trtbuild.engine.rtx import set_targets
+    from trtbuild.engine.build import BuildError, new_network, serialize_network
 
     rtx = _rtx_module(rtx)
     if isinstance(model, onnx.ModelProto):
@@ -102,11 +101,9 @@ def parse_with_tensorrt_rtx(model, rtx: ModuleType | None = None, *, build: bool
     else:
         with open(model, "rb") as f:
             data = f.read()
-    logger = make_logger(rtx)
+    builder, network, logger = new_network(rtx)
     logger.clear()
     t0 = time.perf_counter()
-    builder = rtx.Builder(logger)
-    network = builder.create_network(1 << int(rtx.NetworkDefinitionCreationFlag.STRONGLY_TYPED))
     parser = rtx.OnnxParser(network, logger)
     parsed = bool(parser.parse(data))
     result = RtxParseResult(version=rtx.__version__, parsed=parsed, parse_s=time.perf_counter() - t0)
@@ -125,23 +122,17 @@ def parse_with_tensorrt_rtx(model, rtx: ModuleType | None = None, *, build: bool
             result.tensors[name] = (shape, dt)
     if not build:
         return result
-    config = builder.create_builder_config()
-    set_targets(rtx, config, targets)
+    profile = None
     if any(d < 0 for _, shape, _ in result.inputs for d in shape):
-        profile = builder.create_optimization_profile()
-        for name, shape, _ in result.inputs:
-            lo, opt, hi = ([d if d >= 0 else r for d in shape] for r in DYNAMIC_RANGE)
-            profile.set_shape(name, lo, opt, hi)
-        config.add_optimization_profile(profile)
-    logger.clear()
+        profile = {name: tuple(tuple(d if d >= 0 else r for d in shape) for r in DYNAMIC_RANGE)
+                   for name, shape, _ in result.inputs}
     t1 = time.perf_counter()
-    plan = builder.build_serialized_network(network, config)
+    try:
+        plan = serialize_network(rtx, builder, network, logger, profile_shapes=profile, targets=targets, progress=False)
+        result.built, result.engine_bytes = True, len(plan)
+    except BuildError as e:
+        result.built, result.build_errors = False, str(e)
     result.build_s = time.perf_counter() - t1
-    result.built = plan is not None
-    if plan is None:
-        result.build_errors = logger.error_text()
-    else:
-        result.engine_bytes = int(plan.nbytes)
     return result
 
 
