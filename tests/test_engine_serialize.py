@@ -277,3 +277,20 @@ def test_unwritable_target_error_names_the_target_not_the_temp_file(plan):
 def test_save_into_missing_directory(tmp_path, plan):
     with pytest.raises(EngineFileError, match="does not exist"):
         save_engine(tmp_path / "no" / "dir.engine", plan, {})
+
+
+def test_save_engine_never_writes_over_its_weights(tmp_path):
+    from trtbuild.engine import EngineWriteError
+
+    plan = b"TRTBREF not really a plan"
+    weights = tmp_path / "model.wts"
+    weights.write_bytes(b"my weights")
+    with pytest.raises(EngineWriteError, match="model.wts is the weight file the engine was built from"):
+        save_engine(weights, plan, {"tensorrt_version": "reference", "weights": {"path": str(weights)}})
+    sidecar_named_weights = tmp_path / "e.engine.json"  # the engine's sidecar would land on the weights
+    sidecar_named_weights.write_bytes(b"my weights")
+    with pytest.raises(EngineWriteError, match="e.engine.json is the weight file"):
+        save_engine(tmp_path / "e.engine", plan,
+                    {"tensorrt_version": "reference", "weights": {"path": str(sidecar_named_weights)}})
+    assert weights.read_bytes() == sidecar_named_weights.read_bytes() == b"my weights"
+    assert not (tmp_path / "e.engine").exists()

@@ -87,6 +87,17 @@ def make_sidecar(trt: ModuleType, plan, info: dict | None = None, weights_path: 
     return sidecar
 
 
+def _refuse_overwriting_the_weights(target: Path, sidecar: dict) -> None:
+    """EngineWriteError if the engine or its sidecar would be written over the weights it was built from."""
+    weights = (sidecar.get("weights") or {}).get("path")
+    if not weights or not Path(weights).exists():
+        return
+    for path in (target, sidecar_path(target)):
+        if path.exists() and os.path.samefile(path, weights):
+            raise EngineWriteError(f"{path} is the weight file the engine was built from, so it is not overwritten; "
+                                   "choose another --out")
+
+
 def save_engine(path: str | os.PathLike, plan, sidecar: dict) -> Path:
     """Write `plan` to `path` and `sidecar` to `<path>.json`, both atomically.
 
@@ -95,6 +106,7 @@ def save_engine(path: str | os.PathLike, plan, sidecar: dict) -> Path:
     recomputed from `plan`. Raises EngineWriteError naming the file that could not be written.
     """
     target = Path(path)
+    _refuse_overwriting_the_weights(target, sidecar)
     side = dict(sidecar)
     side["engine_sha256"] = sha256_bytes(plan)
     side["engine_bytes"] = len(plan)
