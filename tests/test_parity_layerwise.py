@@ -64,7 +64,7 @@ def test_broken_layer_is_found(net):
     table = report.to_table()
     assert "JUMP FIRST FAIL" in table and "first layer where the error jumps or fails: conv2" in table
     html = report.to_html()
-    assert "Layerwise" in html and html.count("<svg") == 1 + 3
+    assert "Layerwise" in html and html.count("<svg") == 1 + 3 + 1  # output, 3 layer histograms, depth chart
 
 
 def test_fp16_layers_show_rounding_but_pass(net):

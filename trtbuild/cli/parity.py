@@ -82,7 +82,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--rtol", type=float, default=None, help="relative tolerance")
     p.add_argument("--json", default=None, metavar="PATH", help="write the report as JSON")
     p.add_argument("--html", default=None, metavar="PATH", help="write an HTML report with error histograms")
-    p.add_argument("--png", default=None, metavar="PATH", help="write error histograms as PNG (needs matplotlib)")
+    p.add_argument("--png", default=None, metavar="PATH",
+                   help='write the report as PNG (needs matplotlib: pip install "trtbuild[report]")')
     p.add_argument("--against", choices=("pytorch", "onnxruntime"), default="pytorch",
                    help="pytorch (default) or onnxruntime (layerwise, reference backend vs the ONNX export)")
     add_rtx_options(p)
@@ -100,7 +101,9 @@ def write_outputs(report, args) -> None:
         print(f"wrote {args.html}")
     if args.png:
         if not report.to_png(args.png):
-            raise RuntimeError(f"cannot write {args.png}: --png needs matplotlib, which is not installed")
+            from trtbuild.parity.report import PNG_REQUIREMENT
+
+            raise RuntimeError(f"cannot write {args.png}: {PNG_REQUIREMENT}")
         print(f"wrote {args.png}")
 
 
@@ -150,15 +153,14 @@ def run(args) -> int:
     """Run the comparison, print the table, write files; 0 if parity holds."""
     from trtbuild.engine import get_spec
     from trtbuild.parity import check_model_parity
-    from trtbuild.parity.report import png_available
+    from trtbuild.parity.report import PNG_REQUIREMENT, png_available
 
     if args.against == "onnxruntime":
         check_onnxruntime_options(args)
         print("backend: reference (PyTorch) — compared with onnxruntime running the ONNX export of the same network")
         return _against_onnxruntime(args, get_spec(args.model))
     if args.png and not png_available():  # fail before the comparison, not after it
-        raise RuntimeError(f"cannot write {args.png}: --png needs matplotlib, which is not installed "
-                           "(pip install matplotlib, or use --html, whose histograms need nothing)")
+        raise RuntimeError(f"cannot write {args.png}: {PNG_REQUIREMENT}; or use --html, whose charts need nothing")
     if args.scale is not None and args.distribution != "large":
         raise ValueError("--scale only applies with --distribution large")
     trt, spec = backend_and_model(args)

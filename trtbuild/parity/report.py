@@ -8,7 +8,11 @@ import math
 
 from trtbuild.weights.atomic import AtomicWriteError, atomic_write, atomic_write_bytes, ensure_parent_dir
 
+from .charts import svg_depth_chart, svg_histogram
 from .compare import Report, TensorStats
+
+#: what --png / render_png needs, and how to install it (the `report` extra of pyproject.toml)
+PNG_REQUIREMENT = '--png needs matplotlib, which is not installed (pip install "trtbuild[report]")'
 
 
 def fmt(v) -> str:
@@ -106,36 +110,6 @@ def render_json(report: Report, path=None) -> str:
     return text
 
 
-def svg_histogram(stats: TensorStats, width: int = 420, height: int = 150) -> str:
-    """An inline SVG bar chart of log10 |actual - expected| for one tensor."""
-    h = stats.hist or {}
-    edges, counts = h.get("edges", []), h.get("counts", [])
-    bars = [("0", h.get("zeros", 0))] + [(f"{edges[i]:g}", c) for i, c in enumerate(counts)]
-    if h.get("nonfinite"):
-        bars.append(("inf", h["nonfinite"]))
-    top = max((c for _, c in bars), default=0) or 1
-    pad_l, pad_b, pad_t = 36, 28, 14
-    bw = (width - pad_l - 8) / max(len(bars), 1)
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img" '
-             f'aria-label="error histogram of {html.escape(stats.name)}">',
-             f'<text x="{pad_l}" y="11" font-size="11">{html.escape(stats.name)}: count per log10 |a-e| bin '
-             f'(first bar: exact 0)</text>']
-    plot_h = height - pad_b - pad_t
-    for i, (label, c) in enumerate(bars):
-        bh = plot_h * c / top
-        x = pad_l + i * bw
-        color = "#999" if label == "0" else "#c33" if label == "inf" else "#3366cc"
-        parts.append(f'<rect x="{x + 1:.1f}" y="{pad_t + plot_h - bh:.1f}" width="{max(bw - 2, 1):.1f}" '
-                     f'height="{bh:.1f}" fill="{color}"><title>{html.escape(label)}: {c}</title></rect>')
-        if len(bars) <= 14 or i % 2 == 0:
-            parts.append(f'<text x="{x + bw / 2:.1f}" y="{height - 14}" font-size="9" text-anchor="middle">'
-                         f'{html.escape(label)}</text>')
-    parts.append(f'<text x="2" y="{pad_t + 8}" font-size="9">{top}</text>')
-    parts.append(f'<line x1="{pad_l}" y1="{pad_t + plot_h}" x2="{width - 8}" y2="{pad_t + plot_h}" stroke="#333"/>')
-    parts.append("</svg>")
-    return "".join(parts)
-
-
 def _html_table(header, rows, fail_col=None) -> str:
     out = ["<table><tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in header) + "</tr>"]
     for r in rows:
@@ -154,17 +128,23 @@ def render_html(report: Report, path=None) -> str:
             f"<p>{html.escape(_meta_line(report))}</p>",
             "<p>An element fails only if |a-e| &gt; atol and |a-e| &gt; rtol&middot;|e|.</p>",
             "<h2>Outputs</h2>", _html_table(header, rows, fail_col=len(header) - 1),
-            "<h2>Error histograms</h2>", "<div>" + "".join(svg_histogram(s) for s in report.outputs) + "</div>"]
+            "<h2>Error histograms</h2>",
+            "<p>Each bar counts the elements whose |a-e| falls in a half-decade bin, labelled by its lower edge "
+            "(exact zeros and NaN/Inf errors apart; heights linear). The solid line is the atol used for the "
+            "tensor, the dashed one rtol&middot;max|e|; a failing tensor is drawn in red.</p>",
+            "<div>" + "".join(svg_histogram(s) for s in report.outputs) + "</div>"]
     if report.layers is not None:
         header, rows = layer_rows(report)
         body += ["<h2>Layerwise</h2>",
                  f"<p>First layer where the error jumps or fails: <b>{html.escape(str(report.suspect_layer))}</b></p>",
+                 svg_depth_chart(report),
                  _html_table(header, rows, fail_col=len(header) - 1),
                  "<details><summary>Per-layer histograms</summary><div>"
                  + "".join(svg_histogram(s) for s in report.layers) + "</div></details>"]
     style = ("body{font-family:sans-serif;margin:1.5em}table{border-collapse:collapse;font-size:12px}"
              "td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}th{background:#eee}"
-             "tr.fail td{background:#fdd}.pass{color:#080}.fail{color:#c00}svg{margin:4px;border:1px solid #eee}")
+             "tr.fail td{background:#fdd}.pass{color:#080}.fail{color:#c00}svg{margin:4px;border:1px solid #eee}"
+             "svg.fail{border-color:#d62728}")
     text = (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>trtbuild parity</title>"
             f"<style>{style}</style></head><body>{''.join(body)}</body></html>\n")
     if path is not None:
@@ -182,26 +162,14 @@ def png_available() -> bool:
 
 
 def render_png(report: Report, path) -> bool:
-    """Error histograms as a PNG (written atomically, parent directories created), only if
+    """The PNG report (figures.report_figure: title with PASS/FAIL, error histograms, error against
+    depth for layerwise runs), written atomically with parent directories created, only if
     matplotlib is installed; returns whether a file was written."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+    if not png_available():
         return False
-    stats = report.outputs
-    fig, axes = plt.subplots(len(stats), 1, figsize=(6, 2.2 * len(stats)), squeeze=False)
-    for ax, s in zip(axes[:, 0], stats):
-        edges, counts = s.hist.get("edges", []), s.hist.get("counts", [])
-        if counts:
-            ax.bar(edges[:-1], counts, width=[b - a for a, b in zip(edges, edges[1:])], align="edge")
-        ax.set_title(f"{s.name}: log10 |a-e| ({s.hist.get('zeros', 0)} exact zeros)", fontsize=9)
-    fig.tight_layout()
-    try:
-        target = ensure_parent_dir(path, AtomicWriteError)
-        atomic_write(target, lambda tmp: fig.savefig(tmp, format="png"), AtomicWriteError)
-    finally:
-        plt.close(fig)
+    from .figures import report_figure
+
+    fig = report_figure(report)
+    target = ensure_parent_dir(path, AtomicWriteError)
+    atomic_write(target, lambda tmp: fig.savefig(tmp, format="png"), AtomicWriteError)
     return True
