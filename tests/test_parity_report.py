@@ -296,3 +296,22 @@ def test_png_without_matplotlib_names_the_extra(tmp_path, monkeypatch, capsys):
     assert main(["parity", "alexnet", "--small", "--png", "p.png", "--backend", "reference"]) == 1
     err = capsys.readouterr().err
     assert 'pip install "trtbuild[report]"' in err and not (tmp_path / "p.png").exists()
+
+
+def test_degenerate_tensors_and_layers_still_draw():
+    from trtbuild.parity.figures import report_figure
+
+    exact = compare_tensor("exact", np.ones(3), np.ones(3), 0.0, 0.0)  # no bin: the markers stand after the zeros
+    mismatch = compare_tensor("shape", np.ones(3), np.ones(4), 1e-3, 1e-3)  # no histogram at all
+    layers = [_layer("zero", 0.0, True), _layer("missing", math.inf, False), _layer("nan", math.nan, False)]
+    report = Report([exact, mismatch], 0.0, 0.0, {"model": "m"}, layers=layers, first_jump="missing",
+                    first_failure="missing")
+    svgs = _svgs(report.to_html())  # every chart is well-formed XML
+    assert [_texts(s, "xlabel") for s in svgs[:2]] == [["exact 0"], ["exact 0"]]
+    assert _texts(svgs[0], "atol") == ["atol 0.00e+00"]
+    chart = next(s for s in svgs if s.get("class") == "depth-chart")
+    ys = [float(p.get("cy")) for p in _by_class(chart, "circle", "point")]
+    # 0 on the bottom axis, inf and NaN on the top one (no finite error: the axis spans 1e-8 .. 1)
+    assert ys[0] > ys[1] == ys[2] and _texts(chart, "ytick")[0] == "1e-08"
+    fig = report_figure(report)
+    assert len(fig.axes) == 3 and "no nonzero finite error" in [t.get_text() for t in fig.axes[0].texts]
