@@ -8,6 +8,7 @@ output in red, a note when NaN/Inf errors were left out); for layerwise runs, th
 from __future__ import annotations
 
 import math
+import textwrap
 
 from .charts import (
     FAIL_COLOR,
@@ -44,7 +45,7 @@ def report_figure(report: Report):
     panels = len(report.outputs) + (1 if report.layers else 0)
     fig = Figure(figsize=(6, PANEL_HEIGHT * max(panels, 1)))
     axes = fig.subplots(max(panels, 1), 1, squeeze=False)[:, 0]
-    fig.suptitle(report_title(report), fontsize=9, fontweight="bold",
+    fig.suptitle(textwrap.fill(report_title(report), 75), fontsize=9, fontweight="bold",
                  color=PASS_MARK if report.passed else FAIL_MARK)
     for ax, stats in zip(axes, report.outputs):
         _histogram_panel(ax, stats)
