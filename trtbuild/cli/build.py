@@ -13,6 +13,7 @@ half/bfloat16 tensors). The engine is written atomically: a failed build leaves 
 from __future__ import annotations
 
 import argparse
+import math
 import time
 
 from trtbuild.cli import add_backend_option
@@ -45,6 +46,8 @@ def parse_range(text: str | None):
         lo, hi = (float(p) for p in text.split(","))
     except ValueError:
         raise ValueError(f"--range {text!r}: expected LO,HI such as -1,1") from None
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        raise ValueError(f"--range {text!r}: LO and HI must be finite numbers")
     if not lo < hi:
         raise ValueError(f"--range {text!r}: LO must be smaller than HI")
     return lo, hi

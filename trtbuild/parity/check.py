@@ -13,7 +13,7 @@ from typing import Mapping, Sequence
 
 import torch
 
-from .compare import Report, compare, default_tolerances
+from .compare import Report, check_tolerance, compare, default_tolerances
 from .layerwise import capture_module_outputs, find_jump, layerwise_rows
 
 DISTRIBUTIONS = ("uniform", "normal", "large")
@@ -26,6 +26,8 @@ def make_inputs(shapes: Mapping[str, Sequence[int]], seed: int = 0, value_range=
     lo, hi = (float(v) for v in value_range)
     if not (math.isfinite(large_scale) and large_scale > 0):
         raise ValueError(f"large_scale (--scale) must be a positive finite number, got {large_scale}")
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        raise ValueError(f"value range (--range) must be finite, got [{lo}, {hi}]")
     if not lo < hi:
         raise ValueError(f"value range needs lo < hi, got [{lo}, {hi}]")
     if distribution not in DISTRIBUTIONS:
@@ -68,7 +70,7 @@ def check_parity(engine, module: torch.nn.Module, inputs: Mapping[str, torch.Ten
                  output_names: Sequence[str] | None = None, atol: float | None = None, rtol: float | None = None,
                  layer_map: Mapping[str, str] | None = None, layer_order: Sequence[str] | None = None,
                  output_of: Mapping[str, str] | None = None, jump_factor: float = 10.0,
-                 meta: dict | None = None) -> Report:
+                 meta: dict | None = None, allow_nonfinite: bool = False) -> Report:
     """Compare `engine` with `module` on `inputs` (float32 CPU tensors named like the engine inputs).
 
     atol/rtol default to default_tolerances(meta["precision"]), the default atol being relative
@@ -77,12 +79,14 @@ def check_parity(engine, module: torch.nn.Module, inputs: Mapping[str, torch.Ten
     values (rounded to the engine's input type, back in float32). Layerwise mode (`layer_map`:
     network tensor -> torch module name) needs the engine built with those tensors as outputs;
     `output_of` maps a tensor name to its engine output name when they differ.
+    atol/rtol must be finite and >= 0. NaN/Inf in an engine output or layer tensor fail it unless
+    allow_nonfinite (then they pass where PyTorch has the same).
     """
     precision = (meta or {}).get("precision", "fp32")
     d_atol, d_rtol = default_tolerances(precision)
     atol_relative = atol is None  # the default atol scales with each tensor's largest |expected|
-    atol = d_atol if atol is None else atol
-    rtol = d_rtol if rtol is None else rtol
+    atol = d_atol if atol is None else check_tolerance("atol", atol)
+    rtol = d_rtol if rtol is None else check_tolerance("rtol", rtol)
     feeds = {}
     torch_inputs = []
     for name in engine.input_names:
@@ -105,11 +109,14 @@ def check_parity(engine, module: torch.nn.Module, inputs: Mapping[str, torch.Ten
     actual = engine.run(feeds, synchronize=True)
     result, captured, calls = capture_module_outputs(module, list(layer_map.values()), *torch_inputs)
     expected = _as_named(result, output_names)
-    report = compare(actual, expected, atol, rtol, names=list(output_names), meta=meta, atol_relative=atol_relative)
+    report = compare(actual, expected, atol, rtol, names=list(output_names), meta=meta, atol_relative=atol_relative,
+                     allow_nonfinite=allow_nonfinite)
+    if allow_nonfinite:
+        report.meta["allow_nonfinite"] = True
     if layer_map:
         order = list(layer_order) if layer_order is not None else list(layer_map)
         report.layers = layerwise_rows(actual, captured, layer_map, order, output_of, atol, rtol, calls,
-                                       atol_relative)
+                                       atol_relative, allow_nonfinite)
         report.first_jump = find_jump(report.layers, jump_factor, floor=rtol / 10)
         report.first_failure = next((r.name for r in report.layers if not r.passed), None)
         report.meta.setdefault("jump_factor", jump_factor)
@@ -189,7 +196,7 @@ def check_model_parity(model: str, trt, *, weights=None, engine=None, precision:
                        distribution: str = "uniform", large_scale: float = 1e4, batch: int | None = None,
                        atol: float | None = None, rtol: float | None = None, layerwise: bool = False,
                        progress: bool | None = False, module: torch.nn.Module | None = None,
-                       targets=None, cross_check: bool = False) -> Report:
+                       targets=None, cross_check: bool = False, allow_nonfinite: bool = False) -> Report:
     """Parity of a registry model (name or ModelSpec): engine (a path, an Engine, or built in memory) vs PyTorch.
 
     weights: path or WeightMap used for the engine build and loaded into the PyTorch model
@@ -199,6 +206,7 @@ def check_model_parity(model: str, trt, *, weights=None, engine=None, precision:
     the engine's own for a given engine. A given engine whose sidecar names another model, small
     variant or precision than requested, or whose batch cannot be the requested one, raises
     ValueError naming both. targets / cross_check: as in build_plan, for an engine built in memory.
+    allow_nonfinite: as in check_parity (NaN/Inf outputs fail unless allowed).
     """
     from trtbuild.engine import Engine, build_model, get_spec, load_engine
     from trtbuild.models import registry
@@ -248,4 +256,5 @@ def check_model_parity(model: str, trt, *, weights=None, engine=None, precision:
             "inputs": describe_inputs(distribution, value_range, large_scale), "against": "pytorch",
             "engine": source, **({"cross_check": cross} if cross else {})}
     return check_parity(engine, module, inputs, output_names=list(spec.output_names), atol=atol, rtol=rtol,
-                        layer_map=layer_map, layer_order=order, output_of=output_of, meta=meta)
+                        layer_map=layer_map, layer_order=order, output_of=output_of, meta=meta,
+                        allow_nonfinite=allow_nonfinite)
