@@ -155,3 +155,205 @@ def test_every_zoo_model_builds_from_a_shaped_pt_file(tmp_path, name):
     wm = WeightMap.load(path)
     assert any(len(a.shape) >= 2 for _, a in wm.items())
     build_model(name, wm, trt, "fp32", small=True, progress=False)
+
+
+# ------------------------------------------------------------------ 3. mismatches named
+
+
+@pytest.fixture(scope="module")
+def saved_resnet(tmp_path_factory):
+    """(dir, engine path, its weights, other weights) for resnet18 --small, fp32, reference."""
+    from trtbuild.engine import build_and_save
+    from trtbuild.engine.model import export_seeded_weights
+
+    d = tmp_path_factory.mktemp("saved")
+    export_seeded_weights("resnet18", d / "a.wts", seed=0, small=True)
+    export_seeded_weights("resnet18", d / "b.wts", seed=1, small=True)
+    engine, _ = build_and_save("resnet18", d / "a.wts", d / "r.engine", trt, "fp32", small=True, progress=False)
+    return d, engine, d / "a.wts", d / "b.wts"
+
+
+def test_engine_built_from_other_weights_is_named(saved_resnet, capsys):
+    from trtbuild.engine.serialize import sha256_file
+    from trtbuild.parity import check_model_parity
+
+    _, engine, good, other = saved_resnet
+    assert check_model_parity("resnet18", trt, engine=engine, weights=good, small=True).passed
+    with pytest.raises(ValueError) as info:
+        check_model_parity("resnet18", trt, engine=engine, weights=other, small=True)
+    msg = str(info.value)
+    assert f"engine {engine} was built from other weights" in msg
+    assert sha256_file(good)[:12] in msg and sha256_file(other)[:12] in msg and str(other) in msg
+    code, _, err = _run(capsys, ["parity", "resnet18", "--small", "--engine", str(engine), "--weights", str(other), *REF])
+    assert code == 1 and "was built from other weights" in err
+
+
+def _save_resnet_at(path, size, wm):
+    """A resnet18 (small) network built for size x size inputs, saved with a sidecar that names no model."""
+    from trtbuild.engine import build_plan, save_engine
+    from trtbuild.engine.serialize import make_sidecar
+
+    spec = registry.get("resnet18")
+    plan = build_plan(trt, lambda network, x: spec.build_network(network, wm, x), input_shape=(1, 3, size, size),
+                      progress=False)
+    save_engine(path, plan, make_sidecar(trt, plan))
+    return path
+
+
+def test_engine_whose_input_does_not_fit_the_model_is_named(tmp_path):
+    from trtbuild.parity import check_model_parity
+
+    wm = WeightMap.from_module(registry.get_torch_model("resnet18", seed=0, small=True))
+    path = _save_resnet_at(tmp_path / "r48.engine", 48, wm)
+    with pytest.raises(ValueError) as info:
+        check_model_parity("resnet18", trt, engine=path, small=True)
+    msg = str(info.value)
+    assert "input 'input' of shape (1, 3, 48, 48)" in msg and "'resnet18' (small) expects ('N', 3, 64, 64)" in msg
+
+
+def test_check_parity_names_input_shapes_the_module_cannot_take():
+    from trtbuild.engine import Engine, build_plan
+
+    plan = build_plan(trt, lambda network, x: {"y": network.add_activation(x, trt.ActivationType.RELU).get_output(0)},
+                      input_shape=(1, 4), progress=False)
+    module = torch.nn.Sequential(torch.nn.Linear(6, 2))
+    with pytest.raises(ValueError, match=r"PyTorch module failed on the engine's input shapes \('input' \(1, 4\)\)"):
+        check_parity(Engine(plan, trt), module, {"input": torch.ones(1, 4)})
+
+
+def _edit_sidecar(path, **changes):
+    import json
+
+    side = path.with_name(path.name + ".json")
+    data = json.loads(side.read_text())
+    data.update(changes)
+    side.write_text(json.dumps(data))
+
+
+def _copy_engine(src, dst):
+    import shutil
+
+    shutil.copy(src, dst)
+    shutil.copy(src.with_name(src.name + ".json"), dst.with_name(dst.name + ".json"))
+    return dst
+
+
+def test_sidecar_with_an_unknown_format_version_is_refused(saved_resnet, tmp_path):
+    from trtbuild.engine import load_engine
+    from trtbuild.engine.errors import EngineFileError
+
+    path = _copy_engine(saved_resnet[1], tmp_path / "e.engine")
+    _edit_sidecar(path, format=99)
+    with pytest.raises(EngineFileError, match="has format version 99 but trtbuild .* reads format 1 only"):
+        load_engine(path, trt)
+
+
+def test_sidecar_precision_contradicting_the_plan_is_refused(saved_resnet, tmp_path):
+    from trtbuild.engine import build_and_save, load_engine
+    from trtbuild.engine.errors import EngineFileError
+
+    path, _ = build_and_save("resnet18", saved_resnet[2], tmp_path / "h.engine", trt, "fp16", small=True,
+                             progress=False, fp32_io=False)
+    assert load_engine(path, trt).tensors["input"].trt_dtype == "HALF"
+    _edit_sidecar(path, precision="fp32")
+    with pytest.raises(EngineFileError, match="says the engine computes in fp32 with float32 I/O, but its input "
+                                              "'input' is HALF"):
+        load_engine(path, trt)
+    _edit_sidecar(path, precision="bf16")
+    with pytest.raises(EngineFileError, match="computes in bf16, but its input 'input' is HALF"):
+        load_engine(path, trt)
+
+
+def test_sidecar_of_another_engine_is_refused(saved_resnet, tmp_path):
+    import json
+
+    from trtbuild.engine import load_engine
+    from trtbuild.engine.errors import EngineFileError
+
+    wm = WeightMap.from_module(registry.get_torch_model("resnet18", seed=0, small=True))
+    path = _save_resnet_at(tmp_path / "r48.engine", 48, wm)
+    other = json.loads(saved_resnet[1].with_name("r.engine.json").read_text())
+    _edit_sidecar(path, inputs=other["inputs"])  # a planted description: [1, 3, 64, 64]
+    with pytest.raises(EngineFileError, match=r"describes input 'input' as \[1, 3, 64, 64\] FLOAT but the engine "
+                                              r"has \[1, 3, 48, 48\] FLOAT"):
+        load_engine(path, trt)
+
+
+# ------------------------------------------------------------------ 4. unused weights
+
+
+@pytest.fixture(scope="module")
+def extra_weights(tmp_path_factory):
+    state = dict(_resnet18_state())
+    for i in range(7):
+        state[f"fc.extra{i}"] = torch.full((3,), float(i))
+    path = tmp_path_factory.mktemp("extra") / "extra.safetensors"
+    WeightMap.from_state_dict(state).save(path)
+    return path
+
+
+def test_build_records_and_prints_unused_weights(extra_weights, cwd, capsys):
+    import json
+
+    code, out, _ = _run(capsys, ["build", "resnet18", "--small", "--weights", str(extra_weights), "--out", "e.engine",
+                                 *REF])
+    assert code == 0
+    assert "weights: 7 of 109 tensors unused (no builder read them): fc.extra0, fc.extra1, fc.extra2, fc.extra3, " \
+           "fc.extra4, … (2 more; -v lists all)" in out
+    side = json.loads((cwd / "e.engine.json").read_text())
+    assert side["unused_weights"] == [f"fc.extra{i}" for i in range(7)] and side["weight_tensors"] == 109
+    code, out, _ = _run(capsys, ["-v", "build", "resnet18", "--small", "--weights", str(extra_weights), "--out",
+                                 "e.engine", *REF])
+    assert code == 0 and ", ".join(f"fc.extra{i}" for i in range(7)) in out
+    code, out, _ = _run(capsys, ["parity", "resnet18", "--small", "--engine", "e.engine", "--weights",
+                                 str(extra_weights), *REF])
+    assert code == 0 and "weights: 7 of 109 tensors unused" in out
+
+
+def test_parity_in_memory_prints_unused_weights(extra_weights, cwd, capsys):
+    code, out, _ = _run(capsys, ["parity", "resnet18", "--small", "--weights", str(extra_weights), *REF])
+    assert code == 0 and "weights: 7 of 109 tensors unused" in out
+    code, out, _ = _run(capsys, ["parity", "resnet18", "--small", *REF])
+    assert code == 0 and "weights: all 102 tensors used" in out
+
+
+# ------------------------------------------------------------------ 5. precision and renamed outputs from the engine
+
+
+@pytest.fixture(scope="module")
+def fp16_engine():
+    from trtbuild.engine import Engine
+
+    spec = registry.get("resnet18")
+    module = registry.get_torch_model("resnet18", seed=0, small=True)
+    plan = build_model(spec, WeightMap.from_module(module), trt, "fp16", small=True, progress=False,
+                       extra_outputs=["logits", "layer1.0.conv1"])
+    assert plan.info["extra_outputs"]["logits"] == "logits/half"  # marked under another name
+    return Engine(plan, trt, sidecar=plan.info), module, make_inputs({"input": spec.input_shape(True)})
+
+
+def test_fp16_engine_is_judged_with_fp16_tolerances_and_its_extra_outputs(fp16_engine):
+    engine, module, inputs = fp16_engine
+    report = check_parity(engine, module, inputs, layer_map={"logits": "fc", "layer1.0.conv1": "layer1.0.bn1"})
+    assert report.passed and report.meta["precision"] == "fp16" and report.rtol == 1e-2
+    assert [s.name for s in report.outputs] == ["logits"]
+    assert [r.name for r in report.layers] == ["logits", "layer1.0.conv1"] and all(r.passed for r in report.layers)
+    # the logits layer row is the HALF tensor marked as "logits/half": it differs from the fp32 output's values
+    assert report.layers[0].count == 10
+
+
+def test_explicit_precision_contradicting_the_engine_is_refused(fp16_engine):
+    engine, module, inputs = fp16_engine
+    with pytest.raises(ValueError, match="precision fp32 was requested but engine .* computes in fp16"):
+        check_parity(engine, module, inputs, meta={"precision": "fp32"})
+
+
+def test_good_fp16_engine_passes_without_meta():
+    from trtbuild.engine import Engine
+
+    spec = registry.get("resnet18")
+    module = registry.get_torch_model("resnet18", seed=0, small=True)
+    plan = build_model(spec, WeightMap.from_module(module), trt, "fp16", small=True, progress=False)
+    report = check_parity(Engine(plan, trt, sidecar=plan.info), module, make_inputs({"input": spec.input_shape(True)}))
+    assert report.passed and report.meta["precision"] == "fp16"
+    assert report.outputs[0].max_abs > 1e-4  # a real fp16 error, which fp32 tolerances would fail

@@ -25,7 +25,8 @@ from __future__ import annotations
 
 import argparse
 
-from .build import add_model_command, add_rtx_options, backend_and_model, check_target_option, parse_range
+from .build import (add_model_command, add_rtx_options, backend_and_model, check_target_option, parse_range,
+                    weights_usage_line)
 
 DEFAULT_DISTRIBUTION = "uniform"
 DEFAULT_SCALE = 1e4
@@ -126,6 +127,8 @@ _PYTORCH_ONLY = (("engine", "--engine"), ("range", "--range"), ("distribution", 
 def check_onnxruntime_options(args) -> None:
     """Raise ValueError naming the options given that --against onnxruntime cannot honour."""
     given = [flag for attr, flag in _PYTORCH_ONLY if getattr(args, attr, None) is not None]
+    if getattr(args, "allow_nonfinite", False):
+        given.append("--allow-nonfinite")
     if getattr(args, "backend", None) == "tensorrt":
         given.append("--backend tensorrt")
     if given:
@@ -192,6 +195,7 @@ def run(args) -> int:
         from trtbuild.engine.cross_check import CrossCheckResult
 
         print(CrossCheckResult(**report.meta["cross_check"]).summary(), flush=True)
+    print(weights_usage_line(report.meta, getattr(args, "verbose", False)))
     print(report.to_table())
     write_outputs(report, args)
     return 0 if report.passed else 1

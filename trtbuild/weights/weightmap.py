@@ -174,6 +174,13 @@ class WeightMap:
         cut = len(self._prefix)
         return [name[cut:] for name in self._names() if name not in self._used]
 
+    def usage(self) -> tuple[int, list[str]]:
+        """(number of weights, names never read) under this view, leaving out PyTorch's BatchNorm
+        ``num_batches_tracked`` counters, which no inference network reads."""
+        names = [n for n in self.keys() if not n.endswith("num_batches_tracked")]
+        unread = set(self.unused())
+        return len(names), [n for n in names if n in unread]
+
     def mark_used(self, *names: str) -> None:
         """Mark names as used without reading them (e.g. weights a builder deliberately ignores)."""
         for name in names:
