@@ -17,19 +17,7 @@ from trtbuild.models import registry
 from trtbuild.parity import check_parity, compare, compare_tensor, layerwise_rows, load_weights_into, make_inputs
 from trtbuild.weights import WeightMap, WeightsError
 
-REF = ["--backend", "reference"]
-
-
-@pytest.fixture
-def cwd(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    return tmp_path
-
-
-def _run(capsys, argv):
-    code = main(argv)
-    out, err = capsys.readouterr()
-    return code, out, err
+from test_cli_engine import REF, _run, cwd  # noqa: F401 - cwd is a fixture
 
 
 # ------------------------------------------------------------------ 1. non-finite outputs
@@ -357,3 +345,15 @@ def test_good_fp16_engine_passes_without_meta():
     report = check_parity(Engine(plan, trt, sidecar=plan.info), module, make_inputs({"input": spec.input_shape(True)}))
     assert report.passed and report.meta["precision"] == "fp16"
     assert report.outputs[0].max_abs > 1e-4  # a real fp16 error, which fp32 tolerances would fail
+
+
+def test_engine_without_weights_option_is_compared_with_the_weights_it_was_built_from(saved_resnet, tmp_path):
+    """b.wts (seed 1) differs from the seeded PyTorch model (seed 0): without --weights, parity must use
+    the file the sidecar records rather than report a spurious failure."""
+    from trtbuild.engine import build_and_save
+    from trtbuild.parity import check_model_parity
+
+    d, _, _, other = saved_resnet
+    engine, _ = build_and_save("resnet18", other, tmp_path / "b.engine", trt, "fp32", small=True, progress=False)
+    report = check_model_parity("resnet18", trt, engine=engine, small=True)
+    assert report.passed and report.meta["weights"] == str(other)

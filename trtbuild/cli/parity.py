@@ -195,6 +195,8 @@ def run(args) -> int:
         from trtbuild.engine.cross_check import CrossCheckResult
 
         print(CrossCheckResult(**report.meta["cross_check"]).summary(), flush=True)
+    if report.meta.get("weights"):
+        print(f"pytorch model weights: {report.meta['weights']}")
     print(weights_usage_line(report.meta, getattr(args, "verbose", False)))
     print(report.to_table())
     write_outputs(report, args)

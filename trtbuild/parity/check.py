@@ -158,6 +158,17 @@ def check_engine_weights(sidecar: dict | None, source: str, weights) -> None:
                          f"{have[:12]}… for {weights}); pass the weights it was built from or rebuild it")
 
 
+def recorded_weights(sidecar: dict | None) -> str | None:
+    """The weight file an engine's sidecar records, if it exists and still has the recorded sha256."""
+    record = (sidecar or {}).get("weights") or {}
+    path, sha = record.get("path"), record.get("sha256")
+    if not path or not sha or not os.path.isfile(path):
+        return None
+    from trtbuild.engine.serialize import sha256_file
+
+    return path if sha256_file(path) == sha else None
+
+
 def check_engine_input_fits(engine, spec, small: bool, source: str) -> None:
     """ValueError naming the input, the engine's shape and the model's if `engine`'s input does not
     have the shape (batch aside) that `spec` (its small variant if `small`) takes."""
@@ -249,7 +260,8 @@ def check_model_parity(model: str, trt, *, weights=None, engine=None, precision:
     """Parity of a registry model (name or ModelSpec): engine (a path, an Engine, or built in memory) vs PyTorch.
 
     weights: path or WeightMap used for the engine build and loaded into the PyTorch model
-    (None: the PyTorch model's own seeded weights, `weights_seed`). Layerwise mode builds an
+    (None: for a given engine, the weight file its sidecar records if it is there with the recorded
+    sha256, else the PyTorch model's own seeded weights, `weights_seed`). Layerwise mode builds an
     engine in memory with the ModelSpec.layer_map tensors marked as extra outputs.
     precision / batch: None means "not requested": fp32 / batch 1 for an engine built in memory,
     the engine's own for a given engine. A given engine whose sidecar names another model, small
@@ -270,6 +282,8 @@ def check_model_parity(model: str, trt, *, weights=None, engine=None, precision:
         else:
             source = engine.name
         check_engine_matches(engine.sidecar, source, spec.name, small, precision)
+        if weights is None:
+            weights = recorded_weights(engine.sidecar)
         check_engine_weights(engine.sidecar, source, weights)
         check_engine_input_fits(engine, spec, small, source)
         precision = engine_precision(engine, precision)
@@ -307,6 +321,8 @@ def check_model_parity(model: str, trt, *, weights=None, engine=None, precision:
             "batch": shapes[engine.input_names[0]][0], "seed": seed,
             "inputs": describe_inputs(distribution, value_range, large_scale), "against": "pytorch",
             "engine": source, **({"cross_check": cross} if cross else {}),
+            "weights": str(weights) if isinstance(weights, (str, os.PathLike)) else
+            getattr(weights, "source", f"seeded PyTorch model (seed {weights_seed})"),
             **{k: engine.sidecar[k] for k in ("weight_tensors", "unused_weights") if k in (engine.sidecar or {})}}
     return check_parity(engine, module, inputs, output_names=list(spec.output_names), atol=atol, rtol=rtol,
                         layer_map=layer_map, layer_order=order, output_of=output_of, meta=meta,
