@@ -342,7 +342,7 @@ def test_good_fp16_engine_passes_without_meta():
     spec = registry.get("resnet18")
     module = registry.get_torch_model("resnet18", seed=0, small=True)
     plan = build_model(spec, WeightMap.from_module(module), trt, "fp16", small=True, progress=False)
-    report = check_parity(Engine(plan, trt, sidecar=plan.info), module, make_inputs({"input": spec.input_shape(True)}))
+    report = check_parity(Engine(plan, trt), module, make_inputs({"input": spec.input_shape(True)}))  # plan.info
     assert report.passed and report.meta["precision"] == "fp16"
     assert report.outputs[0].max_abs > 1e-4  # a real fp16 error, which fp32 tolerances would fail
 

@@ -145,14 +145,15 @@ def _backend_device(trt: ModuleType) -> torch.device:
 
 
 class Engine(EngineIO):
-    """A deserialized engine plus one execution context, taking and returning torch tensors."""
+    """A deserialized engine plus one execution context, taking and returning torch tensors.
+    `sidecar`: the engine's sidecar dict (load_engine), by default the plan's `info` (build_plan)."""
 
     def __init__(self, plan, trt: ModuleType | None = None, *, sidecar: dict | None = None, name: str = "engine"):
         if trt is None:
             trt = _trt_for_plan(plan, sidecar, name)
         self.trt = trt
         self.name = name
-        self.sidecar = sidecar
+        self.sidecar = sidecar if sidecar is not None else getattr(plan, "info", None)  # plan info of a build_plan plan
         self.backend = backend_name(trt)
         self.logger, self.runtime, self._engine, self.context = open_engine(trt, plan, name)
         self.device = _backend_device(trt)

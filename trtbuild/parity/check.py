@@ -260,8 +260,8 @@ def check_model_parity(model: str, trt, *, weights=None, engine=None, precision:
     """Parity of a registry model (name or ModelSpec): engine (a path, an Engine, or built in memory) vs PyTorch.
 
     weights: path or WeightMap used for the engine build and loaded into the PyTorch model
-    (None: for a given engine, the weight file its sidecar records if it is there with the recorded
-    sha256, else the PyTorch model's own seeded weights, `weights_seed`). Layerwise mode builds an
+    (None: for a given engine and no `module`, the weight file its sidecar records if it is there
+    with the recorded sha256, else the PyTorch model's own seeded weights, `weights_seed`). Layerwise mode builds an
     engine in memory with the ModelSpec.layer_map tensors marked as extra outputs.
     precision / batch: None means "not requested": fp32 / batch 1 for an engine built in memory,
     the engine's own for a given engine. A given engine whose sidecar names another model, small
@@ -282,7 +282,7 @@ def check_model_parity(model: str, trt, *, weights=None, engine=None, precision:
         else:
             source = engine.name
         check_engine_matches(engine.sidecar, source, spec.name, small, precision)
-        if weights is None:
+        if weights is None and module is None:  # a given module has the weights its caller chose
             weights = recorded_weights(engine.sidecar)
         check_engine_weights(engine.sidecar, source, weights)
         check_engine_input_fits(engine, spec, small, source)
@@ -292,6 +292,8 @@ def check_model_parity(model: str, trt, *, weights=None, engine=None, precision:
                          "omit --engine (a saved engine has only the model outputs)")
     if batch is not None and int(batch) < 1:
         raise ValueError(f"batch must be >= 1, got {batch}")
+    weights_note = (str(weights) if isinstance(weights, (str, os.PathLike)) else weights.source if weights is not None
+                    else "the module passed in" if module is not None else f"seeded PyTorch model (seed {weights_seed})")
     if module is None:
         module = registry.get_torch_model(spec.name, seed=weights_seed, small=small)
     wm = None
@@ -321,8 +323,7 @@ def check_model_parity(model: str, trt, *, weights=None, engine=None, precision:
             "batch": shapes[engine.input_names[0]][0], "seed": seed,
             "inputs": describe_inputs(distribution, value_range, large_scale), "against": "pytorch",
             "engine": source, **({"cross_check": cross} if cross else {}),
-            "weights": str(weights) if isinstance(weights, (str, os.PathLike)) else
-            getattr(weights, "source", f"seeded PyTorch model (seed {weights_seed})"),
+            "weights": weights_note,
             **{k: engine.sidecar[k] for k in ("weight_tensors", "unused_weights") if k in (engine.sidecar or {})}}
     return check_parity(engine, module, inputs, output_names=list(spec.output_names), atol=atol, rtol=rtol,
                         layer_map=layer_map, layer_order=order, output_of=output_of, meta=meta,
