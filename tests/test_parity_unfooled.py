@@ -357,3 +357,8 @@ def test_engine_without_weights_option_is_compared_with_the_weights_it_was_built
     engine, _ = build_and_save("resnet18", other, tmp_path / "b.engine", trt, "fp32", small=True, progress=False)
     report = check_model_parity("resnet18", trt, engine=engine, small=True)
     assert report.passed and report.meta["weights"] == str(other)
+
+
+def test_against_onnxruntime_refuses_allow_nonfinite(cwd, capsys):
+    code, _, err = _run(capsys, ["parity", "resnet18", "--small", "--against", "onnxruntime", "--allow-nonfinite", *REF])
+    assert code == 1 and "cannot honour --allow-nonfinite" in err

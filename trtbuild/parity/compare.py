@@ -191,13 +191,12 @@ def _judge_nonfinite(stats: TensorStats, finite_pairs: int, allow_nonfinite: boo
     a, e = stats.nonfinite_actual, stats.nonfinite_expected
     if a and not allow_nonfinite:  # compare_tensor counted them as failing elements
         _add_note(stats, f"FAIL: {a} of {stats.count} actual values are NaN/Inf ({stats.nan_actual} NaN, "
-                         f"{stats.inf_actual} Inf; expected has {e}); non-finite outputs fail unless allowed "
-                         "(allow_nonfinite / --allow-nonfinite)")
+                         f"{stats.inf_actual} Inf; expected: {e}), which fail unless allowed (--allow-nonfinite)")
     elif a or e:
         _add_note(stats, f"non-finite values: {a} actual, {e} expected")
     if finite_pairs < stats.count:
         _add_note(stats, f"cosine over the {finite_pairs} of {stats.count} elements finite on both sides"
-                  if finite_pairs else "cosine n/a: no element is finite on both sides")
+                  if finite_pairs else "cosine n/a (no element finite on both sides)")
 
 
 @dataclass
