@@ -198,6 +198,9 @@ def run(args) -> int:
     if report.meta.get("weights"):
         print(f"pytorch model weights: {report.meta['weights']}")
     print(weights_usage_line(report.meta, getattr(args, "verbose", False)))
+    for name, count in (report.meta.get("nonfinite_inputs") or {}).items():
+        print(f"inputs: {count} values of '{name}' are NaN/Inf in the engine's input type (the range times --scale "
+              "does not fit it)")
     print(report.to_table())
     write_outputs(report, args)
     return 0 if report.passed else 1

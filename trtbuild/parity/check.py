@@ -100,6 +100,8 @@ def check_parity(engine, module: torch.nn.Module, inputs: Mapping[str, torch.Ten
         x = inputs[name].to(engine.tensors[name].dtype)
         feeds[name] = x.to(engine.device)
         torch_inputs.append(x.float())
+        if x.is_floating_point() and not torch.isfinite(x).all():  # e.g. a range x scale beyond the input type
+            meta.setdefault("nonfinite_inputs", {})[name] = int((~torch.isfinite(x)).sum())
     module = module.eval()
     try:
         mod_device = next(module.parameters()).device
