@@ -50,9 +50,12 @@ def test_percentile_cosine_and_relative_l2():
 def test_nan_and_inf_counts_are_separate():
     expected = np.array([np.nan, np.inf, 1.0, 2.0, 3.0])
     actual = np.array([np.nan, np.inf, np.nan, -np.inf, 3.0])
-    s = compare_tensor("t", actual, expected, atol=1e-3, rtol=1e-3)
+    s = compare_tensor("t", actual, expected, atol=1e-3, rtol=1e-3, allow_nonfinite=True)
     assert (s.nan_actual, s.nan_expected, s.inf_actual, s.inf_expected) == (2, 1, 2, 1)
-    assert s.failed == 2  # NaN vs 1.0 and -inf vs 2.0; matching NaN and matching inf pass
+    assert s.failed == 2  # NaN vs 1.0 and -inf vs 2.0; matching NaN and matching inf pass (allowed)
+    assert s.max_abs == math.inf and s.min_atol == math.inf and s.rel_l2 == math.inf
+    s = compare_tensor("t", actual, expected, atol=1e-3, rtol=1e-3)
+    assert s.failed == 4  # by default every non-finite actual value fails
     assert s.max_abs == math.inf and s.min_atol == math.inf and s.rel_l2 == math.inf
 
 
@@ -95,7 +98,7 @@ def test_shape_mismatch_and_missing_output():
     assert "missing from the actual outputs" in report.outputs[1].note
     with pytest.raises(ValueError, match="no expected"):
         compare({"a": np.zeros(2)}, {"a": np.zeros(2)}, names=["zzz"])
-    with pytest.raises(ValueError, match="must be >= 0"):
+    with pytest.raises(ValueError, match="must be a finite number >= 0"):
         compare({}, {}, atol=-1)
 
 

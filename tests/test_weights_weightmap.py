@@ -29,12 +29,27 @@ def test_get_returns_contiguous_float32_in_stored_shape():
     np.testing.assert_array_equal(w.reshape(-1), np.arange(24))
 
 
-def test_get_reshapes_with_explicit_shape_and_minus_one():
-    wm = small_map()
-    assert wm.get("conv1.weight", (6, 4)).shape == (6, 4)
-    assert wm.get("conv1.weight", (2, -1)).shape == (2, 12)
-    assert wm.get("fc.bias", 3).shape == (3,)
-    np.testing.assert_array_equal(wm.get("conv1.weight", (24,)), np.arange(24, dtype=np.float32))
+def test_get_reshapes_flat_tensors_with_explicit_shape_and_minus_one():
+    wm = WeightMap({"flat": np.arange(24, dtype=np.float32), "scalar": np.array(2.0, dtype=np.float32)})
+    assert wm.get("flat", (6, 4)).shape == (6, 4)
+    assert wm.get("flat", (2, -1)).shape == (2, 12)
+    np.testing.assert_array_equal(wm.get("flat", (2, 3, 2, 2)), np.arange(24, dtype=np.float32).reshape(2, 3, 2, 2))
+    assert wm.get("scalar", (1,)).shape == (1,) and wm.get("scalar", (1, 1)).tolist() == [[2.0]]
+    assert small_map().get("fc.bias", 3).shape == (3,)
+    assert small_map().get("conv1.weight", (2, -1, 2, 2)).shape == (2, 3, 2, 2)  # its own shape
+
+
+def test_stored_nd_shape_that_differs_is_refused_naming_both_shapes():
+    """A safetensors file with conv1.weight stored (3, 8, 7, 7) where (8, 3, 7, 7) is expected has the
+    right element count, but transposed channels: reshaping it would silently scramble the weights."""
+    wm = WeightMap({"conv1.weight": np.zeros((3, 8, 7, 7), dtype=np.float32)}, source="bad.safetensors")
+    for shape in ((8, 3, 7, 7), (8, -1, 7, 7), (3 * 8 * 49,)):
+        with pytest.raises(WeightsError) as info:
+            wm.get("conv1.weight", shape)
+        msg = str(info.value)
+        assert "'conv1.weight'" in msg and "(3, 8, 7, 7)" in msg and "bad.safetensors" in msg
+    assert "(8, 3, 7, 7)" in str(pytest.raises(WeightsError, wm.get, "conv1.weight", (8, 3, 7, 7)).value)
+    assert wm.used() == []
 
 
 def test_get_converts_float16_and_float64():

@@ -13,6 +13,7 @@ half/bfloat16 tensors). The engine is written atomically: a failed build leaves 
 from __future__ import annotations
 
 import argparse
+import math
 import time
 
 from trtbuild.cli import add_backend_option
@@ -45,6 +46,8 @@ def parse_range(text: str | None):
         lo, hi = (float(p) for p in text.split(","))
     except ValueError:
         raise ValueError(f"--range {text!r}: expected LO,HI such as -1,1") from None
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        raise ValueError(f"--range {text!r}: LO and HI must be finite numbers")
     if not lo < hi:
         raise ValueError(f"--range {text!r}: LO must be smaller than HI")
     return lo, hi
@@ -56,6 +59,18 @@ def human_bytes(n: int) -> str:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1024
     return str(n)  # pragma: no cover
+
+
+def weights_usage_line(info: dict, verbose: bool = False, shown: int = 5) -> str:
+    """"weights: 2 of 122 tensors unused: a, b" / "weights: all 122 tensors used", from a sidecar or
+    plan info ("weight_tensors", "unused_weights"); all names with `verbose`, else the first `shown`."""
+    unused, total = info.get("unused_weights"), info.get("weight_tensors")
+    if unused is None or total is None:
+        return "weights: which tensors the builder read is not recorded (engine built by an older trtbuild)"
+    if not unused:
+        return f"weights: all {total} tensors used"
+    names = unused if verbose or len(unused) <= shown else unused[:shown] + [f"… ({len(unused) - shown} more; -v lists all)"]
+    return f"weights: {len(unused)} of {total} tensors unused (no builder read them): {', '.join(names)}"
 
 
 def add_common_model_options(p: argparse.ArgumentParser) -> None:
@@ -167,6 +182,7 @@ def run(args) -> int:
           f"{path} ({human_bytes(sidecar['engine_bytes'])}) + sidecar {path}.json")
     for kind in ("inputs", "outputs"):
         print(f"{kind}: " + ", ".join(f"{t['name']} {t['shape']} {t['dtype']}" for t in sidecar[kind]))
+    print(weights_usage_line(sidecar, getattr(args, "verbose", False)))
     if sidecar.get("profile"):
         for name, prof in sidecar["profile"].items():
             print(f"profile {name}: min {prof['min']} opt {prof['opt']} max {prof['max']}")

@@ -9,7 +9,8 @@
 
 An element fails only if |actual - expected| > atol AND > rtol * |expected|. Default tolerances
 depend on the precision; the default atol is relative to each tensor's largest |expected|, an
-explicit --atol is absolute. Exit code 0 if every output passes, 1 otherwise.
+explicit --atol is absolute. NaN or Inf in an engine output fails it, even where PyTorch has NaN
+or Inf too, unless --allow-nonfinite. Exit code 0 if every output passes, 1 otherwise.
 
 A range starting with a negative number is written with "=" (--range=-1,1), since argparse
 reads a separate "-1,1" as an option. With --engine, --precision and --batch default to the
@@ -24,7 +25,8 @@ from __future__ import annotations
 
 import argparse
 
-from .build import add_model_command, add_rtx_options, backend_and_model, check_target_option, parse_range
+from .build import (add_model_command, add_rtx_options, backend_and_model, check_target_option, parse_range,
+                    weights_usage_line)
 
 DEFAULT_DISTRIBUTION = "uniform"
 DEFAULT_SCALE = 1e4
@@ -47,6 +49,16 @@ def positive_float(text: str) -> float:
     if not (value > 0 and value != float("inf")):
         raise argparse.ArgumentTypeError(f"must be a positive finite number, got {text}")
     return value
+
+
+def tolerance(text: str) -> float:
+    """argparse type of --atol / --rtol: a finite float >= 0."""
+    from trtbuild.parity.compare import check_tolerance
+
+    try:
+        return check_tolerance("the tolerance", text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def positive_int(text: str) -> int:
@@ -78,8 +90,10 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
     p.add_argument("--batch", type=positive_int, default=None,
                    help="batch size of the inputs (default 1, or the --engine's own batch)")
-    p.add_argument("--atol", type=float, default=None, help="absolute tolerance")
-    p.add_argument("--rtol", type=float, default=None, help="relative tolerance")
+    p.add_argument("--atol", type=tolerance, default=None, help="absolute tolerance (finite, >= 0)")
+    p.add_argument("--rtol", type=tolerance, default=None, help="relative tolerance (finite, >= 0)")
+    p.add_argument("--allow-nonfinite", action="store_true",
+                   help="let NaN/Inf engine outputs pass where PyTorch has the same (by default they fail)")
     p.add_argument("--json", default=None, metavar="PATH", help="write the report as JSON")
     p.add_argument("--html", default=None, metavar="PATH", help="write an HTML report with error histograms")
     p.add_argument("--png", default=None, metavar="PATH",
@@ -116,6 +130,8 @@ _PYTORCH_ONLY = (("engine", "--engine"), ("range", "--range"), ("distribution", 
 def check_onnxruntime_options(args) -> None:
     """Raise ValueError naming the options given that --against onnxruntime cannot honour."""
     given = [flag for attr, flag in _PYTORCH_ONLY if getattr(args, attr, None) is not None]
+    if getattr(args, "allow_nonfinite", False):
+        given.append("--allow-nonfinite")
     if getattr(args, "backend", None) == "tensorrt":
         given.append("--backend tensorrt")
     if given:
@@ -174,13 +190,19 @@ def run(args) -> int:
                                 distribution=args.distribution or DEFAULT_DISTRIBUTION,
                                 large_scale=DEFAULT_SCALE if args.scale is None else args.scale, batch=args.batch,
                                 atol=args.atol, rtol=args.rtol, layerwise=args.layerwise,
-                                targets=targets, cross_check=cross_check)
+                                targets=targets, cross_check=cross_check, allow_nonfinite=args.allow_nonfinite)
     if stand_in:
         report.meta.update(stand_in)
     if report.meta.get("cross_check"):
         from trtbuild.engine.cross_check import CrossCheckResult
 
         print(CrossCheckResult(**report.meta["cross_check"]).summary(), flush=True)
+    if report.meta.get("weights"):
+        print(f"pytorch model weights: {report.meta['weights']}")
+    print(weights_usage_line(report.meta, getattr(args, "verbose", False)))
+    for name, count in (report.meta.get("nonfinite_inputs") or {}).items():
+        print(f"inputs: {count} values of '{name}' are NaN/Inf in the engine's input type (the range times --scale "
+              "does not fit it)")
     print(report.to_table())
     write_outputs(report, args)
     return 0 if report.passed else 1

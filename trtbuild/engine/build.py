@@ -262,11 +262,13 @@ def serialize_network(trt: ModuleType, builder, network, logger, *, batch=None, 
 
 class DefinedNetwork:
     """A network defined by build_plan's definition step, not built yet: builder, network, logger
-    (keep it alive with the builder), the model name and the extra (layerwise) outputs."""
+    (keep it alive with the builder), the model name, the extra (layerwise) outputs, the names of
+    the model's own outputs and the WeightMap the model read (None for a plain definition)."""
 
-    def __init__(self, builder, network, logger, model_name, extra):
+    def __init__(self, builder, network, logger, model_name, extra, model_outputs=(), weights=None):
         self.builder, self.network, self.logger = builder, network, logger
         self.model_name, self.extra = model_name, extra
+        self.model_outputs, self.weights = list(model_outputs), weights
 
 
 def definition_step(define, *, weights=None, input_name=None, input_shape=None, precision="fp32",
@@ -291,6 +293,8 @@ def definition_step(define, *, weights=None, input_name=None, input_shape=None, 
             return check_spec_outputs(_spec, _spec.build_network(network, _wm, x))
     elif input_shape is None and _takes_input(define):
         raise ValueError("build_plan: a definition f(network, x) needs input_shape (NCHW with batch 1)")
+
+    weights_map = wm if spec is not None else None
 
     def on(trt: ModuleType) -> DefinedNetwork:
         builder, network, logger = new_network(trt)
@@ -317,7 +321,7 @@ def definition_step(define, *, weights=None, input_name=None, input_shape=None, 
         if errors:  # TensorRT logs many API misuses (a duplicate tensor name...) and carries on
             raise BuildError(f"{backend_name(trt)} reported errors while network '{network.name}' was defined: "
                              f"{'; '.join(errors)}")
-        return DefinedNetwork(builder, network, logger, model_name, extra)
+        return DefinedNetwork(builder, network, logger, model_name, extra, outputs, weights_map)
 
     return on
 
@@ -350,6 +354,9 @@ def build_plan(trt: ModuleType, define, *, weights=None, input_name: str | None 
         TensorRT-RTX, and raise CrossCheckError (naming the first differing tensor and its layer)
         unless both accept it and every output and shared tensor has the same name, shape and
         dtype. The result is in `plan.info["cross_check"]`.
+    `plan.info["model_outputs"]` names the model's outputs, `["extra_outputs"]` maps each extra output
+    to the name it was marked under. For a ModelSpec, `plan.info["weight_tensors"]` counts the weights and `["unused_weights"]` lists
+    those the builder never read (BatchNorm num_batches_tracked counters left out).
     Raises BuildError quoting TensorRT's errors if the build fails; nothing is written then.
     """
     on = definition_step(define, weights=weights, input_name=input_name, input_shape=input_shape,
@@ -365,6 +372,7 @@ def build_plan(trt: ModuleType, define, *, weights=None, input_name: str | None 
         defined, result = on(trt), None
         plan = serialize_network(trt, defined.builder, defined.network, defined.logger, **serialize)
     built = plan.info
+    usage = defined.weights.usage() if defined.weights is not None else None  # what the builder left unread
     plan.info = {
         "model": defined.model_name, "network": built["network"],
         **({"options": dict(define.chosen)} if getattr(define, "chosen", None) else {}),
@@ -372,9 +380,11 @@ def build_plan(trt: ModuleType, define, *, weights=None, input_name: str | None 
         "small": bool(small) if hasattr(define, "build_network") else None,
         "inputs": built["inputs"], "outputs": built["outputs"], "profile": built["profile"],
         "workspace": workspace, "tf32": bool(tf32),
+        "model_outputs": defined.model_outputs,
         "extra_outputs": {n: t.name for n, t in defined.extra.items()}, "build_phases": built["build_phases"],
         **({"targets": built["targets"]} if "targets" in built else {}),
         **({"cross_check": result.to_dict()} if result is not None else {}),
+        **({"weight_tensors": usage[0], "unused_weights": usage[1]} if usage is not None else {}),
     }
     if result is not None and result.rtx_plan is not plan:  # keep the TensorRT-RTX engine, described alike
         rtx_info = result.rtx_plan.info

@@ -24,7 +24,8 @@ from trtbuild.backend import BackendError, backend_name, is_reference, load_trt
 
 from .errors import EngineCompatibilityError, EngineError, EngineFileError, EngineInputError
 from .logging_bridge import make_logger
-from .serialize import looks_like_reference_plan, looks_like_rtx_engine, read_engine_file, read_sidecar, sidecar_backend
+from .serialize import (check_sidecar_matches_plan, looks_like_reference_plan, looks_like_rtx_engine, read_engine_file,
+                        read_sidecar, sidecar_backend)
 
 TORCH_DTYPES = {"FLOAT": torch.float32, "HALF": torch.float16, "BF16": torch.bfloat16, "INT32": torch.int32,
                 "INT64": torch.int64, "INT8": torch.int8, "UINT8": torch.uint8, "BOOL": torch.bool}
@@ -144,14 +145,15 @@ def _backend_device(trt: ModuleType) -> torch.device:
 
 
 class Engine(EngineIO):
-    """A deserialized engine plus one execution context, taking and returning torch tensors."""
+    """A deserialized engine plus one execution context, taking and returning torch tensors.
+    `sidecar`: the engine's sidecar dict (load_engine), by default the plan's `info` (build_plan)."""
 
     def __init__(self, plan, trt: ModuleType | None = None, *, sidecar: dict | None = None, name: str = "engine"):
         if trt is None:
             trt = _trt_for_plan(plan, sidecar, name)
         self.trt = trt
         self.name = name
-        self.sidecar = sidecar
+        self.sidecar = sidecar if sidecar is not None else getattr(plan, "info", None)  # plan info of a build_plan plan
         self.backend = backend_name(trt)
         self.logger, self.runtime, self._engine, self.context = open_engine(trt, plan, name)
         self.device = _backend_device(trt)
@@ -259,8 +261,9 @@ def _trt_for_plan(plan, sidecar: dict | None, name: str) -> ModuleType:
 
 
 def load_engine(path: str | os.PathLike, trt: ModuleType | None = None) -> Engine:
-    """Load an engine file: check its sidecar (TensorRT version, GPU architecture, sha256) before
-    TensorRT sees it, then deserialize. trt=None picks the backend named by the sidecar."""
+    """Load an engine file: check its sidecar (format, TensorRT version, GPU architecture, sha256) before
+    TensorRT sees it, then deserialize and check that the sidecar's I/O tensors and precision fit the
+    plan. trt=None picks the backend named by the sidecar."""
     path = Path(path)
     if trt is None:
         sidecar = read_sidecar(path) if path.is_file() else None
@@ -270,4 +273,14 @@ def load_engine(path: str | os.PathLike, trt: ModuleType | None = None) -> Engin
             with open(path, "rb") as f:
                 trt = _trt_for_plan(f.read(16), None, str(path))
     plan, sidecar = read_engine_file(path, trt)
-    return Engine(plan, trt, sidecar=sidecar, name=str(path))
+    engine = Engine(plan, trt, sidecar=sidecar, name=str(path))
+    if sidecar is not None:
+        from .build import PRECISIONS
+
+        io = {n: (list(t.shape), t.trt_dtype, t.is_input) for n, t in engine.tensors.items()}
+        precision = sidecar.get("precision")
+        if precision is not None and precision not in PRECISIONS:
+            raise EngineFileError(f"the sidecar of {path} names an unknown precision {precision!r} "
+                                  f"(known: {', '.join(PRECISIONS)}); rebuild the engine")
+        check_sidecar_matches_plan(sidecar, io, PRECISIONS.get(precision), path)
+    return engine

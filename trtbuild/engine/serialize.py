@@ -127,7 +127,40 @@ def read_sidecar(engine_path: str | os.PathLike) -> dict | None:
         raise EngineFileError(f"engine sidecar {side} is not valid JSON ({e}); rebuild the engine or delete the sidecar") from None
     if not isinstance(data, dict) or "tensorrt_version" not in data:
         raise EngineFileError(f"engine sidecar {side} lacks 'tensorrt_version', so it is not a trtbuild sidecar")
+    if data.get("format", SIDECAR_FORMAT) != SIDECAR_FORMAT:
+        raise EngineFileError(f"engine sidecar {side} has format version {data['format']!r} but trtbuild {__version__} "
+                              f"reads format {SIDECAR_FORMAT} only; rebuild the engine with this trtbuild")
     return data
+
+
+def check_sidecar_matches_plan(sidecar: dict, io: dict[str, tuple[list, str, bool]], compute_dtype: str | None,
+                               engine_path) -> None:
+    """Raise EngineFileError (one sentence) if the sidecar describes other I/O tensors than the loaded
+    plan has (`io`: {name: (shape, dtype name, is input)}), or a precision its I/O types contradict
+    (`compute_dtype`: the DataType name of the sidecar's precision; None if unknown). float32-I/O
+    engines (fp32_io, the default) take float32 inputs; native-I/O ones take the compute type (checked
+    for registry models, whose inputs build_plan adds)."""
+    for kind in ("inputs", "outputs"):
+        described = {t.get("name"): t for t in sidecar.get(kind) or []}
+        actual = {n: v for n, v in io.items() if v[2] == (kind == "inputs")}
+        if described and set(described) != set(actual):
+            raise EngineFileError(f"the sidecar of {engine_path} lists {kind} {sorted(described)} but the engine has "
+                                  f"{sorted(actual)}, so the sidecar belongs to another engine; rebuild it")
+        for name, t in described.items():
+            shape, dtype, _ = actual[name]
+            if [int(d) for d in t.get("shape", shape)] != list(shape) or t.get("dtype", dtype) != dtype:
+                raise EngineFileError(f"the sidecar of {engine_path} describes {kind[:-1]} '{name}' as "
+                                      f"{t.get('shape')} {t.get('dtype')} but the engine has {list(shape)} {dtype}, so "
+                                      "the sidecar belongs to another engine; rebuild it")
+    precision = sidecar.get("precision")
+    if compute_dtype is None or precision is None or sidecar.get("model") is None:
+        return  # a network that adds its own inputs chooses their types itself
+    want = "FLOAT" if sidecar.get("fp32_io", True) else compute_dtype
+    for name, (_, dtype, is_input) in io.items():
+        if is_input and dtype in ("FLOAT", "HALF", "BF16") and dtype != want:
+            raise EngineFileError(f"the sidecar of {engine_path} says the engine computes in {precision}"
+                                  f"{' with float32 I/O' if want == 'FLOAT' else ''}, but its input '{name}' is "
+                                  f"{dtype}, so the sidecar contradicts the plan; rebuild the engine")
 
 
 def sidecar_backend(sidecar: dict) -> str:

@@ -13,7 +13,7 @@ from typing import Mapping, Sequence
 
 import torch
 
-from .compare import Report, compare, default_tolerances
+from .compare import Report, check_tolerance, compare, default_tolerances
 from .layerwise import capture_module_outputs, find_jump, layerwise_rows
 
 DISTRIBUTIONS = ("uniform", "normal", "large")
@@ -26,6 +26,8 @@ def make_inputs(shapes: Mapping[str, Sequence[int]], seed: int = 0, value_range=
     lo, hi = (float(v) for v in value_range)
     if not (math.isfinite(large_scale) and large_scale > 0):
         raise ValueError(f"large_scale (--scale) must be a positive finite number, got {large_scale}")
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        raise ValueError(f"value range (--range) must be finite, got [{lo}, {hi}]")
     if not lo < hi:
         raise ValueError(f"value range needs lo < hi, got [{lo}, {hi}]")
     if distribution not in DISTRIBUTIONS:
@@ -68,21 +70,28 @@ def check_parity(engine, module: torch.nn.Module, inputs: Mapping[str, torch.Ten
                  output_names: Sequence[str] | None = None, atol: float | None = None, rtol: float | None = None,
                  layer_map: Mapping[str, str] | None = None, layer_order: Sequence[str] | None = None,
                  output_of: Mapping[str, str] | None = None, jump_factor: float = 10.0,
-                 meta: dict | None = None) -> Report:
+                 meta: dict | None = None, allow_nonfinite: bool = False) -> Report:
     """Compare `engine` with `module` on `inputs` (float32 CPU tensors named like the engine inputs).
 
-    atol/rtol default to default_tolerances(meta["precision"]), the default atol being relative
-    to each tensor's largest |expected|; an explicit atol is absolute.
+    atol/rtol default to default_tolerances(precision), the default atol being relative to each
+    tensor's largest |expected|; an explicit atol is absolute. The precision is meta["precision"]
+    or else the engine's (`engine.sidecar`: its sidecar, or plan.info for an engine built in
+    memory), fp32 if neither says; a meta["precision"] contradicting the engine's is a ValueError.
     The engine gets the inputs in its own dtype and device; the module gets exactly the same
     values (rounded to the engine's input type, back in float32). Layerwise mode (`layer_map`:
     network tensor -> torch module name) needs the engine built with those tensors as outputs;
-    `output_of` maps a tensor name to its engine output name when they differ.
+    `output_of` maps a tensor name to its engine output name when they differ (default: the
+    sidecar's "extra_outputs", which records the names build_plan marked them under).
+    atol/rtol must be finite and >= 0. NaN/Inf in an engine output or layer tensor fail it unless
+    allow_nonfinite (then they pass where PyTorch has the same).
     """
-    precision = (meta or {}).get("precision", "fp32")
+    side = getattr(engine, "sidecar", None) or {}
+    meta = dict(meta or {})
+    meta["precision"] = precision = engine_precision(engine, meta.get("precision"))
     d_atol, d_rtol = default_tolerances(precision)
     atol_relative = atol is None  # the default atol scales with each tensor's largest |expected|
-    atol = d_atol if atol is None else atol
-    rtol = d_rtol if rtol is None else rtol
+    atol = d_atol if atol is None else check_tolerance("atol", atol)
+    rtol = d_rtol if rtol is None else check_tolerance("rtol", rtol)
     feeds = {}
     torch_inputs = []
     for name in engine.input_names:
@@ -91,6 +100,8 @@ def check_parity(engine, module: torch.nn.Module, inputs: Mapping[str, torch.Ten
         x = inputs[name].to(engine.tensors[name].dtype)
         feeds[name] = x.to(engine.device)
         torch_inputs.append(x.float())
+        if x.is_floating_point() and not torch.isfinite(x).all():  # e.g. a range x scale beyond the input type
+            meta.setdefault("nonfinite_inputs", {})[name] = int((~torch.isfinite(x)).sum())
     module = module.eval()
     try:
         mod_device = next(module.parameters()).device
@@ -98,22 +109,80 @@ def check_parity(engine, module: torch.nn.Module, inputs: Mapping[str, torch.Ten
         mod_device = torch.device("cpu")
     torch_inputs = [t.to(mod_device) for t in torch_inputs]
     layer_map = dict(layer_map or {})
-    output_of = dict(output_of or {})
+    output_of = dict(output_of if output_of is not None else side.get("extra_outputs") or {})
+    if output_names is None and side.get("model_outputs"):
+        output_names = list(side["model_outputs"])  # recorded by build_plan: the extra outputs are not among them
     if output_names is None:
         extra = set(output_of.values()) | set(layer_map)
         output_names = [n for n in engine.output_names if n not in extra] or engine.output_names
     actual = engine.run(feeds, synchronize=True)
-    result, captured, calls = capture_module_outputs(module, list(layer_map.values()), *torch_inputs)
+    try:
+        result, captured, calls = capture_module_outputs(module, list(layer_map.values()), *torch_inputs)
+    except RuntimeError as e:  # typically an engine built for other input shapes than the module takes
+        shapes = ", ".join(f"'{n}' {tuple(feeds[n].shape)}" for n in engine.input_names)
+        raise ValueError(f"the PyTorch module failed on the engine's input shapes ({shapes}), so the engine does "
+                         f"not seem to fit the model: {str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
     expected = _as_named(result, output_names)
-    report = compare(actual, expected, atol, rtol, names=list(output_names), meta=meta, atol_relative=atol_relative)
+    report = compare(actual, expected, atol, rtol, names=list(output_names), meta=meta, atol_relative=atol_relative,
+                     allow_nonfinite=allow_nonfinite)
+    if allow_nonfinite:
+        report.meta["allow_nonfinite"] = True
     if layer_map:
         order = list(layer_order) if layer_order is not None else list(layer_map)
         report.layers = layerwise_rows(actual, captured, layer_map, order, output_of, atol, rtol, calls,
-                                       atol_relative)
+                                       atol_relative, allow_nonfinite)
         report.first_jump = find_jump(report.layers, jump_factor, floor=rtol / 10)
         report.first_failure = next((r.name for r in report.layers if not r.passed), None)
         report.meta.setdefault("jump_factor", jump_factor)
     return report
+
+
+def engine_precision(engine, requested: str | None = None) -> str:
+    """The precision to judge `engine` by: `requested`, else the one its sidecar / plan info records,
+    else fp32. ValueError if `requested` contradicts the recorded one."""
+    built = (getattr(engine, "sidecar", None) or {}).get("precision")
+    if requested is not None and built is not None and requested != built:
+        raise ValueError(f"precision {requested} was requested but engine {getattr(engine, 'name', 'engine')} "
+                         f"computes in {built} (its sidecar says so); omit the precision or pass {built}")
+    return requested or built or "fp32"
+
+
+def check_engine_weights(sidecar: dict | None, source: str, weights) -> None:
+    """ValueError if `weights` (a path) is not the file whose sha256 the engine's sidecar records."""
+    built = ((sidecar or {}).get("weights") or {}).get("sha256")
+    if not built or not isinstance(weights, (str, os.PathLike)) or not os.path.isfile(weights):
+        return  # nothing recorded, a WeightMap, or a missing file (reported when it is loaded)
+    from trtbuild.engine.serialize import sha256_file
+
+    have = sha256_file(weights)
+    if have != built:
+        raise ValueError(f"engine {source} was built from other weights (sha256 {built[:12]}… in its sidecar, "
+                         f"{have[:12]}… for {weights}); pass the weights it was built from or rebuild it")
+
+
+def recorded_weights(sidecar: dict | None) -> str | None:
+    """The weight file an engine's sidecar records, if it exists and still has the recorded sha256."""
+    record = (sidecar or {}).get("weights") or {}
+    path, sha = record.get("path"), record.get("sha256")
+    if not path or not sha or not os.path.isfile(path):
+        return None
+    from trtbuild.engine.serialize import sha256_file
+
+    return path if sha256_file(path) == sha else None
+
+
+def check_engine_input_fits(engine, spec, small: bool, source: str) -> None:
+    """ValueError naming the input, the engine's shape and the model's if `engine`'s input does not
+    have the shape (batch aside) that `spec` (its small variant if `small`) takes."""
+    want = tuple(int(d) for d in spec.input_shape(small))
+    info = engine.tensors.get(spec.input_name)
+    model = f"model '{spec.name}'{' (small)' if small else ''}"
+    if info is None:
+        raise ValueError(f"engine {source} has no input '{spec.input_name}' (its inputs are {engine.input_names}), "
+                         f"which {model} takes; build the engine from this model")
+    if len(info.shape) != len(want) or tuple(info.shape[1:]) != want[1:]:
+        raise ValueError(f"engine {source} takes input '{spec.input_name}' of shape {tuple(info.shape)} but {model} "
+                         f"expects {('N',) + want[1:]}; build the engine for this model and size variant")
 
 
 def load_weights_into(module: torch.nn.Module, wm) -> torch.nn.Module:
@@ -189,16 +258,18 @@ def check_model_parity(model: str, trt, *, weights=None, engine=None, precision:
                        distribution: str = "uniform", large_scale: float = 1e4, batch: int | None = None,
                        atol: float | None = None, rtol: float | None = None, layerwise: bool = False,
                        progress: bool | None = False, module: torch.nn.Module | None = None,
-                       targets=None, cross_check: bool = False) -> Report:
+                       targets=None, cross_check: bool = False, allow_nonfinite: bool = False) -> Report:
     """Parity of a registry model (name or ModelSpec): engine (a path, an Engine, or built in memory) vs PyTorch.
 
     weights: path or WeightMap used for the engine build and loaded into the PyTorch model
-    (None: the PyTorch model's own seeded weights, `weights_seed`). Layerwise mode builds an
+    (None: for a given engine and no `module`, the weight file its sidecar records if it is there
+    with the recorded sha256, else the PyTorch model's own seeded weights, `weights_seed`). Layerwise mode builds an
     engine in memory with the ModelSpec.layer_map tensors marked as extra outputs.
     precision / batch: None means "not requested": fp32 / batch 1 for an engine built in memory,
     the engine's own for a given engine. A given engine whose sidecar names another model, small
     variant or precision than requested, or whose batch cannot be the requested one, raises
     ValueError naming both. targets / cross_check: as in build_plan, for an engine built in memory.
+    allow_nonfinite: as in check_parity (NaN/Inf outputs fail unless allowed).
     """
     from trtbuild.engine import Engine, build_model, get_spec, load_engine
     from trtbuild.models import registry
@@ -213,18 +284,23 @@ def check_model_parity(model: str, trt, *, weights=None, engine=None, precision:
         else:
             source = engine.name
         check_engine_matches(engine.sidecar, source, spec.name, small, precision)
-        precision = (engine.sidecar or {}).get("precision") or precision or "fp32"
+        if weights is None and module is None:  # a given module has the weights its caller chose
+            weights = recorded_weights(engine.sidecar)
+        check_engine_weights(engine.sidecar, source, weights)
+        check_engine_input_fits(engine, spec, small, source)
+        precision = engine_precision(engine, precision)
     elif engine is not None:
         raise ValueError("--layerwise builds its own engine with the layer tensors marked as outputs; "
                          "omit --engine (a saved engine has only the model outputs)")
     if batch is not None and int(batch) < 1:
         raise ValueError(f"batch must be >= 1, got {batch}")
+    weights_note = (str(weights) if isinstance(weights, (str, os.PathLike)) else weights.source if weights is not None
+                    else "the module passed in" if module is not None else f"seeded PyTorch model (seed {weights_seed})")
     if module is None:
         module = registry.get_torch_model(spec.name, seed=weights_seed, small=small)
     wm = None
     if weights is not None:
         wm = weights if isinstance(weights, WeightMap) else WeightMap.load(weights)
-        load_weights_into(module, wm)
     layer_map = dict(spec.layer_map) if layerwise else {}
     if layerwise and not layer_map:
         raise ValueError(f"model '{spec.name}' has an empty layer_map, so layerwise parity is not available")
@@ -239,6 +315,8 @@ def check_model_parity(model: str, trt, *, weights=None, engine=None, precision:
         output_of = plan.info["extra_outputs"]
         order = list(output_of)
         engine = Engine(plan, trt, sidecar=plan.info, name=f"{spec.name} ({precision}, in memory)")
+    if weights is not None:  # after the build, so that the build's record of unused weights is its own
+        load_weights_into(module, wm)
     shapes = engine_input_shapes(engine, batch, source)
     value_range = tuple(value_range) if value_range is not None else tuple(spec.value_range)
     inputs = make_inputs(shapes, seed, value_range, distribution, large_scale)
@@ -246,6 +324,9 @@ def check_model_parity(model: str, trt, *, weights=None, engine=None, precision:
     meta = {"model": spec.name + (" (small)" if small else ""), "backend": engine.backend, "precision": precision,
             "batch": shapes[engine.input_names[0]][0], "seed": seed,
             "inputs": describe_inputs(distribution, value_range, large_scale), "against": "pytorch",
-            "engine": source, **({"cross_check": cross} if cross else {})}
+            "engine": source, **({"cross_check": cross} if cross else {}),
+            "weights": weights_note,
+            **{k: engine.sidecar[k] for k in ("weight_tensors", "unused_weights") if k in (engine.sidecar or {})}}
     return check_parity(engine, module, inputs, output_names=list(spec.output_names), atol=atol, rtol=rtol,
-                        layer_map=layer_map, layer_order=order, output_of=output_of, meta=meta)
+                        layer_map=layer_map, layer_order=order, output_of=output_of, meta=meta,
+                        allow_nonfinite=allow_nonfinite)

@@ -1,7 +1,10 @@
 """Compare actual (engine) outputs with expected (PyTorch) outputs, the way Polygraphy does.
 
 An element FAILS only if it exceeds BOTH tolerances: |a - e| > atol and |a - e| > rtol * |e|.
-NaN matches NaN and +-inf matches the same inf; any other non-finite mismatch fails.
+A tensor whose actual values contain NaN or Inf FAILS, even where the expected values have them
+too, unless allow_nonfinite: then NaN matches NaN and +-inf matches the same inf. Any other
+non-finite mismatch always fails. Cosine and relative L2 error are computed over the elements
+finite on both sides (the note says so when some were left out; cosine is NaN, "n/a", when none is).
 Per tensor the statistics are: max / mean / p99 of the absolute error; max / mean / p99 of the
 relative error |a - e| / |e| (mean and p99 over elements with e != 0; max is inf if some e == 0
 with a != 0); cosine similarity; relative L2 error ||a - e|| / ||e||; NaN and Inf counts of
@@ -28,6 +31,17 @@ def default_tolerances(precision: str) -> tuple[float, float]:
     if precision not in DEFAULT_TOLERANCES:
         raise ValueError(f"no default tolerances for precision {precision!r}; choose one of {', '.join(DEFAULT_TOLERANCES)}")
     return DEFAULT_TOLERANCES[precision]
+
+
+def check_tolerance(name: str, value: float) -> float:
+    """`value` as a float if it is a finite number >= 0; ValueError naming the tolerance otherwise."""
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a number >= 0, got {value!r}") from None
+    if not (math.isfinite(value) and value >= 0):
+        raise ValueError(f"{name} must be a finite number >= 0, got {value}")
+    return value
 
 
 def to_numpy(x) -> np.ndarray:
@@ -63,6 +77,8 @@ class TensorStats:
     nan_expected: int = 0
     inf_actual: int = 0
     inf_expected: int = 0
+    nonfinite_actual: int = 0  # NaN + Inf among the actual (engine) values
+    nonfinite_expected: int = 0  # NaN + Inf among the expected (PyTorch) values
     min_atol: float = 0.0
     min_rtol: float = 0.0
     expected_max_abs: float = 0.0
@@ -95,11 +111,13 @@ def _histogram(diff: np.ndarray, max_bins: int = 24) -> dict:
     return hist
 
 
-def compare_tensor(name: str, actual, expected, atol: float, rtol: float, atol_relative: bool = False) -> TensorStats:
+def compare_tensor(name: str, actual, expected, atol: float, rtol: float, atol_relative: bool = False,
+                   allow_nonfinite: bool = False) -> TensorStats:
     """Statistics for one tensor; see the module docstring for the rules.
 
     atol_relative: use atol * max finite |expected| of this tensor as the absolute tolerance
-    (the effective value is stored in the returned stats' `atol`).
+    (the effective value is stored in the returned stats' `atol`). allow_nonfinite: NaN/Inf in the
+    actual values pass where the expected values have the same (otherwise they fail).
     """
     a, e = to_numpy(actual), to_numpy(expected)
     if atol_relative:
@@ -120,6 +138,8 @@ def compare_tensor(name: str, actual, expected, atol: float, rtol: float, atol_r
         diff = np.abs(a - e)
     diff[(nan_a & nan_e) | (inf_a & inf_e & (a == e))] = 0.0
     diff[np.isnan(diff)] = math.inf
+    if not allow_nonfinite:
+        diff[nan_a | inf_a] = math.inf  # no tolerance makes a NaN/Inf output pass
     abs_e = np.abs(e)
     with np.errstate(divide="ignore", invalid="ignore"):
         rel = np.where(abs_e > 0, diff / abs_e, np.inf)
@@ -142,18 +162,41 @@ def compare_tensor(name: str, actual, expected, atol: float, rtol: float, atol_r
     if nonzero_e.any():
         stats.mean_rel = float(rel[nonzero_e].mean())
         stats.p99_rel = float(np.quantile(rel[nonzero_e], 0.99, method="higher"))
-    stats.cosine = 1.0 if na == ne == 0 else (0.0 if na == 0 or ne == 0 else float(af @ ef / (na * ne)))
+    if not af.size:
+        stats.cosine = math.nan  # no finite pair: not 1.0
+    else:
+        stats.cosine = 1.0 if na == ne == 0 else (0.0 if na == 0 or ne == 0 else float(af @ ef / (na * ne)))
     stats.rel_l2 = (float(np.linalg.norm(af - ef)) / ne if ne > 0 else (0.0 if na == 0 else math.inf))
     if nonfinite_err.any():
         stats.rel_l2 = math.inf
     stats.nan_actual, stats.nan_expected = int(nan_a.sum()), int(nan_e.sum())
     stats.inf_actual, stats.inf_expected = int(inf_a.sum()), int(inf_e.sum())
+    stats.nonfinite_actual = stats.nan_actual + stats.inf_actual
+    stats.nonfinite_expected = stats.nan_expected + stats.inf_expected
+    _judge_nonfinite(stats, int(finite_both.sum()), allow_nonfinite)
     stats.min_atol = float(diff[fails_rtol].max()) if fails_rtol.any() else 0.0
     stats.min_rtol = float(rel[fails_atol].max()) if fails_atol.any() else 0.0
     finite_e = abs_e[np.isfinite(e)]
     stats.expected_max_abs = float(finite_e.max()) if finite_e.size else 0.0
     stats.hist = _histogram(diff)
     return stats
+
+
+def _add_note(stats: TensorStats, text: str) -> None:
+    stats.note = f"{stats.note}; {text}" if stats.note else text
+
+
+def _judge_nonfinite(stats: TensorStats, finite_pairs: int, allow_nonfinite: bool) -> None:
+    """Fail a tensor with NaN/Inf actual values unless allowed, and say which values the cosine used."""
+    a, e = stats.nonfinite_actual, stats.nonfinite_expected
+    if a and not allow_nonfinite:  # compare_tensor counted them as failing elements
+        _add_note(stats, f"FAIL: {a} of {stats.count} actual values are NaN/Inf ({stats.nan_actual} NaN, "
+                         f"{stats.inf_actual} Inf; expected: {e}), which fail unless allowed (--allow-nonfinite)")
+    elif a or e:
+        _add_note(stats, f"non-finite values: {a} actual, {e} expected")
+    if finite_pairs < stats.count:
+        _add_note(stats, f"cosine over the {finite_pairs} of {stats.count} elements finite on both sides"
+                  if finite_pairs else "cosine n/a (no element finite on both sides)")
 
 
 @dataclass
@@ -219,12 +262,13 @@ class Report:
 
 
 def compare(actual: Mapping, expected: Mapping, atol: float = 1e-4, rtol: float = 1e-3,
-            names=None, meta: dict | None = None, atol_relative: bool = False) -> Report:
+            names=None, meta: dict | None = None, atol_relative: bool = False,
+            allow_nonfinite: bool = False) -> Report:
     """Compare every tensor of `expected` (or `names`) with the same-named tensor of `actual`.
 
-    atol is absolute unless atol_relative (then atol * max |expected| per tensor)."""
-    if atol < 0 or rtol < 0:
-        raise ValueError(f"atol and rtol must be >= 0, got atol={atol}, rtol={rtol}")
+    atol is absolute unless atol_relative (then atol * max |expected| per tensor). Both must be
+    finite and >= 0. NaN/Inf actual values fail unless allow_nonfinite (see the module doc)."""
+    atol, rtol = check_tolerance("atol", atol), check_tolerance("rtol", rtol)
     rows = []
     for name in (names if names is not None else list(expected)):
         if name not in expected:
@@ -233,7 +277,7 @@ def compare(actual: Mapping, expected: Mapping, atol: float = 1e-4, rtol: float 
             rows.append(TensorStats(name, list(np.shape(to_numpy(expected[name]))), 0, atol, rtol, False,
                                     max_abs=math.inf, note=f"missing from the actual outputs {list(actual)}"))
             continue
-        rows.append(compare_tensor(name, actual[name], expected[name], atol, rtol, atol_relative))
+        rows.append(compare_tensor(name, actual[name], expected[name], atol, rtol, atol_relative, allow_nonfinite))
     return Report(rows, atol, rtol, dict(meta or {}), atol_relative=atol_relative)
 
 

@@ -65,11 +65,12 @@ def find_jump(rows: Sequence[TensorStats], factor: float = 10.0, floor: float = 
 def layerwise_rows(engine_outputs: Mapping[str, torch.Tensor], captured: Mapping[str, torch.Tensor],
                    layer_map: Mapping[str, str], order: Sequence[str], output_of: Mapping[str, str],
                    atol: float, rtol: float, calls: Mapping[str, int] | None = None,
-                   atol_relative: bool = False) -> list[TensorStats]:
+                   atol_relative: bool = False, allow_nonfinite: bool = False) -> list[TensorStats]:
     """One TensorStats per network tensor in `order` (network order).
 
     layer_map: network tensor name -> torch module name. output_of: network tensor name ->
-    engine output name (they differ when a final output was renamed or cast).
+    engine output name (they differ when a final output was renamed or cast). A layer tensor with
+    NaN/Inf fails unless allow_nonfinite.
     """
     rows = []
     for tensor_name in order:
@@ -82,7 +83,8 @@ def layerwise_rows(engine_outputs: Mapping[str, torch.Tensor], captured: Mapping
             row = TensorStats(tensor_name, [], 0, atol, rtol, False, max_abs=math.inf, rel_l2=math.inf,
                               note=f"torch module '{mod}' was never called in forward()")
         else:
-            row = compare_tensor(tensor_name, engine_outputs[out_name], captured[mod], atol, rtol, atol_relative)
+            row = compare_tensor(tensor_name, engine_outputs[out_name], captured[mod], atol, rtol, atol_relative,
+                                 allow_nonfinite)
             if calls and calls.get(mod, 0) > 1:
                 row.note = (row.note + "; " if row.note else "") + \
                     f"torch module '{mod}' ran {calls[mod]} times; compared with its first call"

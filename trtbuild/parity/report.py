@@ -30,6 +30,11 @@ def fmt(v) -> str:
     return f"{v:.2e}"
 
 
+def fmt_cosine(v: float) -> str:
+    """Cosine similarity with 6 decimals; "n/a" when it could not be computed (no finite pair)."""
+    return "n/a" if v is None or math.isnan(v) else f"{v:.6f}"
+
+
 def _aligned(header: list[str], rows: list[list[str]], right_from: int = 1) -> list[str]:
     widths = [max(len(str(c)) for c in col) for col in zip(header, *rows)]
 
@@ -53,7 +58,7 @@ def output_rows(stats: list[TensorStats]) -> tuple[list[str], list[list[str]]]:
     header = ["output", "shape", "max|exp|", "max_abs", "mean_abs", "p99_abs", "max_rel", "mean_rel", "p99_rel",
               "cosine", "nan a/e", "inf a/e", "atol", "min_atol", "min_rtol", "failed", "result"]
     rows = [[s.name, "x".join(map(str, s.shape)), fmt(s.expected_max_abs), fmt(s.max_abs), fmt(s.mean_abs),
-             fmt(s.p99_abs), fmt(s.max_rel), fmt(s.mean_rel), fmt(s.p99_rel), f"{s.cosine:.6f}",
+             fmt(s.p99_abs), fmt(s.max_rel), fmt(s.mean_rel), fmt(s.p99_rel), fmt_cosine(s.cosine),
              f"{s.nan_actual}/{s.nan_expected}", f"{s.inf_actual}/{s.inf_expected}", fmt(s.atol), fmt(s.min_atol),
              fmt(s.min_rtol), f"{s.failed}/{s.count}", "PASS" if s.passed else "FAIL"] for s in stats]
     return header, rows
@@ -69,7 +74,7 @@ def layer_rows(report: Report) -> tuple[list[str], list[list[str]]]:
         if not s.passed and s.name != report.first_failure:
             flags.append("fail")
         rows.append([str(i), s.name, s.module, "x".join(map(str, s.shape)), fmt(s.max_abs), fmt(s.p99_rel),
-                     fmt(s.rel_l2), f"{s.cosine:.6f}", f"{s.failed}/{s.count}", " ".join(flags)])
+                     fmt(s.rel_l2), fmt_cosine(s.cosine), f"{s.failed}/{s.count}", " ".join(flags)])
     return header, rows
 
 

@@ -110,7 +110,11 @@ class WeightMap:
         """The weight ``name`` as a contiguous float32 array, reshaped to ``shape`` if given.
 
         ``shape`` may hold one -1.  The element count must match (WeightsError
-        otherwise, giving expected vs found).  Float16/64 are converted; integer
+        otherwise, giving expected vs found).  Only shape-less tensors (1-D rows as
+        .wts files store them, 0-d scalars) are reshaped: a stored N-D tensor whose
+        shape differs from ``shape`` is a WeightsError naming both shapes (a builder
+        that reads a tensor under another shape on purpose passes the stored shape
+        and reshapes it itself).  Float16/64 are converted; integer
         and bool tensors are refused (use ``raw``).  Unless ``copy``, the result
         may share memory with the map: do not modify it.  Marks ``name`` used.
         """
@@ -170,6 +174,13 @@ class WeightMap:
         cut = len(self._prefix)
         return [name[cut:] for name in self._names() if name not in self._used]
 
+    def usage(self) -> tuple[int, list[str]]:
+        """(number of weights, names never read) under this view, leaving out PyTorch's BatchNorm
+        ``num_batches_tracked`` counters, which no inference network reads."""
+        names = [n for n in self.keys() if not n.endswith("num_batches_tracked")]
+        unread = set(self.unused())
+        return len(names), [n for n in names if n in unread]
+
     def mark_used(self, *names: str) -> None:
         """Mark names as used without reading them (e.g. weights a builder deliberately ignores)."""
         for name in names:
@@ -210,7 +221,14 @@ class WeightMap:
         if -1 in dims:
             if known == 0 or stored.size % known:
                 raise WeightsError(f"weight {full!r}: shape {dims} does not fit: {found}")
-            return tuple(stored.size // known if d == -1 else d for d in dims)
+            return self._check_stored_shape(full, stored, tuple(stored.size // known if d == -1 else d for d in dims))
         if known != stored.size:
             raise WeightsError(f"weight {full!r}: expected shape {dims} ({known} values) but {found}")
+        return self._check_stored_shape(full, stored, dims)
+
+    def _check_stored_shape(self, full: str, stored: np.ndarray, dims: tuple[int, ...]) -> tuple[int, ...]:
+        """``dims``, unless ``stored`` has a shape of its own (2-D or more) that differs from it."""
+        if stored.ndim >= 2 and tuple(stored.shape) != dims:
+            raise WeightsError(f"weight {full!r} in {self.source} is stored with shape {tuple(stored.shape)} but "
+                               f"shape {dims} was expected; only flat (1-D) tensors are reshaped")
         return dims
