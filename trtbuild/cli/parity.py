@@ -24,7 +24,8 @@ from __future__ import annotations
 
 import argparse
 
-from .build import add_model_command, add_rtx_options, backend_and_model, check_target_option, parse_range
+from .build import (add_model_command, add_rtx_options, backend_and_model, check_target_option, parse_range,
+                    resolve_cli_model)
 
 DEFAULT_DISTRIBUTION = "uniform"
 DEFAULT_SCALE = 1e4
@@ -148,14 +149,13 @@ def _against_onnxruntime(args, spec) -> int:
 
 def run(args) -> int:
     """Run the comparison, print the table, write files; 0 if parity holds."""
-    from trtbuild.engine import get_spec
     from trtbuild.parity import check_model_parity
     from trtbuild.parity.report import png_available
 
     if args.against == "onnxruntime":
         check_onnxruntime_options(args)
         print("backend: reference (PyTorch) — compared with onnxruntime running the ONNX export of the same network")
-        return _against_onnxruntime(args, get_spec(args.model))
+        return _against_onnxruntime(args, resolve_cli_model(args))
     if args.png and not png_available():  # fail before the comparison, not after it
         raise RuntimeError(f"cannot write {args.png}: --png needs matplotlib, which is not installed "
                            "(pip install matplotlib, or use --html, whose histograms need nothing)")
