@@ -30,7 +30,7 @@ from pathlib import Path
 from . import registry
 from .registry import ModelSpec
 
-__all__ = ["resolve_model", "load_object", "load_module_factory", "parse_input", "is_user_reference"]
+__all__ = ["resolve_model", "load_object", "load_module_factory", "module_factory", "parse_input", "is_user_reference"]
 
 USER_ORIGINS = ("file ", "module ")
 _MODULE_RE = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
@@ -155,10 +155,18 @@ def parse_input(text: str) -> tuple[str, tuple[int, ...]]:
 
 def load_module_factory(ref: str, option: str = "--torch"):
     """`(seed, small) -> nn.Module` in eval mode from a factory reference (`net.py:make_model`,
-    `module:attr`): the factory is called with no arguments under torch.manual_seed(seed)."""
-    fn, where, _ = load_object(ref) if ":" in ref else (None, ref, None)
-    if fn is None:
+    `module:attr`): the factory is called with no arguments under torch.manual_seed(seed). A
+    ModelSpec named instead gives its own torch_factory."""
+    if ":" not in ref:
         raise ValueError(f"{option} {ref!r}: name the factory function, e.g. {ref}:make_model")
+    fn, where, _ = load_object(ref)
+    return module_factory(fn, where, option)
+
+
+def module_factory(fn, where: str, option: str = "--torch"):
+    """load_module_factory for an already loaded object `fn` (a ModelSpec or a factory function)."""
+    if isinstance(fn, ModelSpec):
+        return fn.torch_factory
     if not callable(fn):
         raise ValueError(f"{option} {where} is a {type(fn).__name__}, not a function returning a torch.nn.Module")
 
@@ -166,7 +174,11 @@ def load_module_factory(ref: str, option: str = "--torch"):
         import torch
 
         torch.manual_seed(seed)
-        module = fn()
+        try:
+            module = fn()
+        except TypeError as e:
+            raise ValueError(f"{option} {where} cannot be called without arguments ({e}); it must be a factory "
+                             "returning the torch.nn.Module") from None
         if not isinstance(module, torch.nn.Module):
             raise ValueError(f"{option} {where} returned a {type(module).__name__}, not a torch.nn.Module")
         return module.eval()
