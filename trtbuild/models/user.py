@@ -120,7 +120,7 @@ def load_object(ref: str):
     """(object, where, origin) named by `path/file.py[:attr]` or `package.module:attr`. Without an
     attribute, a file's default is the only ModelSpec it defines (several: refused, name one)."""
     target, attr = _split(ref)
-    if target.endswith(".py") or "/" in target or "\\" in target:
+    if target.endswith(".py") or "/" in target or "\\" in target or Path(target).is_file():
         path = Path(target)
         module, where, origin = _import_file(path), str(path), f"file {path}"
     elif attr is None:
@@ -129,7 +129,7 @@ def load_object(ref: str):
         module, where, origin = _import_module(target), target, f"module {target}"
     if attr is None:
         own = [n for n, v in vars(module).items() if isinstance(v, ModelSpec) and not n.startswith("_")
-               and registry.ORIGINS.get(v.name) != registry.BUILT_IN]
+               and not (registry.ORIGINS.get(v.name) == registry.BUILT_IN and registry.MODELS.get(v.name) is v)]
         if len(own) != 1:
             how = "defines no ModelSpec" if not own else f"defines {len(own)} ModelSpecs ({', '.join(own)})"
             raise ValueError(f"{where} {how}; name the ModelSpec or network function to use as {where}:NAME "
