@@ -239,6 +239,8 @@ def test_entry_point_models_are_listed_built_and_broken_ones_reported(cwd, capsy
         assert "entry point 'fake_wrong = fake_pkg.models:NOT_A_SPEC' of fake_dist gave int, not a ModelSpec" in errors[1]
         code, out, err = run(capsys, ["parity", "fake_net", *REF])
         assert code == 0 and "result: PASS" in out, err
+        code, out, err = run(capsys, ["build", "fake_broken", *REF])
+        assert code == 1 and "2 entry point(s) failed to load, see `trtbuild models`" in err
     finally:
         monkeypatch.undo()
         for name in [n for n in sys.modules if n == "fake_pkg" or n.startswith("fake_pkg.")]:

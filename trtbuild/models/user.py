@@ -225,8 +225,10 @@ def resolve_model(ref: str, *, input: str | None = None, torch: str | None = Non
     given = [o for o, v in (("--input", input), ("--torch", torch), ("--output", outputs)) if v]
     if not is_user_reference(ref):
         if ref not in registry.MODELS:
+            broken = (f"; {len(registry.LOAD_ERRORS)} entry point(s) failed to load, see `trtbuild models`"
+                      if registry.LOAD_ERRORS else "")
             raise ValueError(f"unknown model {ref!r}; known models: {', '.join(registry.names())} (or a file "
-                             "net.py[:NAME], or package.module:NAME)")
+                             f"net.py[:NAME], or package.module:NAME){broken}")
         if given:
             raise ValueError(f"{', '.join(given)} only apply to a network function (net.py:FUNCTION); "
                              f"model '{ref}' carries its own")
