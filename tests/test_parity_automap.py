@@ -109,3 +109,20 @@ def test_layerwise_report_points_at_the_planted_bug(broken):
     assert report.first_failure == broken
     before = ORDER[:ORDER.index(broken)]
     assert [r.name for r in report.layers if r.passed][:len(before)] == before
+
+
+def test_a_network_whose_names_match_no_module_is_refused_in_one_sentence():
+    spec = user_spec()
+    spec.build_network = lambda net, wm, x: _rename_all(net, network(None)(net, wm, x))
+    with pytest.raises(ValueError, match="model 'automap_net': no network tensor matches a torch module by name "
+                                         "and shape, so layerwise parity has nothing to compare"):
+        check_model_parity(spec, ref_trt, layerwise=True, module=make_model())
+
+
+def _rename_all(net, outputs):
+    for i in range(net.num_layers):
+        layer = net.get_layer(i)
+        layer.name = f"layer_{i}"
+        for j in range(layer.num_outputs):
+            layer.get_output(j).name = f"t_{i}_{j}"
+    return outputs

@@ -101,7 +101,7 @@ def automatic_layer_map(network, module: torch.nn.Module, *inputs) -> tuple[dict
 def automap_spec(spec, wm, module: torch.nn.Module, precision: str = "fp32", small: bool = False):
     """automatic_layer_map for a ModelSpec: its network defined on the reference backend from
     WeightMap `wm` (fp16 for fp16, fp32 otherwise: the names are the same) and `module` run on a
-    seeded input of the spec's shape in its value range."""
+    seeded input of the spec's shape in its value range. ValueError if nothing maps."""
     from trtbuild.engine.quick import build_spec_network
     from trtbuild.onnx_export.reference_network import new_reference_network
 
@@ -114,4 +114,9 @@ def automap_spec(spec, wm, module: torch.nn.Module, precision: str = "fp32", sma
         device = next(module.parameters()).device
     except StopIteration:
         device = torch.device("cpu")
-    return automatic_layer_map(network, module, x.to(device))
+    mapping, unmapped = automatic_layer_map(network, module, x.to(device))
+    if not mapping:
+        raise ValueError(f"model '{spec.name}': no network tensor matches a torch module by name and shape, so "
+                         "layerwise parity has nothing to compare; name the layers after the modules (README "
+                         "'Your own model') or give the ModelSpec a layer_map")
+    return mapping, unmapped
