@@ -182,7 +182,7 @@ def test_user_file_does_not_shadow_real_modules(cwd, capsys):
     assert code == 0, err
     assert sys.modules["json"] is real_json
     added = set(sys.modules) - before
-    assert added and all(name.startswith("trtbuild_user.") for name in added if "json" in name)
+    assert added and all(name.startswith("_trtbuild_user_json_") for name in added if "json" in name)
     assert str(cwd) not in sys.path
 
 

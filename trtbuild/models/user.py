@@ -11,7 +11,7 @@ seeded weights or check parity, ``torch``: a factory returning the ``nn.Module``
 arguments under ``torch.manual_seed(seed)``). ``outputs`` are the output names in the order of the
 torch forward's outputs (default: the keys the function returns). The model is registered under its
 name (the spec's, or the function's) so every command finds it; its origin is "file <path>" or
-"module <name>". A file is imported under a private module name (``trtbuild_user.<stem>_<hash>``),
+"module <name>". A file is imported under a private module name (``_trtbuild_user_<stem>_<hash>``),
 never under a name that could shadow a real module. Every failure is a ValueError in one sentence.
 """
 
@@ -66,7 +66,7 @@ def _import_file(path: Path):
     path = path.resolve()
     digest = hashlib.sha1(str(path).encode()).hexdigest()[:10]
     stem = re.sub(r"\W", "_", path.stem)
-    name = f"trtbuild_user.{stem}_{digest}"  # a private name: never shadows a real module
+    name = f"_trtbuild_user_{stem}_{digest}"  # a private name: never shadows a real module
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module  # dataclasses and pickling look the module up while it runs
@@ -81,7 +81,8 @@ def _import_file(path: Path):
         msg = e.msg if isinstance(e, SyntaxError) else str(e)
         raise ValueError(f"cannot import model file {path}{_error_line(e, path)}: {kind}: {msg}") from None
     finally:
-        sys.path.remove(str(path.parent))
+        if str(path.parent) in sys.path:
+            sys.path.remove(str(path.parent))
     return module
 
 
