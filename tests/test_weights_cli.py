@@ -31,15 +31,12 @@ def test_parser_registers_command_and_defaults():
     assert args.model is None and args.seed is None and args.format is None
 
 
-def test_parser_requires_exactly_one_source(capsys):
-    with pytest.raises(SystemExit) as info:
-        parse(["export-weights", "--out", "a.wts"])
-    assert info.value.code == 2
-    assert "error: one of the arguments --model --checkpoint is required" in capsys.readouterr().err
-    with pytest.raises(SystemExit) as info:
-        parse(["export-weights", "--model", "m", "--checkpoint", "c.pt", "--out", "a.wts"])
-    assert info.value.code == 2
-    assert "error: argument --checkpoint: not allowed with argument --model" in capsys.readouterr().err
+def test_a_source_is_required_and_given_once(tmp_path, capsys):
+    assert cmd.run(parse(["export-weights", "--out", str(tmp_path / "a.wts")])) == 2
+    assert "give a model (a name, FILE.py:FACTORY or module:FACTORY) or --checkpoint FILE" in capsys.readouterr().err
+    assert cmd.run(parse(["export-weights", "m", "--model", "m", "--out", str(tmp_path / "a.wts")])) == 2
+    assert "give the model once" in capsys.readouterr().err
+    assert not (tmp_path / "a.wts").exists()
 
 
 def test_checkpoint_pth_to_wts(tmp_path, capsys):

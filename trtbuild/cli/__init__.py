@@ -26,6 +26,9 @@ def make_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for module in _command_modules():
         module.add_parser(sub)
+    from ._conventions import apply_conventions
+
+    apply_conventions(sub)
     return parser
 
 

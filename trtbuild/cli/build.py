@@ -125,19 +125,44 @@ def add_model_command(subparsers, name: str, help: str, description: str) -> arg
     """A subcommand taking a registry model name plus the common model options (build, parity)."""
     p = subparsers.add_parser(name, help=help, description=description,
                               formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("model", help="model name (see `trtbuild models`)")
+    p.add_argument("model", help=MODEL_HELP)
     add_common_model_options(p)
+    add_user_model_options(p)
     return p
 
 
+MODEL_HELP = ("model: a name (see `trtbuild models`), a file net.py[:NAME] or package.module:NAME naming a ModelSpec "
+              "or a network function (network, weights, input) -> {name: ITensor}")
+
+
+def add_user_model_options(p: argparse.ArgumentParser) -> None:
+    """What a ModelSpec would carry, for a plain network function given as MODEL."""
+    p.add_argument("--input", default=None, metavar="NAME:SHAPE",
+                   help="network function only: input name and shape, batch first, e.g. input:1x3x224x224")
+    p.add_argument("--torch", default=None, metavar="FILE.py:FACTORY",
+                   help="network function only: factory returning the PyTorch nn.Module (FILE.py:NAME or "
+                        "module:NAME), for exporting seeded weights and for parity")
+    p.add_argument("--output", action="append", default=None, metavar="NAME",
+                   help="network function only (repeatable): output names in the order of the torch forward's "
+                        "outputs (default: the keys the function returns)")
+
+
+def resolve_cli_model(args):
+    """The ModelSpec args.model names (registry name, file or module; see trtbuild.models.user)."""
+    from trtbuild.models.user import resolve_model
+
+    return resolve_model(args.model, input=getattr(args, "input", None), torch=getattr(args, "torch", None),
+                         outputs=getattr(args, "output", None))
+
+
 def backend_and_model(args):
-    """(trt, spec): the backend chosen by --backend, whose line is printed first, and the registry
-    model named by args.model."""
-    from trtbuild.engine import get_spec, select_backend
+    """(trt, spec): the backend chosen by --backend, whose line is printed first, and the model
+    named by args.model (registry name, file or module)."""
+    from trtbuild.engine import select_backend
 
     trt, line = select_backend(args.backend)
     print(line, flush=True)
-    return trt, get_spec(args.model).with_options(**parse_options(getattr(args, "option", None)))
+    return trt, resolve_cli_model(args).with_options(**parse_options(getattr(args, "option", None)))
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:

@@ -25,7 +25,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
     p = subparsers.add_parser(NAME, help="export a zoo model's network to ONNX (checked; atomic write)",
                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("model", help="model name from the registry (see `trtbuild models`)")
+    from .build import MODEL_HELP, add_user_model_options
+
+    p.add_argument("model", help=MODEL_HELP)
     p.add_argument("--out", type=Path, required=True, help="ONNX file to write")
     p.add_argument("--weights", type=Path, default=None,
                    help="weight file (.wts, .safetensors, .pt); default: the registry's PyTorch model, seed 0")
@@ -34,6 +36,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--opset", type=int, default=DEFAULT_OPSET,
                    help=f"ONNX opset, {MIN_OPSET}..{MAX_OPSET} (default {DEFAULT_OPSET}, see docs/onnx.md)")
     p.add_argument("--small", action="store_true", help="the model's small test configuration")
+    add_user_model_options(p)
     p.set_defaults(func=run)
     return p
 
@@ -42,14 +45,15 @@ def run(args: argparse.Namespace) -> int:
     """Build, export, check and write; print a summary. 0 on success, 1 on errors."""
     print("backend: reference (the ONNX export lowers the network recorded on trtbuild's reference backend; "
           "TensorRT is not needed)")
-    from trtbuild.models import registry
     from trtbuild.onnx_export import OnnxExportError, export_onnx
     from trtbuild.onnx_export.reference_network import build_reference_network
     from trtbuild.weights import WeightsError
 
+    from .build import resolve_cli_model
+
     try:
-        spec = registry.get(args.model)
-    except KeyError as e:
+        spec = resolve_cli_model(args)
+    except ValueError as e:
         return _fail(str(e))
     try:
         network, _ = build_reference_network(spec, args.weights, precision=args.precision, small=args.small, seed=0)

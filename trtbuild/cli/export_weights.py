@@ -1,8 +1,15 @@
-"""``trtbuild export-weights``: dump a registry model's weights, or convert a weight file.
+"""``trtbuild export-weights``: dump a model's weights, or convert a weight file.
 
-    trtbuild export-weights --model resnet50 --out weights/resnet50.wts [--seed 0]
+    trtbuild export-weights resnet50 --out weights/resnet50.wts [--seed 0]    # or --model resnet50
+    trtbuild export-weights net.py:make_model -o weights/net.wts              # your factory -> nn.Module
+    trtbuild export-weights mypkg.nets:make_model --checkpoint ckpt.pt -o net.wts   # trained weights loaded in
     trtbuild export-weights --checkpoint model.pth --out model.wts
     trtbuild export-weights --checkpoint model.wts --out model.bin --format safetensors
+
+MODEL is a registered model name, or FILE.py:NAME / package.module:NAME naming a factory returning
+an nn.Module (called without arguments under torch.manual_seed(--seed)) or a ModelSpec. With MODEL,
+--checkpoint (a state_dict: .pt/.pth, .wts, .safetensors) is loaded into the module first; every
+tensor must fit the module (missing, extra or mis-shaped tensors are refused).
 """
 
 from __future__ import annotations
@@ -26,10 +33,12 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("--model", help="model name from trtbuild.models.registry")
-    source.add_argument("--checkpoint", type=Path,
-                        help="existing weight file (.wts, .safetensors, .pt/.pth) to convert")
+    parser.add_argument("source", nargs="?", default=None, metavar="MODEL",
+                        help="model name, or FILE.py:FACTORY / package.module:FACTORY returning an nn.Module")
+    parser.add_argument("--model", help="model name (same as MODEL)")
+    parser.add_argument("--checkpoint", type=Path,
+                        help="weight file (.wts, .safetensors, .pt/.pth): with MODEL, loaded into it; alone, "
+                             "converted to --out")
     parser.add_argument("--out", type=Path, required=True,
                         help="output file; its extension picks the format unless --format is given "
                              "(missing parent directories are created)")
@@ -47,8 +56,13 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     """Execute the command; print a summary and notes. Returns 0 on success, 1 or 2 on errors."""
+    if args.source is not None and args.model is not None:
+        return _fail(f"give the model once: MODEL ({args.source}) or --model ({args.model})", code=2)
+    source = args.source if args.source is not None else args.model
+    if source is None and args.checkpoint is None:
+        return _fail("give a model (a name, FILE.py:FACTORY or module:FACTORY) or --checkpoint FILE", code=2)
     try:
-        if args.checkpoint is not None:
+        if source is None:
             if args.seed is not None or args.small:
                 return _fail("--seed and --small only apply with --model", code=2)
             ensure_parent_dir(args.out)
@@ -56,18 +70,46 @@ def run(args: argparse.Namespace) -> int:
                                      allow_nonfinite=args.allow_nonfinite)
         else:
             try:
-                model = registry.get_torch_model(args.model, 0 if args.seed is None else args.seed, small=args.small)
+                model = _torch_model(source, 0 if args.seed is None else args.seed, args.small)
             except (KeyError, ValueError) as exc:
-                return _fail(f"cannot build model {args.model!r}: {exc}")
+                return _fail(f"cannot build model {source!r}: {exc}")
+            if args.checkpoint is not None:
+                _load_checkpoint(model, args.checkpoint, source)
             ensure_parent_dir(args.out)
             report = export_weights(model, args.out, args.format,
                                     allow_nonfinite=args.allow_nonfinite)
-    except (WeightsError, OSError) as exc:
+    except (WeightsError, OSError, ValueError) as exc:
         return _fail(str(exc))
+    if source is not None and args.checkpoint is not None:
+        print(f"loaded {args.checkpoint} into {source}")
     print(report.summary())
     for note in report.notes:
         print(f"note: {note}")
     return 0
+
+
+def _torch_model(source: str, seed: int, small: bool):
+    """The nn.Module of a registry model or of a user factory / ModelSpec reference (eval mode)."""
+    from trtbuild.models.user import is_user_reference, load_object, module_factory
+
+    if not is_user_reference(source):
+        return registry.get_torch_model(source, seed, small=small)
+    obj, where, _ = load_object(source)
+    return module_factory(obj, where, option="MODEL")(seed, small)
+
+
+def _load_checkpoint(model, path: Path, source: str) -> None:
+    """Load the state_dict in `path` into `model`; ValueError if a tensor is missing, extra or mis-shaped."""
+    from trtbuild.parity import load_weights_into
+    from trtbuild.weights import WeightMap
+
+    wm = WeightMap.load(path)
+    state = model.state_dict()
+    extra = [k for k in wm.keys() if k not in state]
+    if extra:
+        raise ValueError(f"checkpoint {path} has {len(extra)} tensors that {source} lacks, e.g. {extra[:5]} "
+                         "(is it the checkpoint of another model?)")
+    load_weights_into(model, wm)
 
 
 def _fail(message: str, code: int = 1) -> int:

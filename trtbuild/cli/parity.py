@@ -26,7 +26,7 @@ from __future__ import annotations
 import argparse
 
 from .build import (add_model_command, add_rtx_options, backend_and_model, check_target_option, parse_range,
-                    weights_usage_line)
+                    resolve_cli_model, weights_usage_line)
 
 DEFAULT_DISTRIBUTION = "uniform"
 DEFAULT_SCALE = 1e4
@@ -167,19 +167,22 @@ def _against_onnxruntime(args, spec) -> int:
 
 def run(args) -> int:
     """Run the comparison, print the table, write files; 0 if parity holds."""
-    from trtbuild.engine import get_spec
     from trtbuild.parity import check_model_parity
     from trtbuild.parity.report import PNG_REQUIREMENT, png_available
 
     if args.against == "onnxruntime":
         check_onnxruntime_options(args)
         print("backend: reference (PyTorch) — compared with onnxruntime running the ONNX export of the same network")
-        return _against_onnxruntime(args, get_spec(args.model))
+        return _against_onnxruntime(args, resolve_cli_model(args))
     if args.png and not png_available():  # fail before the comparison, not after it
         raise RuntimeError(f"cannot write {args.png}: {PNG_REQUIREMENT}; or use --html, whose charts need nothing")
     if args.scale is not None and args.distribution != "large":
         raise ValueError("--scale only applies with --distribution large")
     trt, spec = backend_and_model(args)
+    if args.engine is not None and not spec.output_names:  # a network function without --output: the engine's
+        from trtbuild.engine import read_sidecar
+
+        spec.output_names.extend(t["name"] for t in (read_sidecar(args.engine) or {}).get("outputs", []))
     targets = check_target_option(trt, args.target, args.cross_check)
     if args.engine is not None and (args.cross_check or args.target):
         raise ValueError("--cross-check and --target apply to an engine built in memory; a saved engine was built "

@@ -23,7 +23,8 @@ import importlib.util
 from dataclasses import dataclass, field
 from typing import Callable
 
-__all__ = ["ModelSpec", "MODELS", "MODEL_MODULES", "register", "get", "names", "get_torch_model", "UnknownModelError"]
+__all__ = ["ModelSpec", "MODELS", "MODEL_MODULES", "ORIGINS", "LOAD_ERRORS", "register", "get", "names", "origin",
+           "get_torch_model", "UnknownModelError"]
 
 #: Modules (under trtbuild.models) that register models when imported.
 MODEL_MODULES = ("alexnet", "vgg_ssd", "resnet", "repvgg", "rednet")
@@ -101,6 +102,9 @@ class _Registry(dict):
         _Registry._loaded = True
         for module in MODEL_MODULES:
             importlib.import_module(f"{__package__}.{module}")
+        from .entry_points import register_entry_points
+
+        register_entry_points()
 
     def __getitem__(self, key):
         self._load()
@@ -139,14 +143,39 @@ class _Registry(dict):
 MODELS: dict = _Registry()
 
 
-def register(spec: ModelSpec) -> ModelSpec:
-    """Add ``spec`` to :data:`MODELS` (a second model of the same name is an error). Returns it."""
+#: name -> where the model comes from: "built-in", "entry point <distribution>", "file <path>", ...
+ORIGINS: dict = {}
+#: one line per entry point of the group ``trtbuild.models`` that could not be loaded or registered.
+LOAD_ERRORS: list = []
+BUILT_IN = "built-in"
+
+
+def register(spec: ModelSpec, origin: str | None = None, replace: bool = False) -> ModelSpec:
+    """Add ``spec`` to :data:`MODELS` (a second model of the same name is an error unless ``replace``).
+    ``origin`` says where it comes from (default: built-in for trtbuild's own modules, else the
+    module that defines its network). Returns it."""
     if not isinstance(spec, ModelSpec):
         raise TypeError(f"register: expected a ModelSpec, got {type(spec).__name__}")
-    if dict.__contains__(MODELS, spec.name):
-        raise ValueError(f"register: a model named '{spec.name}' is already registered")
+    if dict.__contains__(MODELS, spec.name) and not replace:
+        raise ValueError(f"register: a model named '{spec.name}' is already registered ({ORIGINS.get(spec.name)})")
+    if origin is None:
+        module = getattr(spec.build_network, "__module__", "") or ""
+        origin = BUILT_IN if module.startswith(f"{__package__}.") else f"module {module or '?'}"
     dict.__setitem__(MODELS, spec.name, spec)
+    ORIGINS[spec.name] = origin
     return spec
+
+
+def unregister(name: str) -> None:
+    """Remove the model ``name`` (no error if absent)."""
+    dict.pop(MODELS, name, None)
+    ORIGINS.pop(name, None)
+
+
+def origin(name: str) -> str:
+    """Where the registered model ``name`` comes from (see :data:`ORIGINS`)."""
+    get(name)
+    return ORIGINS.get(name, BUILT_IN)
 
 
 def names() -> list[str]:

@@ -302,8 +302,12 @@ def check_model_parity(model: str, trt, *, weights=None, engine=None, precision:
     if weights is not None:
         wm = weights if isinstance(weights, WeightMap) else WeightMap.load(weights)
     layer_map = dict(spec.layer_map) if layerwise else {}
-    if layerwise and not layer_map:
-        raise ValueError(f"model '{spec.name}' has an empty layer_map, so layerwise parity is not available")
+    automap_meta = {}
+    if layerwise and not layer_map:  # derived from the layer names (trtbuild.parity.automap)
+        from .automap import automap_spec
+
+        layer_map, unmapped = automap_spec(spec, wm or WeightMap.from_module(module), module, precision, small)
+        automap_meta = {"layer_map": "automatic (from the layer names)", "unmapped_layers": unmapped}
     if engine is None:
         precision = precision or "fp32"
         build_batch = int(batch or 1)
@@ -327,6 +331,7 @@ def check_model_parity(model: str, trt, *, weights=None, engine=None, precision:
             "engine": source, **({"cross_check": cross} if cross else {}),
             "weights": weights_note,
             **{k: engine.sidecar[k] for k in ("weight_tensors", "unused_weights") if k in (engine.sidecar or {})}}
+    meta.update(automap_meta)
     return check_parity(engine, module, inputs, output_names=list(spec.output_names), atol=atol, rtol=rtol,
                         layer_map=layer_map, layer_order=order, output_of=output_of, meta=meta,
                         allow_nonfinite=allow_nonfinite)

@@ -94,6 +94,9 @@ def render_table(report: Report) -> str:
         suspect = report.suspect_layer
         lines.append(f"first layer where the error jumps or fails: {suspect}" if suspect else
                      "no layer shows an error jump or a failure")
+        if report.meta.get("unmapped_layers") is not None:  # an automatic layer map
+            lines.append(f"unmapped layers ({len(report.meta['unmapped_layers'])}, no torch module found by name "
+                         f"and shape): {', '.join(report.meta['unmapped_layers']) or 'none'}")
     verdict = "PASS" if report.passed else "FAIL"
     failing = [s.name for s in report.outputs if not s.passed]
     lines += ["", f"result: {verdict}" + (f" (failing outputs: {', '.join(failing)})" if failing else

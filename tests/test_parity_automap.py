@@ -1,0 +1,128 @@
+"""trtbuild.parity.automap: the layer map derived from the layer names agrees with the zoo's
+hand-written maps, and layerwise parity of a user network (no layer_map) catches a planted bug."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from trtbuild import reference as ref_trt
+from trtbuild.layers.basic import add, conv, conv_bn, global_avg_pool, linear, max_pool, read_linear, relu
+from trtbuild.layers.l2norm import l2norm
+from trtbuild.layers.lrn import lrn
+from trtbuild.layers.normalization import group_norm
+from trtbuild.models import registry
+from trtbuild.models.pytorch.l2norm import L2Norm
+from trtbuild.models.registry import ModelSpec
+from trtbuild.parity import check_model_parity
+from trtbuild.parity.automap import automap_spec
+from trtbuild.weights import WeightMap
+
+# Tensors of the hand-written layer_map that no torch module of the same name produces (hand data):
+# AlexNet's flatten is compared with the Dropout classifier.0, which has no layer of its name.
+HAND_ONLY = {"alexnet": {"classifier.1/flatten"}, "resnet18": set()}
+
+
+@pytest.mark.parametrize("name", sorted(HAND_ONLY))
+def test_automatic_map_agrees_with_the_hand_written_one(name):
+    spec = registry.get(name)
+    module = registry.get_torch_model(name, seed=0, small=True)
+    auto, unmapped = automap_spec(spec, WeightMap.from_module(module), module, small=True)
+    hand = spec.layer_map
+    shared = set(auto) & set(hand)
+    assert {t: auto[t] for t in shared} == {t: hand[t] for t in shared}
+    assert set(hand) - set(auto) == HAND_ONLY[name]
+    assert set(auto) - set(hand) == set()
+    if name == "resnet18":  # conv+BN folded: the conv layer stands for the BatchNorm module
+        assert auto["layer1.0.conv1"] == "layer1.0.bn1" and auto["conv1"] == "bn1"
+        assert unmapped == [f"layer{s}.{b}.add" for s in range(1, 5) for b in range(2)]  # no torch module adds
+    else:
+        assert unmapped == []
+
+
+class Net(nn.Module):
+    def __init__(self, width=8):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, width, 3, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(width)
+        self.relu1 = nn.ReLU()
+        self.norm = L2Norm(width, 20.0)
+        self.lrn = nn.LocalResponseNorm(5, alpha=1e-4, beta=0.75, k=2.0)
+        self.conv2 = nn.Conv2d(width, width, 3, padding=1)
+        self.gn = nn.GroupNorm(2, width)
+        self.relu2 = nn.ReLU()
+        self.pool = nn.MaxPool2d(2)
+        self.avgpool = nn.AdaptiveAvgPool2d(1)
+        self.fc = nn.Linear(width, 4)
+
+    def forward(self, x):
+        x = self.lrn(self.norm(self.relu1(self.bn1(self.conv1(x)))))
+        x = self.relu2(x + self.gn(self.conv2(x)))
+        return self.fc(torch.flatten(self.avgpool(self.pool(x)), 1))
+
+
+def network(broken: str | None):
+    def build(net, wm, x):
+        w = wm.shape_of("bn1.weight")[0]
+        y = relu(net, conv_bn(net, x, wm, "conv1", "bn1", "conv1", padding=1, kernel=3), "relu1")
+        y = l2norm(net, y, wm.get("norm.weight"), "norm")
+        y = lrn(net, y, 5, 1e-4, 0.75, 1.0 if broken == "lrn" else 2.0, "lrn")  # the planted bug: k=1, not 2
+        b = conv(net, y, wm.get("conv2.weight", (w, w, 3, 3)), wm.get("conv2.bias"), "conv2", padding=1)
+        b = group_norm(net, b, 2, wm.get("gn.weight"), wm.get("gn.bias"), 1e-1 if broken == "gn" else 1e-5, "gn")
+        y = max_pool(net, relu(net, add(net, y, b, "add"), "relu2"), 2, 2, 0, "pool")
+        return {"logits": linear(net, global_avg_pool(net, y, "avgpool"), *read_linear(wm, "fc"), "fc")}
+    return build
+
+
+def make_model():
+    torch.manual_seed(0)
+    model = Net()
+    with torch.no_grad():
+        model.bn1.running_mean.uniform_(-0.5, 0.5)
+        model.bn1.running_var.uniform_(0.5, 2.0)
+    return model.eval()
+
+
+def user_spec(broken=None):
+    return ModelSpec(name="automap_net", description="test", torch_factory=lambda seed=0, small=False: make_model(),
+                     build_network=network(broken), input_shape=lambda small=False: (1, 3, 16, 16),
+                     output_names=["logits"])
+
+
+ORDER = ["conv1", "relu1", "norm", "lrn", "conv2", "gn", "relu2", "pool", "avgpool", "fc"]
+
+
+def test_user_network_layerwise_without_a_map_passes_and_lists_unmapped_layers():
+    report = check_model_parity(user_spec(), ref_trt, layerwise=True, module=make_model())
+    assert report.passed and [r.name for r in report.layers] == ORDER
+    assert [r.module for r in report.layers] == ["bn1"] + ORDER[1:]
+    assert all(r.passed for r in report.layers)
+    assert report.meta["unmapped_layers"] == ["add"]
+    assert "unmapped layers (1, no torch module found by name and shape): add" in report.to_table()
+
+
+@pytest.mark.parametrize("broken", ["lrn", "gn"])
+def test_layerwise_report_points_at_the_planted_bug(broken):
+    report = check_model_parity(user_spec(broken), ref_trt, layerwise=True, module=make_model())
+    assert not report.passed
+    assert report.first_failure == broken
+    before = ORDER[:ORDER.index(broken)]
+    assert [r.name for r in report.layers if r.passed][:len(before)] == before
+
+
+def test_a_network_whose_names_match_no_module_is_refused_in_one_sentence():
+    spec = user_spec()
+    spec.build_network = lambda net, wm, x: _rename_all(net, network(None)(net, wm, x))
+    with pytest.raises(ValueError, match="model 'automap_net': no network tensor matches a torch module by name "
+                                         "and shape, so layerwise parity has nothing to compare"):
+        check_model_parity(spec, ref_trt, layerwise=True, module=make_model())
+
+
+def _rename_all(net, outputs):
+    for i in range(net.num_layers):
+        layer = net.get_layer(i)
+        layer.name = f"layer_{i}"
+        for j in range(layer.num_outputs):
+            layer.get_output(j).name = f"t_{i}_{j}"
+    return outputs

@@ -1,0 +1,122 @@
+"""Layerwise parity without a hand-written map: network tensor -> torch module, from the names.
+
+trtbuild's builders name layers after the PyTorch module they implement (``conv1``,
+``layer1.0.bn1``) and the parts of a composite ``<module>/<part>`` (``conv4_3_norm/sumsq``), the
+result tensor carrying the module name. So for each torch module that runs exactly once per forward
+(leaf or not), its network counterpart is the tensor named like the module, else the output of the
+last layer (in network order) named like it or ``<module>/...``, kept only when its shape equals the
+module's output shape. A BatchNorm fed directly by a convolution is folded into it (``conv_bn``): the
+conv's name stands for the BatchNorm's output, and the conv alone has no counterpart.
+
+    layer_map, unmapped = automatic_layer_map(network, module, x)
+"""
+
+from __future__ import annotations
+
+import torch
+
+__all__ = ["automatic_layer_map", "automap_spec"]
+
+
+def _trace(module: torch.nn.Module, *inputs) -> list[dict]:
+    """One record per submodule call, in call order: name, module, input and output tensors."""
+    calls: list[dict] = []
+    handles = []
+
+    def make_hook(name):
+        def hook(mod, inp, out):
+            calls.append({"name": name, "module": mod, "input": inp[0] if inp else None, "output": out})
+        return hook
+
+    try:
+        for name, sub in module.named_modules():
+            if name:
+                handles.append(sub.register_forward_hook(make_hook(name)))
+        with torch.no_grad():
+            module(*inputs)
+    finally:
+        for h in handles:
+            h.remove()
+    return calls
+
+
+def _candidates(calls: list[dict]) -> list[tuple[str, list[str], tuple]]:
+    """[(module name, names its tensor may carry, output shape)] for single-call modules with one
+    tensor output, in call order; a conv followed by its BatchNorm is one entry (the BatchNorm's)."""
+    counts: dict[str, int] = {}
+    for c in calls:
+        counts[c["name"]] = counts.get(c["name"], 0) + 1
+    once = [c for c in calls if counts[c["name"]] == 1 and isinstance(c["output"], torch.Tensor)]
+    producer = {id(c["output"]): c for c in once}
+    folded: dict[str, str] = {}  # conv name -> bn name
+    for c in once:
+        src = producer.get(id(c["input"])) if isinstance(c["input"], torch.Tensor) else None
+        if (isinstance(c["module"], torch.nn.modules.batchnorm._BatchNorm) and src is not None
+                and isinstance(src["module"], torch.nn.modules.conv._ConvNd)):
+            folded[src["name"]] = c["name"]
+    by_bn = {bn: conv for conv, bn in folded.items()}
+    return [(c["name"], [c["name"]] + ([by_bn[c["name"]]] if c["name"] in by_bn else []), tuple(c["output"].shape))
+            for c in once if c["name"] not in folded]
+
+
+def _shape_matches(dims, shape: tuple) -> bool:
+    dims = tuple(int(d) for d in dims)
+    return len(dims) == len(shape) and all(d < 0 or d == s for d, s in zip(dims, shape))
+
+
+def automatic_layer_map(network, module: torch.nn.Module, *inputs) -> tuple[dict[str, str], list[str]]:
+    """({network tensor name: torch module name} in network order, [names of the network layers no
+    mapped module accounts for]) for a defined `network` and `module` run on example `inputs`
+    (batch and spatial size as the network's). See the module docstring for the rules."""
+    layers = [network.get_layer(i) for i in range(network.num_layers)]
+    inputs_by_name = {network.get_input(i).name for i in range(network.num_inputs)}
+    tensors: dict[str, tuple[int, object]] = {}
+    for li, layer in enumerate(layers):
+        for j in range(layer.num_outputs):
+            tensors.setdefault(layer.get_output(j).name, (li, layer.get_output(j)))
+    found: dict[str, tuple[int, str]] = {}
+    for mod_name, names, shape in _candidates(_trace(module.eval(), *inputs)):
+        for name in names:
+            hit = tensors.get(name)
+            if hit is None:
+                under = [li for li, layer in enumerate(layers) if layer.name == name or layer.name.startswith(name + "/")]
+                hit = (under[-1], layers[under[-1]].get_output(0)) if under else None
+            if hit is None or hit[1].name in inputs_by_name or hit[1].name in found:
+                continue
+            if _shape_matches(hit[1].shape, shape):
+                found[hit[1].name] = (hit[0], mod_name)
+                break
+    mapping = {t: m for t, (_, m) in sorted(found.items(), key=lambda kv: kv[1][0])}
+    covered = set(mapping) | set(mapping.values())
+    producers = {found[t][0] for t in found}
+
+    def is_covered(li: int, name: str) -> bool:
+        parts = name.split("/")
+        return li in producers or any("/".join(parts[:k]) in covered for k in range(1, len(parts) + 1))
+
+    unmapped = [layer.name for li, layer in enumerate(layers) if not is_covered(li, layer.name)]
+    return mapping, unmapped
+
+
+def automap_spec(spec, wm, module: torch.nn.Module, precision: str = "fp32", small: bool = False):
+    """automatic_layer_map for a ModelSpec: its network defined on the reference backend from
+    WeightMap `wm` (fp16 for fp16, fp32 otherwise: the names are the same) and `module` run on a
+    seeded input of the spec's shape in its value range. ValueError if nothing maps."""
+    from trtbuild.engine.quick import build_spec_network
+    from trtbuild.onnx_export.reference_network import new_reference_network
+
+    network = new_reference_network(spec.name)
+    build_spec_network(network, spec, wm, "fp16" if precision == "fp16" else "fp32", small)
+    lo, hi = spec.value_range
+    gen = torch.Generator().manual_seed(0)
+    x = torch.rand(tuple(spec.input_shape(small)), generator=gen) * (hi - lo) + lo
+    try:
+        device = next(module.parameters()).device
+    except StopIteration:
+        device = torch.device("cpu")
+    mapping, unmapped = automatic_layer_map(network, module, x.to(device))
+    if not mapping:
+        raise ValueError(f"model '{spec.name}': no network tensor matches a torch module by name and shape, so "
+                         "layerwise parity has nothing to compare; name the layers after the modules (README "
+                         "'Your own model') or give the ModelSpec a layer_map")
+    return mapping, unmapped
