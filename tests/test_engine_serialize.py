@@ -3,6 +3,7 @@ truncation, foreign files) before TensorRT is called, and failed builds that tou
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -274,9 +275,12 @@ def test_unwritable_target_error_names_the_target_not_the_temp_file(plan):
     assert ".tmp" not in str(info.value)
 
 
-def test_save_into_missing_directory(tmp_path, plan):
-    with pytest.raises(EngineFileError, match="does not exist"):
-        save_engine(tmp_path / "no" / "dir.engine", plan, {})
+def test_save_into_missing_directories_creates_them(tmp_path, plan):
+    """save_engine creates missing parents as the CLI does (it used to fail: "directory does not exist")."""
+    path = save_engine(tmp_path / "a" / "b" / "x.engine", plan, {"tensorrt_version": "reference"})
+    assert path.read_bytes() == bytes(plan)
+    assert json.loads(sidecar_path(path).read_text())["engine_sha256"] == hashlib.sha256(bytes(plan)).hexdigest()
+    assert sorted(p.name for p in path.parent.iterdir()) == ["x.engine", "x.engine.json"]
 
 
 def test_save_engine_never_writes_over_its_weights(tmp_path):

@@ -48,6 +48,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     """Execute the command; print a summary and notes. Returns 0 on success, 1 or 2 on errors."""
     try:
+        check_weights_paths(args)
         if args.checkpoint is not None:
             if args.seed is not None or args.small:
                 return _fail("--seed and --small only apply with --model", code=2)
@@ -68,6 +69,18 @@ def run(args: argparse.Namespace) -> int:
     for note in report.notes:
         print(f"note: {note}")
     return 0
+
+
+def check_weights_paths(args) -> None:
+    """Refuse an --out that names the --checkpoint or an existing file other than a weight file of
+    the format to be written (raises OutputPathError, an OSError)."""
+    from trtbuild.weights.formats import format_for_path
+    from trtbuild.weights.outputs import PT, SAFETENSORS, WTS
+
+    from ._outputs import check_paths
+
+    kind = {"wts": WTS, "safetensors": SAFETENSORS, "pt": PT}[format_for_path(args.out, args.format)]
+    check_paths(args, [("--out", args.out, kind)], [("--checkpoint", args.checkpoint)])
 
 
 def _fail(message: str, code: int = 1) -> int:
