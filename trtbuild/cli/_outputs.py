@@ -22,12 +22,12 @@ def _sidecar(path) -> Path:
 
 def engine_outputs(option: str, path) -> list[tuple]:
     """An engine written at `path` and its sidecar `<path>.json`."""
-    return [(option, path, ENGINE), (f"the sidecar of {option}", _sidecar(path), JSON)] if path is not None else []
+    return [(option, path, ENGINE), (f"{option}'s sidecar", _sidecar(path), JSON)] if path is not None else []
 
 
 def engine_inputs(option: str, path) -> list[tuple]:
     """An engine read from `path` and its sidecar `<path>.json`."""
-    return [(option, path), (f"the sidecar of {option}", _sidecar(path))] if path is not None else []
+    return [(option, path), (f"{option}'s sidecar", _sidecar(path))] if path is not None else []
 
 
 def model_file_input(args) -> Iterator[tuple]:

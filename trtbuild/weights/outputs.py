@@ -197,7 +197,7 @@ def _a(kind: str) -> str:
 
 
 def _shown(option: str, path) -> str:
-    return f"{option} {path}" if option.startswith("-") else f"{option} ({path})"
+    return f"{option} {path}"
 
 
 def check_outputs(outputs: Iterable[Output], inputs: Iterable[Input] = (),
