@@ -5,6 +5,7 @@ check_outputs' rules; save_engine refuses a target that is not an engine."""
 from __future__ import annotations
 
 import json
+import pickle
 import os
 
 import numpy as np
@@ -123,3 +124,16 @@ def test_save_engine_refuses_a_target_of_another_kind(tmp_path, reference_plan):
         save_engine(tmp_path / "e.engine", reference_plan, make_sidecar(ref, reference_plan))
     assert weights.read_bytes() == WTS_TEXT and (tmp_path / "e.engine.json").read_bytes() == png
     assert sorted(os.listdir(tmp_path)) == ["e.engine.json", "other.wts"]
+
+
+@pytest.mark.parametrize("content", [b"\x08\x07\x12\x05hello, not a model", pickle.dumps({"a": 1}, protocol=2),
+                                     b"\x10\x00\x00\x00\x00\x00\x00\x00{not json", b"\x00\x01\x02 binary"])
+def test_look_alikes_are_of_unknown_content(tmp_path, content):
+    """Bytes that merely start like ONNX, a pickle or safetensors are not taken for them (a real
+    TensorRT timing cache, whose header is not known here, stays replaceable by a timing cache)."""
+    path = tmp_path / "x.onnx"
+    path.write_bytes(content)
+    assert file_kind(path)[0] == "file of unknown content"
+    check_outputs([("--timing-cache", path, TIMING_CACHE)])
+    with pytest.raises(OutputPathError, match="file of unknown content, not an ONNX model"):
+        check_outputs([("--out", path, ONNX)])

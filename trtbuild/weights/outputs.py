@@ -14,8 +14,8 @@ weight files, timing caches) passes its output paths through :func:`check_output
   (:func:`file_kind`), and only a file of the same kind (an engine over an engine, JSON over JSON)
   or an empty file may be replaced.
 
-Nothing is read beyond the first bytes of each file (an ONNX file without the usual header is
-parsed) and nothing is written. Stdlib only: this sits in the lowest layer so that every writer can use it.
+Nothing is read beyond the first bytes of each file (a file that looks like ONNX is parsed to
+make sure) and nothing is written. Stdlib only: this sits in the lowest layer so that every writer can use it.
 """
 
 from __future__ import annotations
@@ -50,7 +50,9 @@ REFERENCE_PLAN_MAGIC = b"TRTBREF\x01"
 REFERENCE_TIMING_CACHE_MAGIC = b"TRTBREF-TIMING\x01"
 _ENGINE_MAGICS = {REFERENCE_PLAN_MAGIC: "reference engine", b"vtrt": "TensorRT-RTX engine", b"ftrt": "TensorRT engine"}
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
-_ZIP_MAGIC = b"PK\x03\x04"
+_ZIP_MAGIC = b"PK\x03\x04"  # torch.save's default format is a zip archive
+# torch.save(..., _use_new_zipfile_serialization=False): a pickle starting with torch's magic number
+_TORCH_LEGACY_MAGIC = b"\x80\x02\x8a\x0a\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8\x50\x19"
 _HEAD_BYTES = 4096
 
 #: kinds that an output of the given kind may replace (besides an empty file).
@@ -104,7 +106,10 @@ def _looks_like_safetensors(head: bytes, size: int) -> bool:
     if len(head) < 9:
         return False
     (header_len,) = struct.unpack("<Q", head[:8])
-    return 2 <= header_len <= size - 8 and head[8:9] == b"{"
+    if not (2 <= header_len <= size - 8 and head[8:9] == b"{"):
+        return False
+    header = head[8:8 + header_len]
+    return len(header) < header_len or header.rstrip(b" ").endswith(b"}")  # padded with spaces
 
 
 def _looks_like_wts(head: bytes) -> bool:
@@ -161,7 +166,7 @@ def file_kind(path: str | os.PathLike) -> tuple[str, str]:
             return ENGINE, f"a {name}"
     if head.startswith(PNG_SIGNATURE):
         return PNG, "a PNG image"
-    if head.startswith(_ZIP_MAGIC) or (len(head) > 1 and head[0] == 0x80 and 2 <= head[1] <= 5):
+    if head.startswith((_ZIP_MAGIC, _TORCH_LEGACY_MAGIC)):
         return PT, "a PyTorch checkpoint"
     if _looks_like_safetensors(head, size):
         return SAFETENSORS, "a safetensors weight file"
@@ -170,7 +175,7 @@ def file_kind(path: str | os.PathLike) -> tuple[str, str]:
     text = _text_kind(head)
     if text is not None:
         return text, _a(text)
-    if _looks_like_onnx(head) or (path.suffix.lower() == ".onnx" and _parses_as_onnx(path)):
+    if (_looks_like_onnx(head) or path.suffix.lower() == ".onnx") and _parses_as_onnx(path):
         return ONNX, "an ONNX model"
     if _engine_by_sidecar(path, size):
         return ENGINE, "an engine (its trtbuild sidecar says so)"
