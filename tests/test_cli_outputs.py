@@ -71,12 +71,28 @@ def _refused(capsys, cwd, argv, *phrases):
     return lines[0]
 
 
-# ----------------------------------------------------------------------------- the issue's four cases
+# ----------------------------------------------------------------------------- the issue's four cases and more
+
+BUILD = ["build", "resnet18", "--small", "--weights", "s/r.wts", *REF]
+PARITY = ["parity", "resnet18", "--small", *REF]
 
 
-def test_build_out_on_its_own_weights(cwd, capsys):
-    _refused(capsys, cwd, ["build", "resnet18", "--small", "--weights", "s/r.wts", "--out", "s/r.wts", *REF],
-             "--out s/r.wts is the same file as the input --weights s/r.wts")
+@pytest.mark.parametrize("argv, message", [
+    (BUILD + ["--out", "s/r.wts"], "--out s/r.wts is the same file as the input --weights s/r.wts"),
+    (PARITY + ["--engine", "e.engine", "--json", "e.engine"],
+     "--json e.engine is the same file as the input --engine e.engine"),
+    (PARITY + ["--engine", "e.engine", "--json", "e.engine.json"],
+     "--json e.engine.json is the same file as the input --engine's sidecar e.engine.json"),
+    (PARITY + ["--html", "s/r2.wts"], "--html s/r2.wts exists and is a .wts weight file, not an HTML file"),
+    # today the cache is written there, then replaced by the engine
+    (BUILD + ["--timing-cache", "x.engine", "--out", "x.engine"],
+     "--timing-cache x.engine is the same file as --out x.engine"),
+    (BUILD + ["--out", "s/r2.wts"], "--out s/r2.wts exists and is a .wts weight file, not an engine"),
+    (PARITY + ["--json", "r.html", "--html", "r.html"], "--html r.html is the same file as --json r.html"),
+], ids=["build-out-on-its-weights", "parity-json-on-its-engine", "parity-json-on-the-engines-sidecar",
+        "parity-html-on-weights", "timing-cache-on-out", "build-out-on-other-weights", "two-outputs-one-path"])
+def test_refused(cwd, capsys, argv, message):
+    _refused(capsys, cwd, argv, message)
 
 
 def test_build_out_on_the_default_weights_before_they_are_exported(cwd, capsys):
@@ -86,45 +102,10 @@ def test_build_out_on_the_default_weights_before_they_are_exported(cwd, capsys):
     assert not (cwd / "weights").exists()
 
 
-def test_parity_json_on_the_engine_it_checks(cwd, capsys):
-    _refused(capsys, cwd, ["parity", "resnet18", "--small", "--engine", "e.engine", "--json", "e.engine", *REF],
-             "--json e.engine is the same file as the input --engine e.engine")
-
-
-def test_parity_json_on_the_engines_sidecar(cwd, capsys):
-    _refused(capsys, cwd, ["parity", "resnet18", "--small", "--engine", "e.engine", "--json", "e.engine.json", *REF],
-             "--json e.engine.json is the same file as the input --engine's sidecar e.engine.json")
-
-
-def test_parity_html_on_a_weight_file(cwd, capsys):
-    _refused(capsys, cwd, ["parity", "resnet18", "--small", "--html", "s/r2.wts", *REF],
-             "--html s/r2.wts exists and is a .wts weight file, not an HTML file")
-
-
-def test_timing_cache_and_out_on_the_same_new_file(cwd, capsys):
-    """Today the cache is written there and then replaced by the engine."""
-    _refused(capsys, cwd, ["build", "resnet18", "--small", "--weights", "s/r.wts", "--timing-cache", "x.engine",
-                           "--out", "x.engine", *REF],
-             "--timing-cache x.engine is the same file as --out x.engine")
-
-
-# ----------------------------------------------------------------------------- other outputs and kinds
-
-
-def test_build_out_on_another_weight_file(cwd, capsys):
-    _refused(capsys, cwd, ["build", "resnet18", "--small", "--weights", "s/r.wts", "--out", "s/r2.wts", *REF],
-             "--out s/r2.wts exists and is a .wts weight file, not an engine")
-
-
 def test_build_out_whose_sidecar_would_replace_a_weight_file(cwd, capsys):
     (cwd / "s" / "w.engine.json").write_bytes((cwd / "s" / "r2.wts").read_bytes())
-    _refused(capsys, cwd, ["build", "resnet18", "--small", "--weights", "s/r.wts", "--out", "s/w.engine", *REF],
+    _refused(capsys, cwd, BUILD + ["--out", "s/w.engine"],
              "--out's sidecar s/w.engine.json exists and is a .wts weight file, not a JSON file")
-
-
-def test_two_outputs_on_one_path(cwd, capsys):
-    _refused(capsys, cwd, ["parity", "resnet18", "--small", "--json", "r.html", "--html", "r.html", *REF],
-             "--html r.html is the same file as --json r.html")
 
 
 def test_output_through_a_symlink_or_hard_link_to_an_input(cwd, capsys):

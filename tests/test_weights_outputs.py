@@ -5,19 +5,30 @@ check_outputs' rules; save_engine refuses a target that is not an engine."""
 from __future__ import annotations
 
 import json
-import pickle
 import os
+import pickle
 
 import numpy as np
 import pytest
 import torch
+from test_engine_support import TINY_SHAPE, TinyNet, tiny_define
 
 import trtbuild.reference as ref
 from trtbuild.engine import EngineWriteError, build_plan, make_sidecar, save_engine
-from trtbuild.weights.outputs import (ENGINE, HTML, JSON, ONNX, PNG, PT, SAFETENSORS, TIMING_CACHE, WTS,
-                                      OutputPathError, check_outputs, file_kind)
-
-from test_engine_support import TINY_SHAPE, TinyNet, tiny_define
+from trtbuild.weights.outputs import (
+    ENGINE,
+    HTML,
+    JSON,
+    ONNX,
+    PNG,
+    PT,
+    SAFETENSORS,
+    TIMING_CACHE,
+    WTS,
+    OutputPathError,
+    check_outputs,
+    file_kind,
+)
 
 WTS_TEXT = b"2\nconv1.weight 2 3f800000 c0000000\nconv1.bias 1 00000000\n"  # tensorrtx gen_wts.py layout
 

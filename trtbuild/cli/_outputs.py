@@ -8,8 +8,8 @@ one sentence and nothing the user owns is overwritten.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 from trtbuild.weights.outputs import ENGINE, JSON, check_outputs
 

@@ -43,7 +43,8 @@ def calling_tensorrt(trt=None):
     KeyboardInterrupt. Nothing changes for the reference backend (`trt` named), outside the main
     thread, or where the application installed its own SIGINT handler. Reentrant."""
     global _depth
-    if (getattr(trt, "__name__", "") == "trtbuild.reference" or threading.current_thread() is not threading.main_thread()
+    if (getattr(trt, "__name__", "") == "trtbuild.reference"
+            or threading.current_thread() is not threading.main_thread()
             or signal.getsignal(signal.SIGINT) not in (signal.default_int_handler, _handler)):
         yield
         return

@@ -22,12 +22,12 @@ from __future__ import annotations
 
 import os
 import struct
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Iterable, Sequence
 
 from .atomic import AtomicWriteError
 
-__all__ = ["ENGINE", "HTML", "JSON", "ONNX", "OutputPathError", "PNG", "PT", "SAFETENSORS", "TIMING_CACHE", "WTS",
+__all__ = ["ENGINE", "HTML", "JSON", "ONNX", "PNG", "PT", "SAFETENSORS", "TIMING_CACHE", "WTS", "OutputPathError",
            "check_outputs", "file_kind", "same_file"]
 
 # Kinds of files (the values are what messages call them).
@@ -98,7 +98,7 @@ def _parses_as_onnx(path: Path) -> bool:
 
         onnx.load_model(str(path), load_external_data=False)
         return True
-    except Exception:  # not installed, or not a model
+    except Exception:  # noqa: BLE001 - not installed, or not a model (protobuf raises its own errors)
         return False
 
 
