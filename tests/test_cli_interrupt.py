@@ -136,3 +136,23 @@ def test_interrupt_between_the_engine_and_sidecar_renames_finishes_the_pair(tmp_
     monkeypatch.undo()
     assert read_engine_file(path)[0] == plan_b  # the sidecar's sha256 matches the new engine
     assert _files(tmp_path) == ["x.engine", "x.engine.json"]
+
+
+def test_calling_tensorrt_defers_sigint_to_the_end_of_the_call(rtx):
+    """Inside the block (a call into TensorRT) SIGINT is only recorded: what follows still runs, the
+    progress monitor would cancel, and KeyboardInterrupt comes when the block ends."""
+    import trtbuild.reference as ref
+    from trtbuild.engine.interrupts import calling_tensorrt, interrupt_pending
+
+    ran_on = []
+    with pytest.raises(KeyboardInterrupt):
+        with calling_tensorrt(rtx):
+            signal.raise_signal(signal.SIGINT)
+            ran_on.append(interrupt_pending())
+    assert ran_on == [True] and not interrupt_pending()
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    with pytest.raises(KeyboardInterrupt):  # the reference calls back from Python: raised at once
+        with calling_tensorrt(ref):
+            signal.raise_signal(signal.SIGINT)
+            ran_on.append("reference")
+    assert ran_on == [True]
