@@ -298,3 +298,18 @@ def test_save_engine_never_writes_over_its_weights(tmp_path):
                     {"tensorrt_version": "reference", "weights": {"path": str(sidecar_named_weights)}})
     assert weights.read_bytes() == sidecar_named_weights.read_bytes() == b"my weights"
     assert not (tmp_path / "e.engine").exists()
+
+
+def test_save_engine_refuses_a_target_of_another_kind(tmp_path, plan):
+    """A weight file that is not the sidecar's weights, or a sidecar path holding a weight file, is
+    left alone (today both are overwritten)."""
+    wts = b"1\nconv1.weight 2 3f800000 c0000000\n"  # tensorrtx gen_wts.py layout
+    (tmp_path / "other.wts").write_bytes(wts)
+    with pytest.raises(EngineWriteError, match=r"engine .*other.wts exists and is a .wts weight file, not an engine"):
+        save_engine(tmp_path / "other.wts", plan, {"tensorrt_version": "reference"})
+    (tmp_path / "e.engine.json").write_bytes(wts)
+    with pytest.raises(EngineWriteError, match=r"its sidecar .*e.engine.json exists and is a .wts weight file, not a "
+                                               r"JSON file"):
+        save_engine(tmp_path / "e.engine", plan, {"tensorrt_version": "reference"})
+    assert (tmp_path / "other.wts").read_bytes() == (tmp_path / "e.engine.json").read_bytes() == wts
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["e.engine.json", "other.wts"]

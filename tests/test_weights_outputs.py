@@ -1,6 +1,6 @@
 """trtbuild.weights.outputs: the kind of an existing file, sniffed from files that the real
 producers wrote (safetensors, torch.save, onnx.save, matplotlib, TensorRT-RTX, the reference), and
-check_outputs' rules; save_engine refuses a target that is not an engine."""
+check_outputs' rules."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import torch
 from test_engine_support import TINY_SHAPE, TinyNet, tiny_define
 
 import trtbuild.reference as ref
-from trtbuild.engine import EngineWriteError, build_plan, make_sidecar, save_engine
+from trtbuild.engine import build_plan, make_sidecar, save_engine
 from trtbuild.weights.outputs import (
     ENGINE,
     HTML,
@@ -121,20 +121,6 @@ def test_check_outputs_rules(tmp_path):
     with pytest.raises(OutputPathError, match="is the same file as --json"):
         check_outputs([("--json", tmp_path / "a" / ".." / "r.json", JSON), ("--html", tmp_path / "r.json", HTML)])
     assert sorted(os.listdir(tmp_path)) == ["empty.engine", "notes.txt", "t.cache"]
-
-
-def test_save_engine_refuses_a_target_of_another_kind(tmp_path, reference_plan):
-    """A weight file that is not the sidecar's weights, or a sidecar path holding a PNG, is left alone."""
-    weights = tmp_path / "other.wts"
-    weights.write_bytes(WTS_TEXT)
-    with pytest.raises(EngineWriteError, match=r"engine .*other.wts exists and is a .wts weight file, not an engine"):
-        save_engine(weights, reference_plan, make_sidecar(ref, reference_plan))
-    _png(tmp_path / "e.engine.json")
-    png = (tmp_path / "e.engine.json").read_bytes()
-    with pytest.raises(EngineWriteError, match=r"its sidecar .*e.engine.json exists and is a PNG image, not a JSON"):
-        save_engine(tmp_path / "e.engine", reference_plan, make_sidecar(ref, reference_plan))
-    assert weights.read_bytes() == WTS_TEXT and (tmp_path / "e.engine.json").read_bytes() == png
-    assert sorted(os.listdir(tmp_path)) == ["e.engine.json", "other.wts"]
 
 
 @pytest.mark.parametrize("content", [b"\x08\x07\x12\x05hello, not a model", pickle.dumps({"a": 1}, protocol=2),
