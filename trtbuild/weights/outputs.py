@@ -230,7 +230,11 @@ def check_outputs(outputs: Iterable[Output], inputs: Iterable[Input] = (),
                 raise error(f"{shown} is the same file as {_shown(other_option, other_path)}, so one "
                             f"output ({other_kind}) would overwrite the other ({kind}); give each its own path")
         if path.exists():
-            found, description = file_kind(path)
+            try:
+                found, description = file_kind(path)
+            except OSError as e:
+                raise error(f"{shown} exists but cannot be read ({e.strerror or e}), so it is not overwritten; "
+                            "choose another path") from None
             if found != EMPTY and found != kind and found not in _REPLACEABLE.get(kind, ()):
                 raise error(f"{shown} exists and is {description}, not {_a(kind)}, so it is not overwritten; "
                             "choose another path or delete the file")
