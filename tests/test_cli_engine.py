@@ -196,9 +196,13 @@ def test_build_refuses_a_timing_cache_path_that_is_a_weight_file(cwd, capsys):
     wts = cwd / "weights" / "alexnet-small.wts"
     before = wts.read_bytes()
     code, _, err = _run(capsys, ["build", "alexnet", "--small", "--timing-cache", str(wts), "--no-progress", *REF])
-    assert code == 1 and f"timing cache {wts} exists but is not a timing cache" in err
-    assert "refusing to overwrite it" in err
+    assert code == 1 and f"--timing-cache {wts} is the same file as the input --weights weights/alexnet-small.wts" in err
     assert wts.read_bytes() == before and not (cwd / "engines").exists()
+    other = cwd / "other.wts"  # a weight file that is not this build's input: refused by its content
+    other.write_bytes(before)
+    code, _, err = _run(capsys, ["build", "alexnet", "--small", "--timing-cache", str(other), "--no-progress", *REF])
+    assert code == 1 and f"--timing-cache {other} exists and is a .wts weight file, not a timing cache" in err
+    assert other.read_bytes() == before and not (cwd / "engines").exists()
 
 
 @pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs Linux /proc")

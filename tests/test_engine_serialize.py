@@ -3,6 +3,7 @@ truncation, foreign files) before TensorRT is called, and failed builds that tou
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -274,9 +275,12 @@ def test_unwritable_target_error_names_the_target_not_the_temp_file(plan):
     assert ".tmp" not in str(info.value)
 
 
-def test_save_into_missing_directory(tmp_path, plan):
-    with pytest.raises(EngineFileError, match="does not exist"):
-        save_engine(tmp_path / "no" / "dir.engine", plan, {})
+def test_save_into_missing_directories_creates_them(tmp_path, plan):
+    """save_engine creates missing parents as the CLI does (it used to fail: "directory does not exist")."""
+    path = save_engine(tmp_path / "a" / "b" / "x.engine", plan, {"tensorrt_version": "reference"})
+    assert path.read_bytes() == bytes(plan)
+    assert json.loads(sidecar_path(path).read_text())["engine_sha256"] == hashlib.sha256(bytes(plan)).hexdigest()
+    assert sorted(p.name for p in path.parent.iterdir()) == ["x.engine", "x.engine.json"]
 
 
 def test_save_engine_never_writes_over_its_weights(tmp_path):
@@ -294,3 +298,18 @@ def test_save_engine_never_writes_over_its_weights(tmp_path):
                     {"tensorrt_version": "reference", "weights": {"path": str(sidecar_named_weights)}})
     assert weights.read_bytes() == sidecar_named_weights.read_bytes() == b"my weights"
     assert not (tmp_path / "e.engine").exists()
+
+
+def test_save_engine_refuses_a_target_of_another_kind(tmp_path, plan):
+    """A weight file that is not the sidecar's weights, or a sidecar path holding a weight file, is
+    left alone (today both are overwritten)."""
+    wts = b"1\nconv1.weight 2 3f800000 c0000000\n"  # tensorrtx gen_wts.py layout
+    (tmp_path / "other.wts").write_bytes(wts)
+    with pytest.raises(EngineWriteError, match=r"engine .*other.wts exists and is a .wts weight file, not an engine"):
+        save_engine(tmp_path / "other.wts", plan, {"tensorrt_version": "reference"})
+    (tmp_path / "e.engine.json").write_bytes(wts)
+    with pytest.raises(EngineWriteError, match=r"its sidecar .*e.engine.json exists and is a .wts weight file, not a "
+                                               r"JSON file"):
+        save_engine(tmp_path / "e.engine", plan, {"tensorrt_version": "reference"})
+    assert (tmp_path / "other.wts").read_bytes() == (tmp_path / "e.engine.json").read_bytes() == wts
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["e.engine.json", "other.wts"]

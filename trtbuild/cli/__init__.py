@@ -49,6 +49,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         return int(args.func(args) or 0)
+    except KeyboardInterrupt:  # Ctrl-C: TensorRT's calls raise it once they return (trtbuild.engine.interrupts)
+        print("trtbuild: interrupted", file=sys.stderr)
+        return 130
     except BackendError as e:
         print(f"trtbuild: error: {e}", file=sys.stderr)
         return 2

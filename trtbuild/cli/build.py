@@ -186,16 +186,21 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 def run(args) -> int:
     """Build and save; print the backend first, then what was written."""
-    from trtbuild.engine import build_and_save, default_engine_path, ensure_weights
+    from trtbuild.engine import build_and_save, default_engine_path, default_weights_path, ensure_weights
+    from trtbuild.weights.outputs import TIMING_CACHE
+
+    from ._outputs import check_paths, engine_outputs
 
     trt, spec = backend_and_model(args)
     precision = args.precision or "fp32"
     batch = parse_batch(args.batch)
     targets = check_target_option(trt, args.target, args.cross_check)  # before anything is written
+    out = args.out or default_engine_path(spec.name, precision, args.small)
+    check_paths(args, [*engine_outputs("--out", out), ("--timing-cache", args.timing_cache, TIMING_CACHE)],
+                [("--weights", args.weights or default_weights_path(spec.name, args.small))])
     weights, exported = ensure_weights(spec.name, args.weights, args.seed, args.small)
     print(f"weights: {weights}" + (f" (exported from the seeded PyTorch model, seed {args.seed})" if exported else ""),
           flush=True)
-    out = args.out or default_engine_path(spec.name, precision, args.small)
     start = time.perf_counter()
     path, sidecar = build_and_save(
         spec, weights, out, trt, precision, small=args.small, batch=batch,

@@ -70,6 +70,19 @@ def refuse_foreign_file(path: Path) -> None:
                                "not overwrite it; move it, pass --out, or use --no-cross-check")
 
 
+def check_demo_paths(args, spec, out: Path, rtx_out: Path | None) -> None:
+    """Refuse an --out, TensorRT-RTX engine or --html path that names the weights, another output
+    or an existing file of another kind, before anything is exported or built."""
+    from trtbuild.engine import default_weights_path
+    from trtbuild.weights.outputs import HTML
+
+    from ._outputs import check_paths, engine_outputs
+
+    check_paths(args, [*engine_outputs("--out", out), *engine_outputs("the TensorRT-RTX engine", rtx_out),
+                       ("--html", args.html, HTML)],
+                [("--weights", args.weights or default_weights_path(spec.name, args.small))])
+
+
 def run(args) -> int:
     """Run the demo; print each step with its time, then the parity table."""
     from trtbuild.engine import (EngineWriteError, default_engine_path, ensure_weights, load_engine, make_sidecar,
@@ -99,6 +112,7 @@ def run(args) -> int:
     rtx_out = out.with_name(out.stem + "-rtx" + out.suffix) if cross_check and not is_rtx(trt) else None
     if rtx_out is not None:
         refuse_foreign_file(rtx_out)
+    check_demo_paths(args, spec, out, rtx_out)
     weights_path, exported = ensure_weights(spec.name, args.weights, args.seed, args.small)
     wm = WeightMap.load(weights_path)
     print(f"[1/4] weights: {weights_path} ({'exported from the seeded PyTorch model' if exported else 'existing file'}, "

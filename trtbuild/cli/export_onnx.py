@@ -56,6 +56,11 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as e:
         return _fail(str(e))
     try:
+        from trtbuild.weights.outputs import ONNX
+
+        from ._outputs import check_paths
+
+        check_paths(args, [("--out", args.out, ONNX)], [("--weights", args.weights)])
         network, _ = build_reference_network(spec, args.weights, precision=args.precision, small=args.small, seed=0)
         model = export_onnx(network, args.out, opset=args.opset)
     except (OnnxExportError, WeightsError, ValueError, OSError, RuntimeError) as e:

@@ -62,6 +62,7 @@ def run(args: argparse.Namespace) -> int:
     if source is None and args.checkpoint is None:
         return _fail("give a model (a name, FILE.py:FACTORY or module:FACTORY) or --checkpoint FILE", code=2)
     try:
+        check_weights_paths(args)
         if source is None:
             if args.seed is not None or args.small:
                 return _fail("--seed and --small only apply with --model", code=2)
@@ -110,6 +111,18 @@ def _load_checkpoint(model, path: Path, source: str) -> None:
         raise ValueError(f"checkpoint {path} has {len(extra)} tensors that {source} lacks, e.g. {extra[:5]} "
                          "(is it the checkpoint of another model?)")
     load_weights_into(model, wm)
+
+
+def check_weights_paths(args) -> None:
+    """Refuse an --out that names the --checkpoint or an existing file other than a weight file of
+    the format to be written (raises OutputPathError, an OSError)."""
+    from trtbuild.weights.formats import format_for_path
+    from trtbuild.weights.outputs import PT, SAFETENSORS, WTS
+
+    from ._outputs import check_paths
+
+    kind = {"wts": WTS, "safetensors": SAFETENSORS, "pt": PT}[format_for_path(args.out, args.format)]
+    check_paths(args, [("--out", args.out, kind)], [("--checkpoint", args.checkpoint)])
 
 
 def _fail(message: str, code: int = 1) -> int:

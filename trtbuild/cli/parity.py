@@ -121,6 +121,17 @@ def write_outputs(report, args) -> None:
         print(f"wrote {args.png}")
 
 
+def check_report_paths(args) -> None:
+    """Refuse --json/--html/--png paths that name an input (--engine, its sidecar, --weights), each
+    other or an existing file of another kind, before the comparison runs."""
+    from trtbuild.weights.outputs import HTML, JSON, PNG
+
+    from ._outputs import check_paths, engine_inputs
+
+    check_paths(args, [("--json", args.json, JSON), ("--html", args.html, HTML), ("--png", args.png, PNG)],
+                [*engine_inputs("--engine", args.engine), ("--weights", args.weights)])
+
+
 #: parity options that only apply to the PyTorch comparison: (attribute, flag).
 _PYTORCH_ONLY = (("engine", "--engine"), ("range", "--range"), ("distribution", "--distribution"),
                  ("scale", "--scale"), ("batch", "--batch"), ("json", "--json"), ("html", "--html"),
@@ -170,6 +181,7 @@ def run(args) -> int:
     from trtbuild.parity import check_model_parity
     from trtbuild.parity.report import PNG_REQUIREMENT, png_available
 
+    check_report_paths(args)
     if args.against == "onnxruntime":
         check_onnxruntime_options(args)
         print("backend: reference (PyTorch) — compared with onnxruntime running the ONNX export of the same network")

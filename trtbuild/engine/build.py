@@ -26,6 +26,7 @@ from trtbuild.layers.common import out
 
 from .errors import BuildError
 from .logging_bridge import exclusive, make_logger
+from .interrupts import calling_tensorrt
 from .progress import make_progress_monitor
 from .timing_cache import load_timing_cache
 from .rtx import set_targets, target_list
@@ -240,7 +241,8 @@ def serialize_network(trt: ModuleType, builder, network, logger, *, batch=None, 
     with exclusive(logger):  # this build's errors only, even with builds in other threads
         logger.clear()
         try:
-            serialized = builder.build_serialized_network(network, config)
+            with calling_tensorrt(trt):  # Ctrl-C cancels the build and is raised after it, never in a callback
+                serialized = builder.build_serialized_network(network, config)
         finally:
             monitor.close()
         errors = logger.error_text()
@@ -298,7 +300,7 @@ def definition_step(define, *, weights=None, input_name=None, input_shape=None, 
 
     def on(trt: ModuleType) -> DefinedNetwork:
         builder, network, logger = new_network(trt)
-        with exclusive(logger):
+        with exclusive(logger), calling_tensorrt(trt):  # TensorRT calls the logger back while it is defined
             return _define(trt, builder, network, logger)
 
     def _define(trt, builder, network, logger) -> DefinedNetwork:

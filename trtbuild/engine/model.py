@@ -17,7 +17,6 @@ from trtbuild.weights.atomic import ensure_parent_dir
 
 from .build import Plan, build_plan
 from .device import device_info
-from .errors import EngineWriteError
 from .serialize import make_sidecar, save_engine
 
 log = logging.getLogger("trtbuild.engine")
@@ -126,6 +125,4 @@ def build_and_save(model, weights_path, out_path, trt: ModuleType, precision: st
     If the build fails nothing on disk is touched."""
     plan = build_model(model, weights_path, trt, precision, **kw)
     sidecar = make_sidecar(trt, plan, weights_path=weights_path)
-    out = ensure_parent_dir(out_path, EngineWriteError)
-    save_engine(out, plan, sidecar)
-    return out, sidecar
+    return save_engine(out_path, plan, sidecar), sidecar  # creates missing directories

@@ -2,7 +2,8 @@
 
 TensorRT calls phase_start / step_complete / phase_finish, possibly from several threads and with
 nested phases (parent_phase). Each open phase gets a tqdm bar indented by its depth. Returning
-False from step_complete cancels the build; `cancel()` requests that.
+False from step_complete cancels the build; `cancel()` requests that, and so does a Ctrl-C
+during the build (trtbuild.engine.interrupts: raised once the build call has returned).
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ from __future__ import annotations
 import sys
 import threading
 from types import ModuleType
+
+from .interrupts import interrupt_pending
 
 _classes: dict[int, type] = {}
 
@@ -53,7 +56,7 @@ def _monitor_class(trt: ModuleType) -> type:
                 bar = self._bars.get(phase_name)
                 if bar is not None:
                     bar.update(1)
-                return not self._cancelled
+                return not (self._cancelled or interrupt_pending())  # Ctrl-C cancels the build
 
         def phase_finish(self, phase_name):
             with self._lock:

@@ -23,6 +23,7 @@ import torch
 from trtbuild.backend import BackendError, backend_name, is_reference, load_trt
 
 from .errors import EngineCompatibilityError, EngineError, EngineFileError, EngineInputError
+from .interrupts import calling_tensorrt
 from .logging_bridge import make_logger
 from .serialize import (check_sidecar_matches_plan, looks_like_reference_plan, looks_like_rtx_engine, read_engine_file,
                         read_sidecar, sidecar_backend)
@@ -105,7 +106,8 @@ def open_engine(trt: ModuleType, plan, name: str):
     backend = backend_name(trt)
     logger = make_logger(trt)
     runtime = trt.Runtime(logger)
-    engine = runtime.deserialize_cuda_engine(plan if isinstance(plan, bytes) else bytes(plan))
+    with calling_tensorrt(trt):  # a Ctrl-C while TensorRT logs is raised after it returns
+        engine = runtime.deserialize_cuda_engine(plan if isinstance(plan, bytes) else bytes(plan))
     if engine is None:
         raise EngineFileError(f"{name} could not be loaded by {backend}: {logger.error_text()}")
     context = engine.create_execution_context()

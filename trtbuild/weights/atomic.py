@@ -70,6 +70,14 @@ def _fsync(path: Path) -> None:
         os.fsync(handle.fileno())
 
 
+def _finish_renames(pairs: list[tuple[Path, Path]]) -> None:
+    """After a Ctrl-C between two renames: move the remaining temp files too, so that the set is
+    complete (a new engine next to its old sidecar would be worse than either set)."""
+    for target, tmp in pairs:
+        if os.path.lexists(tmp):  # already moved if the interrupt came right after its os.replace
+            os.replace(tmp, target)
+
+
 def atomic_write_files(items: Iterable[tuple[str | os.PathLike, Writer]],
                        error: type[Exception] = WeightsWriteError) -> list[Path]:
     """Replace several files together: call ``write(tmp_path)`` for each (path, write) pair on a
@@ -90,9 +98,14 @@ def atomic_write_files(items: Iterable[tuple[str | os.PathLike, Writer]],
             temps.append(_new_temp(target))
             write(temps[-1])
             _fsync(temps[-1])
-        for (target, _), tmp in zip(items, temps):
-            current = target
-            os.replace(tmp, target)
+        renames, done = [(target, tmp) for (target, _), tmp in zip(items, temps)], 0
+        try:
+            for done, (target, tmp) in enumerate(renames):
+                current = target
+                os.replace(tmp, target)
+        except KeyboardInterrupt:
+            _finish_renames(renames[done:])
+            raise
     except BaseException as e:
         for tmp in temps:
             try:
