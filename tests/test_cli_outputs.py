@@ -151,3 +151,12 @@ def test_same_kind_is_replaced(cwd, capsys):
     code = main(["parity", "resnet18", "--small", "--engine", "e.engine", "--json", "old.json", *REF])
     assert code == 0, capsys.readouterr().err
     assert '"old"' not in (cwd / "old.json").read_text()
+
+
+def test_output_on_the_users_model_file(cwd, capsys):
+    """The model file named by MODEL (or --torch) is an input: no command writes over the user's net.py."""
+    (cwd / "net.py").write_text("import torch\n\n\ndef make_model():\n    return torch.nn.Linear(2, 2).eval()\n")
+    _refused(capsys, cwd, ["export-weights", "net.py:make_model", "--out", "net.py", "--format", "wts"],
+             "--out net.py is the same file as the input the model net.py:make_model")
+    _refused(capsys, cwd, ["parity", "resnet18", "--small", "--torch", "net.py:make_model", "--json", "net.py", *REF],
+             "--json net.py is the same file as the input --torch net.py")
