@@ -69,9 +69,15 @@ def np_dtype(network, tensor) -> np.dtype:
 
 
 def weights(network, tensor, array) -> np.ndarray:
-    """`array` as a contiguous numpy array in the type `tensor` needs, kept alive with the network."""
-    arr = np.ascontiguousarray(np.asarray(array, dtype=np.float64).astype(np_dtype(network, tensor)))
-    return keep_alive(network, arr)
+    """`array` as a contiguous numpy array in the type `tensor` needs, kept alive with the network.
+
+    An array that already has that type and layout is used as is (no copy: a model's weights are
+    not duplicated while TensorRT holds them); others are converted through float64."""
+    arr = np.asarray(array)
+    target = np_dtype(network, tensor)
+    if arr.dtype != target:
+        arr = np.asarray(arr, dtype=np.float64).astype(target)
+    return keep_alive(network, np.ascontiguousarray(arr))
 
 
 def trt_weights(network, like, array):
