@@ -195,11 +195,16 @@ def _add_profile(builder, config, shapes: Mapping[str, tuple]) -> dict:
     return info
 
 
+def _owns_info(serialized) -> bool:
+    """True for the reference's IHostMemory: bytes that can carry `.info` without a copy."""
+    return isinstance(serialized, bytes) and hasattr(serialized, "__dict__")
+
+
 def _as_plan(serialized, info: dict):
-    if isinstance(serialized, bytes) and hasattr(serialized, "__dict__"):
+    if _owns_info(serialized):
         serialized.info = info  # the reference's IHostMemory is bytes: avoid copying a large plan
         return serialized
-    return Plan(memoryview(serialized), info)
+    return Plan(serialized if type(serialized) is bytes else memoryview(serialized), info)
 
 
 def serialize_network(trt: ModuleType, builder, network, logger, *, batch=None, profile_shapes=None,
@@ -251,6 +256,8 @@ def serialize_network(trt: ModuleType, builder, network, logger, *, batch=None, 
         cache = config.get_timing_cache()
         if cache is not None:
             atomic_write_bytes(cache_path, cache.serialize())
+    if not _owns_info(serialized):  # TensorRT's IHostMemory: copy it to bytes and free it before the Plan copy
+        serialized = bytes(memoryview(serialized))
     return _as_plan(serialized, {
         "network": network.name,
         "inputs": [describe_tensor(network.get_input(i)) for i in range(network.num_inputs)],

@@ -181,8 +181,10 @@ def cross_check_build(trt: ModuleType, on, serialize: dict):
     rtx_opts = dict(serialize) if is_rtx(trt) else dict(serialize, timing_cache=None, progress=False)
     ref_opts = dict(serialize, timing_cache=None, targets=None,
                     progress=serialize.get("progress") if is_reference(trt) else False)
-    ref_defined, ref_plan, ref_error, _ = _build(reference, on, ref_opts)
+    # TensorRT-RTX first: its builder's working memory (about twice the weights) is then not on
+    # top of the reference plan; the reference plan is made next to TensorRT-RTX's engine instead
     rtx_defined, rtx_plan, rtx_error, rtx_seconds = _build(rtx, on, rtx_opts)
+    ref_defined, ref_plan, ref_error, _ = _build(reference, on, ref_opts)
     label = product_name(rtx)
     if ref_plan is None and rtx_plan is None:  # both agree it is wrong: the error of the backend asked for
         raise rtx_error if is_rtx(trt) else ref_error
