@@ -114,3 +114,20 @@ def test_no_weight_array_outlives_the_build_and_the_weight_map(cross_check):
     gc.collect()
     assert [r() for r in alive] == [None, None]
     assert len(plan) > 4 * OUT * FEATURES
+
+
+def test_cross_check_keeps_the_tensorrt_rtx_engine_in_a_temporary_file_and_saves_it(tmp_path):
+    """The reference plan is made while TensorRT-RTX's engine (a by-product) waits on disk."""
+    pytest.importorskip("tensorrt_rtx")
+    from trtbuild.backend import load_trt
+    from trtbuild.engine import make_sidecar, save_engine
+    from trtbuild.engine.cross_check import SpilledPlan
+
+    wm = _weight_map()
+    plan = build_plan(reference, _define(wm), input_shape=(1, FEATURES), progress=False, cross_check=True)
+    rtx_plan = plan.rtx_plan
+    assert isinstance(rtx_plan, SpilledPlan) and rtx_plan[:4] == b"vtrt"
+    assert len(rtx_plan) == plan.info["cross_check"]["rtx_engine_bytes"] > 4 * OUT * FEATURES
+    assert rtx_plan.info["targets"] == ["8.6", "8.9", "12.0"]
+    saved = save_engine(tmp_path / "net-rtx.engine", rtx_plan, make_sidecar(load_trt("tensorrt-rtx"), rtx_plan))
+    assert saved.read_bytes() == bytes(rtx_plan)

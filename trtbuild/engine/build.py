@@ -43,7 +43,8 @@ class Plan(bytes):
     """Serialized engine bytes with `.info`, a JSON-able description of the build
     (precision, inputs, outputs, profile, extra outputs) that becomes part of the sidecar.
     build_plan returns a Plan, or the reference's IHostMemory (also bytes) with `.info` set.
-    After a cross-check of another backend, `.rtx_plan` is the TensorRT-RTX engine (a Plan too)."""
+    After a cross-check of another backend, `.rtx_plan` is the TensorRT-RTX engine (bytes-like with
+    `.info` too: a cross_check.SpilledPlan, memory-mapped from a temporary file)."""
 
     info: dict
 
