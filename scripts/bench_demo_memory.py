@@ -8,6 +8,7 @@ checkout of trtbuild (``--baseline /path/to/checkout``, e.g. a ``git worktree`` 
 it only this tree is measured. Each demo must end with ``parity PASS``.
 
     python scripts/bench_demo_memory.py --baseline /work/main
+    python scripts/bench_demo_memory.py --baseline /work/main --steps    # and each step's memory
     python scripts/bench_demo_memory.py --demo-args "--model resnet18 --small"
 """
 
@@ -45,10 +46,20 @@ def run_demo(tree: Path, demo_args: list[str]) -> tuple[int, int, float, str]:
     return peak_kib * 1024, weights, seconds, last
 
 
+def step_memory(tree: Path, demo_args: list[str]) -> str:
+    """The per-step lines of scripts/demo_memory_steps.py for `tree` (run in a temp dir)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "demo_memory_steps.py"), *demo_args], cwd=tmp,
+                              env=dict(os.environ, PYTHONPATH=str(tree)), capture_output=True, text=True)
+    return "\n".join(line[5:] for line in proc.stderr.splitlines() if line.startswith("STEP "))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--baseline", type=Path, default=None, help="another trtbuild checkout to compare with")
     parser.add_argument("--demo-args", default="", help="extra arguments of `trtbuild demo` (quoted)")
+    parser.add_argument("--steps", action="store_true", help="also run each tree's demo once more, printing the "
+                        "memory of every step (scripts/demo_memory_steps.py)")
     args = parser.parse_args()
     if not Path("/usr/bin/time").exists():
         raise SystemExit("/usr/bin/time (GNU time) is needed to measure the peak resident set size")
@@ -61,6 +72,8 @@ def main() -> int:
         print(f"{label:<10} {tree}: peak RSS {peak / 2**20:7.0f} MiB, weights {weights / 2**20:6.1f} MiB "
               f"(float32), peak/weights {peak / weights:4.1f}x, {seconds:.1f} s wall", flush=True)
         print(f"           {last}", flush=True)
+        if args.steps:
+            print(f"steps of {label} (MiB):\n{step_memory(tree, demo_args)}", flush=True)
     if args.baseline:
         print(f"peak RSS this tree / baseline: {results['this tree'] / results['baseline']:.2f}")
     return 0
