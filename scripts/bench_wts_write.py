@@ -37,6 +37,9 @@ import numpy as np  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from trtbuild.weights import write_weights, write_wts  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_weights import pin_one_core  # noqa: E402
+
 ALEXNET = [("features.0.weight", (64, 3, 11, 11)), ("features.0.bias", (64,)),
            ("features.3.weight", (192, 64, 5, 5)), ("features.3.bias", (192,)),
            ("features.6.weight", (384, 192, 3, 3)), ("features.6.bias", (384,)),
@@ -111,11 +114,7 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
 
-    if hasattr(os, "sched_setaffinity"):
-        cpu = min(os.sched_getaffinity(0))
-        os.sched_setaffinity(0, {cpu})
-        print(f"pinned to CPU core {cpu}")
-
+    pin_one_core()
     tensors = make_tensors(args.mb, args.seed)
     mb = sum(a.nbytes for a in tensors.values()) / 1e6
     with tempfile.TemporaryDirectory() as tmp:
