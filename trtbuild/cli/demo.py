@@ -119,8 +119,8 @@ def run(args) -> int:
         print(f"      {CrossCheckResult(**plan.info['cross_check']).summary()}", flush=True)
     del plan
 
-    # the PyTorch side first: with the engine not run by the reference, the weights are not needed
-    # afterwards, so they go before the engine loads (one copy of the model in memory less)
+    # the PyTorch model first: when the saved engine runs and no layerwise build follows, the weights
+    # are not needed afterwards and are freed before the engine loads (one copy of the model less)
     module = load_weights_into(registry.get_torch_model(spec.name, seed=args.seed, small=args.small), wm)
     runs_saved_engine = not (is_rtx(trt) and not can_run_here(trt)[0])
     if runs_saved_engine and not args.layerwise:
