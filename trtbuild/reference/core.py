@@ -82,7 +82,7 @@ class Weights:
 
     def __init__(self, *args, **kwargs):
         """Weights(type=DataType.FLOAT) -> empty; Weights(type, ptr, count) -> copy of host memory;
-        Weights(a) -> copy of numpy array `a` (TensorRT's three overloads)."""
+        Weights(a) -> numpy array `a` (a copy unless it is read-only; TensorRT's three overloads)."""
         if "a" in kwargs:
             args = (kwargs.pop("a"),) + args
         if "type" in kwargs:
