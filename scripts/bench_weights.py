@@ -115,6 +115,14 @@ def best_time(fn, repeat: int) -> float:
     return min(times)
 
 
+def pin_one_core() -> None:
+    """Pin this process to one CPU core (where the OS allows it) and say which."""
+    if hasattr(os, "sched_setaffinity"):
+        cpu = min(os.sched_getaffinity(0))
+        os.sched_setaffinity(0, {cpu})
+        print(f"pinned to CPU core {cpu}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--floats", type=int, default=None,
@@ -125,11 +133,7 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
 
-    if hasattr(os, "sched_setaffinity"):
-        cpu = min(os.sched_getaffinity(0))
-        os.sched_setaffinity(0, {cpu})
-        print(f"pinned to CPU core {cpu}")
-
+    pin_one_core()
     tensors = make_tensors(args.floats, args.seed)
     n_floats = sum(a.size for a in tensors.values())
     with tempfile.TemporaryDirectory() as tmp:

@@ -239,16 +239,16 @@ def assert_untouched(tmp_path, path):
 
 def test_failing_wts_write_leaves_existing_file_intact(tmp_path, monkeypatch):
     path = existing_file(tmp_path, "w.wts")
-    real_line = wts_module.wts_line
+    real_line = wts_module.write_wts_line
     calls = []
 
-    def failing_line(name, values):
+    def failing_line(stream, name, values, *args):
         calls.append(name)
         if len(calls) == 2:
             raise RuntimeError("disk full (simulated)")
-        return real_line(name, values)
+        return real_line(stream, name, values, *args)
 
-    monkeypatch.setattr(wts_module, "wts_line", failing_line)
+    monkeypatch.setattr(wts_module, "write_wts_line", failing_line)
     with pytest.raises(RuntimeError, match="simulated"):
         write_weights(path, {"a": np.ones(3, np.float32), "b": np.ones(3, np.float32)})
     assert calls == ["a", "b"]  # the first tensor was written (to the temp file) before the failure

@@ -19,6 +19,7 @@ network, and the output says so.
 from __future__ import annotations
 
 import argparse
+import gc
 import time
 from pathlib import Path
 
@@ -128,10 +129,18 @@ def run(args) -> int:
         if rtx_plan is not None:
             save_engine(rtx_out, rtx_plan, make_sidecar(load_trt("tensorrt-rtx"), rtx_plan, weights_path=weights_path))
             print(f"      TensorRT-RTX engine: {rtx_out} ({human_bytes(len(rtx_plan))}) + {rtx_out}.json", flush=True)
+            del rtx_plan  # saved: no engine stays in memory from here on
         print(f"      {CrossCheckResult(**plan.info['cross_check']).summary()}", flush=True)
     del plan
 
-    if is_rtx(trt) and not can_run_here(trt)[0]:
+    # the PyTorch model first: when the saved engine runs and no layerwise build follows, the weights
+    # are not needed afterwards and are freed before the engine loads (one copy of the model less)
+    module = load_weights_into(registry.get_torch_model(spec.name, seed=args.seed, small=args.small), wm)
+    runs_saved_engine = not (is_rtx(trt) and not can_run_here(trt)[0])
+    if runs_saved_engine and not args.layerwise:
+        wm = None
+        gc.collect()  # the built networks' reference cycles hold the last references to the weights
+    if not runs_saved_engine:
         why = can_run_here(trt)[1]
         print(f"[3/4] {out} cannot run here ({why}): the NUMBERS BELOW COME FROM THE REFERENCE BACKEND's build of the "
               f"same network (cross-checked above) [{clock.lap()}]", flush=True)
@@ -141,7 +150,6 @@ def run(args) -> int:
         engine = load_engine(out)
         print(f"[3/4] loaded {out} on {engine.backend} (sidecar and sha256 checked) [{clock.lap()}]", flush=True)
 
-    module = load_weights_into(registry.get_torch_model(spec.name, seed=args.seed, small=args.small), wm)
     report = check_model_parity(spec, trt, engine=engine, weights=None if engine is not None else wm,
                                 precision=precision, small=args.small, seed=args.seed, module=module)
     report.meta["engine"] = str(out) if engine is not None else f"{out} (built by TensorRT-RTX, not run)"

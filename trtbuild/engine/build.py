@@ -44,7 +44,8 @@ class Plan(bytes):
     """Serialized engine bytes with `.info`, a JSON-able description of the build
     (precision, inputs, outputs, profile, extra outputs) that becomes part of the sidecar.
     build_plan returns a Plan, or the reference's IHostMemory (also bytes) with `.info` set.
-    After a cross-check of another backend, `.rtx_plan` is the TensorRT-RTX engine (a Plan too)."""
+    After a cross-check of another backend, `.rtx_plan` is the TensorRT-RTX engine (bytes-like with
+    `.info` too: a cross_check.SpilledPlan, memory-mapped from a temporary file)."""
 
     info: dict
 
@@ -196,11 +197,16 @@ def _add_profile(builder, config, shapes: Mapping[str, tuple]) -> dict:
     return info
 
 
+def _owns_info(serialized) -> bool:
+    """True for the reference's IHostMemory: bytes that can carry `.info` without a copy."""
+    return isinstance(serialized, bytes) and hasattr(serialized, "__dict__")
+
+
 def _as_plan(serialized, info: dict):
-    if isinstance(serialized, bytes) and hasattr(serialized, "__dict__"):
+    if _owns_info(serialized):
         serialized.info = info  # the reference's IHostMemory is bytes: avoid copying a large plan
         return serialized
-    return Plan(memoryview(serialized), info)
+    return Plan(serialized if type(serialized) is bytes else memoryview(serialized), info)
 
 
 def serialize_network(trt: ModuleType, builder, network, logger, *, batch=None, profile_shapes=None,
@@ -253,6 +259,8 @@ def serialize_network(trt: ModuleType, builder, network, logger, *, batch=None, 
         cache = config.get_timing_cache()
         if cache is not None:
             atomic_write_bytes(cache_path, cache.serialize())
+    if not _owns_info(serialized):  # TensorRT's IHostMemory: copy it to bytes and free it before the Plan copy
+        serialized = bytes(memoryview(serialized))
     return _as_plan(serialized, {
         "network": network.name,
         "inputs": [describe_tensor(network.get_input(i)) for i in range(network.num_inputs)],

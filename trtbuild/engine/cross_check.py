@@ -14,7 +14,9 @@ reference; with TensorRT-RTX or TensorRT the plan is that backend's.
 
 from __future__ import annotations
 
+import mmap
 import re
+import tempfile
 import time
 from dataclasses import dataclass, field
 from types import ModuleType
@@ -37,7 +39,8 @@ class CrossCheckResult:
     rtx_build_seconds: float
     rtx_engine_bytes: int
     notes: list[str] = field(default_factory=list)
-    #: the TensorRT-RTX plan itself (not part of to_dict); build_plan completes its `.info`
+    #: the TensorRT-RTX plan itself (not part of to_dict; a SpilledPlan when it is a by-product of
+    #: another backend's build); build_plan completes its `.info`
     rtx_plan: object = field(default=None, repr=False, compare=False)
 
     def summary(self) -> str:
@@ -49,6 +52,27 @@ class CrossCheckResult:
         return {"rtx_version": self.rtx_version, "targets": list(self.targets), "outputs": self.outputs,
                 "tensors_compared": self.tensors_compared, "rtx_build_seconds": round(self.rtx_build_seconds, 3),
                 "rtx_engine_bytes": self.rtx_engine_bytes, "notes": list(self.notes)}
+
+
+class SpilledPlan(mmap.mmap):
+    """A plan moved to an unnamed temporary file and memory-mapped read-only: bytes-like (len,
+    slicing, buffer protocol: save_engine and sha256 take it) with the plan's `.info`; it takes
+    no memory until read, and its file goes when it is garbage collected."""
+
+    info: dict
+
+
+def spill(plan):
+    """`plan` as a SpilledPlan, or `plan` itself if the temporary file cannot be written."""
+    try:
+        with tempfile.TemporaryFile(prefix="trtbuild-", suffix=".engine") as f:
+            f.write(memoryview(plan))
+            f.flush()
+            spilled = SpilledPlan(f.fileno(), 0, access=mmap.ACCESS_READ)
+    except (OSError, ValueError):  # no space, no temp dir, an empty plan: keep it in memory
+        return plan
+    spilled.info = plan.info
+    return spilled
 
 
 def _dtype(t) -> str:
@@ -181,8 +205,12 @@ def cross_check_build(trt: ModuleType, on, serialize: dict):
     rtx_opts = dict(serialize) if is_rtx(trt) else dict(serialize, timing_cache=None, progress=False)
     ref_opts = dict(serialize, timing_cache=None, targets=None,
                     progress=serialize.get("progress") if is_reference(trt) else False)
-    ref_defined, ref_plan, ref_error, _ = _build(reference, on, ref_opts)
+    # TensorRT-RTX first: its builder's working memory (about twice the weights) is then not on
+    # top of the reference plan; the reference plan is made next to TensorRT-RTX's engine instead
     rtx_defined, rtx_plan, rtx_error, rtx_seconds = _build(rtx, on, rtx_opts)
+    if rtx_plan is not None and not is_rtx(trt):  # a by-product: out of memory while the next plan is made
+        rtx_plan = spill(rtx_plan)
+    ref_defined, ref_plan, ref_error, _ = _build(reference, on, ref_opts)
     label = product_name(rtx)
     if ref_plan is None and rtx_plan is None:  # both agree it is wrong: the error of the backend asked for
         raise rtx_error if is_rtx(trt) else ref_error

@@ -69,9 +69,18 @@ def np_dtype(network, tensor) -> np.dtype:
 
 
 def weights(network, tensor, array) -> np.ndarray:
-    """`array` as a contiguous numpy array in the type `tensor` needs, kept alive with the network."""
-    arr = np.ascontiguousarray(np.asarray(array, dtype=np.float64).astype(np_dtype(network, tensor)))
-    return keep_alive(network, arr)
+    """`array` as a contiguous numpy array in the type `tensor` needs, kept alive with the network.
+
+    The result is a read-only view: an array that already has that type and layout is not copied,
+    and neither TensorRT nor the reference backend copies a read-only array, so a model's weights
+    are not duplicated while the network holds them. Others are converted through float64."""
+    arr = np.asarray(array)
+    target = np_dtype(network, tensor)
+    if arr.dtype != target:
+        arr = np.asarray(arr, dtype=np.float64).astype(target)
+    view = np.ascontiguousarray(arr).view()
+    view.flags.writeable = False
+    return keep_alive(network, view)
 
 
 def trt_weights(network, like, array):

@@ -77,11 +77,12 @@ def nptype(trt_type: DataType):
 
 class Weights:
     """An array of weights. Unlike TensorRT (which holds a reference until the build), the
-    reference keeps its own contiguous copy, so the caller's array may be freed at once."""
+    reference keeps its own contiguous copy of a writable array, so the caller may free or change
+    it at once; a read-only array is held as is (it is kept alive, never copied)."""
 
     def __init__(self, *args, **kwargs):
         """Weights(type=DataType.FLOAT) -> empty; Weights(type, ptr, count) -> copy of host memory;
-        Weights(a) -> copy of numpy array `a` (TensorRT's three overloads)."""
+        Weights(a) -> numpy array `a` (a copy unless it is read-only; TensorRT's three overloads)."""
         if "a" in kwargs:
             args = (kwargs.pop("a"),) + args
         if "type" in kwargs:
@@ -110,7 +111,11 @@ class Weights:
             raise NetworkError("Weights: float64 arrays are not a TensorRT weight type; convert to float32 (or float16) first")
         if arr.dtype not in _NP_TO_DT:
             raise NetworkError(f"Weights: numpy dtype {arr.dtype} has no TensorRT DataType")
-        self._array = np.ascontiguousarray(arr).copy()
+        # A read-only contiguous array is held, not copied (TensorRT holds the caller's memory too):
+        # builders hand over read-only views of weights they keep unchanged, so a model's weights
+        # are not duplicated. Writable arrays are copied, so the caller may reuse them at once.
+        held = not arr.flags.writeable and arr.flags.c_contiguous
+        self._array = arr if held else np.ascontiguousarray(arr).copy()
         self._dtype = _NP_TO_DT[arr.dtype]
 
     @property

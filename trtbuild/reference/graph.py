@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import torch
 
@@ -30,8 +32,19 @@ def _rebuild_plugin(entry: dict, arrays: dict):
     return creator.create_plugin(spec["name"], fields, TensorRTPhase.RUNTIME)
 
 
+_TORCH_ALIGNMENT = 64  # bytes: c10's CPU allocator alignment
+
+
 def _weight_tensor(array: np.ndarray, dtype: DataType) -> torch.Tensor:
-    t = torch.from_numpy(np.array(array))
+    """A tensor of a plan's weight array (a read-only view of the plan bytes; nothing writes
+    weights in place), in memory of its own aligned as torch aligns it: CPU matmul and convolution
+    kernels sum in another order on less aligned data, and the results would then differ from
+    PyTorch's in the last bits. Already aligned arrays are shared."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "The given NumPy array is not writable")
+        t = torch.from_numpy(array)
+    if array.ctypes.data % _TORCH_ALIGNMENT:
+        t = t.clone()
     if dtype == DataType.BF16:  # raw 16-bit patterns
         return t.view(torch.int16).view(torch.bfloat16) if t.dtype != torch.int16 else t.view(torch.bfloat16)
     return t

@@ -1,6 +1,8 @@
 """The reference plan: a serialized network the reference runtime can load and run.
 
 Layout: MAGIC | u64 header length | JSON header | u64 blob length | safetensors blob | sha256.
+Serializing copies the weights once (into the plan bytes); loading copies them not at all (the
+arrays are read-only views of the plan).
 No pickle: the header is JSON and the weights are safetensors. The checksum makes truncated or
 altered plans fail with a clear message.
 """
@@ -13,9 +15,9 @@ import json
 import struct
 
 import numpy as np
-from safetensors.numpy import load as st_load, save as st_save
 
 from .core import NetworkError
+from .safetensors_blob import safetensors_parts, safetensors_views
 from .layers import _is_int
 
 MAGIC = b"TRTBREF\x01"
@@ -91,9 +93,12 @@ def serialize_network(network, profiles: list[dict], extra: dict) -> bytes:
     header = {"format": FORMAT_VERSION, "name": network.name, "inputs": inputs, "outputs": outputs,
               "layers": out_layers, "profiles": profiles, **extra}
     hj = json.dumps(header, separators=(",", ":")).encode()
-    blob = st_save(arrays) if arrays else b""
-    body = MAGIC + struct.pack("<Q", len(hj)) + hj + struct.pack("<Q", len(blob)) + blob
-    return body + hashlib.sha256(body).digest()
+    blob = safetensors_parts(arrays, at=len(MAGIC) + 16 + len(hj)) if arrays else []
+    parts = [MAGIC, struct.pack("<Q", len(hj)), hj, struct.pack("<Q", sum(len(b) for b in blob)), *blob]
+    digest = hashlib.sha256()
+    for part in parts:
+        digest.update(part)
+    return b"".join(parts + [digest.digest()])  # the one copy of the weights this makes
 
 
 def deserialize_plan(data: bytes) -> tuple[dict, dict[str, np.ndarray]]:
@@ -105,7 +110,7 @@ def deserialize_plan(data: bytes) -> tuple[dict, dict[str, np.ndarray]]:
         raise PlanError("not a trtbuild reference plan (bad magic bytes): was it built by real TensorRT, or is it another file?")
     if len(data) < len(MAGIC) + 16 + 32:
         raise PlanError(f"reference plan is truncated ({len(data)} bytes)")
-    body, digest = data[:-32], data[-32:]
+    body, digest = memoryview(data)[:-32], data[-32:]  # views: the weights are not copied
     (hlen,) = struct.unpack_from("<Q", body, len(MAGIC))
     pos = len(MAGIC) + 8
     if pos + hlen + 8 > len(body):
@@ -113,7 +118,7 @@ def deserialize_plan(data: bytes) -> tuple[dict, dict[str, np.ndarray]]:
     if hashlib.sha256(body).digest() != digest:
         raise PlanError("reference plan is corrupt or truncated (checksum mismatch)")
     try:
-        header = json.loads(body[pos:pos + hlen])
+        header = json.loads(bytes(body[pos:pos + hlen]))
     except ValueError as e:  # JSONDecodeError and UnicodeDecodeError
         raise PlanError(f"the header is not valid UTF-8 JSON ({e})", "header") from None
     pos += hlen
@@ -127,9 +132,9 @@ def deserialize_plan(data: bytes) -> tuple[dict, dict[str, np.ndarray]]:
     if pos + 8 + blen != len(body):
         raise PlanError(f"the header gives the blob {blen} bytes but {len(body) - pos - 8} bytes follow it", "blob")
     try:
-        arrays = st_load(blob) if blen else {}
-    except Exception as e:  # safetensors raises its own SafetensorError, or ValueError from numpy
-        raise PlanError(f"the safetensors blob cannot be read ({type(e).__name__}: {e})", "blob") from None
+        arrays = safetensors_views(blob) if blen else {}
+    except ValueError as e:
+        raise PlanError(f"the safetensors blob cannot be read ({e})", "blob") from None
     check_arrays(header, arrays)
     return header, arrays
 

@@ -27,14 +27,15 @@ class ExportReport:
         return f"wrote {self.tensors} tensors ({self.values} values) to {self.path} [{self.format}]"
 
 
-def as_weight_map(source: Any, allow_nonfinite: bool = False) -> WeightMap:
-    """A WeightMap for a WeightMap (as is), an nn.Module (its state_dict) or a mapping of tensors."""
+def as_weight_map(source: Any, allow_nonfinite: bool = False, *, copy: bool = True) -> WeightMap:
+    """A WeightMap for a WeightMap (as is), an nn.Module (its state_dict) or a mapping of tensors
+    (copied unless ``copy=False``, which shares their memory)."""
     if isinstance(source, WeightMap):
         return source
     if callable(getattr(source, "state_dict", None)):
-        return WeightMap.from_module(source, allow_nonfinite=allow_nonfinite)
+        return WeightMap.from_module(source, allow_nonfinite=allow_nonfinite, copy=copy)
     if isinstance(source, Mapping):
-        return WeightMap.from_state_dict(source, allow_nonfinite=allow_nonfinite)
+        return WeightMap.from_state_dict(source, allow_nonfinite=allow_nonfinite, copy=copy)
     raise TypeError(f"cannot export weights from a {type(source).__name__}; "
                     f"pass an nn.Module, a state_dict or a WeightMap")
 
@@ -50,7 +51,7 @@ def export_weights(source: Any, path: str | os.PathLike, format: str | None = No
     ``num_batches_tracked`` are skipped (listed in the report's notes).
     """
     fmt = format_for_path(path, format)
-    weights = as_weight_map(source, allow_nonfinite=allow_nonfinite)
+    weights = as_weight_map(source, allow_nonfinite=allow_nonfinite, copy=False)  # written once: no copy
     arrays = weights.arrays()
     notes = list(weights.notes) + write_weights(path, arrays, fmt)
     written = [a for a in arrays.values() if fmt != "wts" or is_wts_storable(a)]

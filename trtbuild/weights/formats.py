@@ -19,6 +19,7 @@ from . import wts
 from .atomic import atomic_write
 from .errors import WeightsError
 from .tensors import check_names, contiguous, is_torch_tensor, torch_to_numpy
+from .wts_stream import read_wts
 
 FORMAT_BY_SUFFIX = {".wts": "wts", ".safetensors": "safetensors", ".pt": "pt", ".pth": "pt"}
 FORMATS = ("wts", "safetensors", "pt")
@@ -54,7 +55,7 @@ def read_weights(path: str | os.PathLike, format: str | None = None) -> tuple[di
     if not path.is_file():
         raise WeightsError(f"weight file {path} does not exist or is not a file")
     if fmt == "wts":
-        return wts.parse_wts(path.read_bytes(), source=str(path)), []
+        return read_wts(path), []
     if fmt == "safetensors":
         return _read_safetensors(path)
     return _read_pt(path)

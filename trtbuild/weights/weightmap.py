@@ -54,17 +54,19 @@ class WeightMap:
 
     @classmethod
     def from_state_dict(cls, state_dict: Mapping[str, Any], allow_nonfinite: bool = False,
-                        source: str = "<state_dict>") -> "WeightMap":
-        """Copy a mapping of torch tensors and/or numpy arrays (any other value is an error)."""
+                        source: str = "<state_dict>", *, copy: bool = True) -> "WeightMap":
+        """Copy a mapping of torch tensors and/or numpy arrays (any other value is an error).
+        ``copy=False`` shares their memory where it can (e.g. to write them out once)."""
         notes: list[str] = []
-        tensors = {name: to_numpy(value, name, notes) for name, value in state_dict.items()}
+        tensors = {name: to_numpy(value, name, notes, copy=copy) for name, value in state_dict.items()}
         return cls(tensors, source=source, notes=notes, allow_nonfinite=allow_nonfinite)
 
     @classmethod
-    def from_module(cls, module: Any, allow_nonfinite: bool = False) -> "WeightMap":
-        """Snapshot an nn.Module's ``state_dict()``: parameters and persistent buffers."""
+    def from_module(cls, module: Any, allow_nonfinite: bool = False, *, copy: bool = True) -> "WeightMap":
+        """Snapshot an nn.Module's ``state_dict()``: parameters and persistent buffers (shared with
+        the module if ``copy=False``)."""
         return cls.from_state_dict(module.state_dict(), allow_nonfinite,
-                                   source=f"<{type(module).__name__} state_dict>")
+                                   source=f"<{type(module).__name__} state_dict>", copy=copy)
 
     # ---------------------------------------------------------------- mapping protocol
 
