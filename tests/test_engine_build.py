@@ -29,7 +29,8 @@ def _io(plan):
 
 def test_fp32_plan_runs_and_matches_torch(net):
     plan = build_plan(trt, tiny_define(net), input_shape=TINY_SHAPE, progress=False)
-    assert isinstance(plan, bytes)
+    # a buffer of its own, like TensorRT's IHostMemory (not a bytes object), holding a reference plan
+    assert isinstance(plan, trt.IHostMemory) and not isinstance(plan, bytes) and plan[:8] == b"TRTBREF\x01"
     assert _io(plan) == {"input": "FLOAT", "y": "FLOAT"}
     x = torch.rand(TINY_SHAPE) * 2 - 1
     out = Engine(plan, trt)(x)["y"]

@@ -23,6 +23,7 @@ from typing import Callable, Iterable, Mapping
 
 from trtbuild.backend import backend_name, is_rtx, product_name
 from trtbuild.layers.common import out
+from trtbuild.reference.host_memory import IHostMemory
 
 from .errors import BuildError
 from .logging_bridge import exclusive, make_logger
@@ -40,19 +41,22 @@ PRECISIONS = {"fp32": "FLOAT", "fp16": "HALF", "bf16": "BF16"}
 _NO_GPU_NOISE = re.compile(r"cudaError 35|CUDA driver version is insufficient")
 
 
-class Plan(bytes):
+class Plan(IHostMemory):
     """Serialized engine bytes with `.info`, a JSON-able description of the build
     (precision, inputs, outputs, profile, extra outputs) that becomes part of the sidecar.
-    build_plan returns a Plan, or the reference's IHostMemory (also bytes) with `.info` set.
-    After a cross-check of another backend, `.rtx_plan` is the TensorRT-RTX engine (bytes-like with
-    `.info` too: a cross_check.SpilledPlan, memory-mapped from a temporary file)."""
+    A buffer in memory of its own, like TensorRT's IHostMemory (``bytes(plan)`` copies it out,
+    ``memoryview(plan)`` does not). build_plan returns a Plan, or the reference's IHostMemory with
+    `.info` set (the plan was written there once; nothing is copied). After a cross-check of another
+    backend, `.rtx_plan` is the TensorRT-RTX engine (bytes-like with `.info` too: a
+    cross_check.SpilledPlan, memory-mapped from a temporary file)."""
 
     info: dict
 
-    def __new__(cls, data, info: dict):
-        obj = super().__new__(cls, data)
-        obj.info = info
-        return obj
+    @classmethod
+    def copy_of(cls, data, info: dict) -> "Plan":
+        plan = cls.of(data)
+        plan.info = info
+        return plan
 
 
 def check_precision(precision: str) -> str:
@@ -197,16 +201,13 @@ def _add_profile(builder, config, shapes: Mapping[str, tuple]) -> dict:
     return info
 
 
-def _owns_info(serialized) -> bool:
-    """True for the reference's IHostMemory: bytes that can carry `.info` without a copy."""
-    return isinstance(serialized, bytes) and hasattr(serialized, "__dict__")
-
-
 def _as_plan(serialized, info: dict):
-    if _owns_info(serialized):
-        serialized.info = info  # the reference's IHostMemory is bytes: avoid copying a large plan
+    """`serialized` with `.info`: the reference's IHostMemory itself, or a Plan copied from
+    TensorRT's IHostMemory (which the caller then frees)."""
+    if isinstance(serialized, IHostMemory):
+        serialized.info = info  # the reference's IHostMemory: no copy of a large plan
         return serialized
-    return Plan(serialized if type(serialized) is bytes else memoryview(serialized), info)
+    return Plan.copy_of(memoryview(serialized), info)
 
 
 def serialize_network(trt: ModuleType, builder, network, logger, *, batch=None, profile_shapes=None,
@@ -259,8 +260,6 @@ def serialize_network(trt: ModuleType, builder, network, logger, *, batch=None, 
         cache = config.get_timing_cache()
         if cache is not None:
             atomic_write_bytes(cache_path, cache.serialize())
-    if not _owns_info(serialized):  # TensorRT's IHostMemory: copy it to bytes and free it before the Plan copy
-        serialized = bytes(memoryview(serialized))
     return _as_plan(serialized, {
         "network": network.name,
         "inputs": [describe_tensor(network.get_input(i)) for i in range(network.num_inputs)],

@@ -11,6 +11,7 @@ An Engine (its execution context) must not be used by two threads at once.
 
 from __future__ import annotations
 
+import mmap
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -107,7 +108,7 @@ def open_engine(trt: ModuleType, plan, name: str):
     logger = make_logger(trt)
     runtime = trt.Runtime(logger)
     with calling_tensorrt(trt):  # a Ctrl-C while TensorRT logs is raised after it returns
-        engine = runtime.deserialize_cuda_engine(plan if isinstance(plan, bytes) else bytes(plan))
+        engine = runtime.deserialize_cuda_engine(plan if isinstance(plan, (bytes, mmap.mmap)) else bytes(plan))
     if engine is None:
         raise EngineFileError(f"{name} could not be loaded by {backend}: {logger.error_text()}")
     context = engine.create_execution_context()

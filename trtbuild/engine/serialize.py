@@ -230,6 +230,28 @@ def check_compatible(sidecar: dict, trt: ModuleType, engine_path: str | os.PathL
             f"{here['gpu']} with compute capability {here['compute_capability']}; rebuild the engine on this GPU")
 
 
+def read_file_aligned(path: Path):
+    """The bytes of `path` in page-aligned memory of their own (an IHostMemory: bytes-like), read
+    once, so that weights stored at aligned offsets of a plan can be used in place; None if empty."""
+    from trtbuild.reference.host_memory import IHostMemory
+
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        if size == 0:
+            return None
+        data = IHostMemory(-1, size)
+        view, got = memoryview(data), 0
+        while got < size:
+            n = f.readinto(view[got:])
+            if not n:
+                break
+            got += n
+        view.release()
+    if got != size:  # pragma: no cover - the file shrank while it was read
+        raise EngineFileError(f"engine file {path} changed while it was read ({got} of {size} bytes)")
+    return data
+
+
 def read_engine_file(path: str | os.PathLike, trt: ModuleType | None = None,
                      current_device: dict | None = None) -> tuple[bytes, dict | None]:
     """Read an engine and its sidecar, checking compatibility (before reading) and the checksum.
@@ -248,8 +270,8 @@ def read_engine_file(path: str | os.PathLike, trt: ModuleType | None = None,
                     path, sidecar_path(path).name)
     elif trt is not None:
         check_compatible(sidecar, trt, path, current_device)
-    data = path.read_bytes()
-    if not data:
+    data = read_file_aligned(path)
+    if data is None:
         raise EngineFileError(f"engine file {path} is empty")
     if sidecar is not None and not sidecar.get("engine_sha256"):
         log.warning("the sidecar of %s has no engine_sha256, so the engine's integrity cannot be checked", path)

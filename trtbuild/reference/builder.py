@@ -8,23 +8,12 @@ import json
 from . import arithmetic as _arith
 from .core import Dims, ILogger, Logger, NetworkError
 from .enums import BuilderFlag, DataType, MemoryPoolType, ProfilingVerbosity
+from .host_memory import IHostMemory
 from .network import INetworkDefinition
 from .plan import serialize_network, validate_profiles
 from .plugins import get_plugin_registry
 
 REFERENCE_VERSION = "reference"
-
-
-class IHostMemory(bytes):
-    """Serialized bytes (a plan or a timing cache); usable wherever bytes are."""
-
-    @property
-    def dtype(self) -> DataType:
-        return DataType.UINT8
-
-    @property
-    def nbytes(self) -> int:
-        return len(self)
 
 
 class IProgressMonitor:
@@ -69,7 +58,7 @@ class ITimingCache:
         self._entries = dict(entries or {})
 
     def serialize(self) -> IHostMemory:
-        return IHostMemory(_CACHE_MAGIC + json.dumps(self._entries, sort_keys=True).encode())
+        return IHostMemory.of(_CACHE_MAGIC + json.dumps(self._entries, sort_keys=True).encode())
 
     def combine(self, input_cache: "ITimingCache", ignore_mismatch: bool) -> bool:
         self._entries.update(input_cache._entries)
@@ -191,7 +180,7 @@ class Builder:
                 **({"arithmetic": config._arithmetic} if config._arithmetic != _arith.DEFAULT else {})})
             if monitor is not None:
                 monitor.phase_finish(phase)
-            return IHostMemory(plan)
+            return plan
         except NetworkError as e:
             self.logger.log(Logger.ERROR, str(e))
             return None

@@ -13,6 +13,7 @@ from .enums import DataType, LayerType
 from .execute import TORCH_DTYPE, run_layer
 from .infer import infer_layer
 from .layers import check_params
+from .safetensors_blob import ALIGNMENT
 from .plugins import PluginFieldCollection, PluginField, get_plugin_registry
 from .enums import TensorRTPhase
 
@@ -32,7 +33,7 @@ def _rebuild_plugin(entry: dict, arrays: dict):
     return creator.create_plugin(spec["name"], fields, TensorRTPhase.RUNTIME)
 
 
-_TORCH_ALIGNMENT = 64  # bytes: c10's CPU allocator alignment
+_TORCH_ALIGNMENT = ALIGNMENT  # bytes: c10's CPU allocator alignment
 
 
 def _weight_tensor(array: np.ndarray, dtype: DataType) -> torch.Tensor:

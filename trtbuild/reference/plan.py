@@ -17,6 +17,7 @@ import struct
 import numpy as np
 
 from .core import NetworkError
+from .host_memory import IHostMemory
 from .safetensors_blob import safetensors_parts, safetensors_views
 from .layers import _is_int
 
@@ -54,7 +55,7 @@ def _topological(network) -> list:
     return order
 
 
-def serialize_network(network, profiles: list[dict], extra: dict) -> bytes:
+def serialize_network(network, profiles: list[dict], extra: dict) -> IHostMemory:
     """Turn a validated network into plan bytes. Unused layers are pruned, as TensorRT does."""
     layers = _topological(network)
     ids: dict[int, int] = {}
@@ -98,19 +99,19 @@ def serialize_network(network, profiles: list[dict], extra: dict) -> bytes:
     digest = hashlib.sha256()
     for part in parts:
         digest.update(part)
-    return b"".join(parts + [digest.digest()])  # the one copy of the weights this makes
+    return IHostMemory.from_parts(parts + [digest.digest()])  # the one copy of the weights this makes
 
 
-def deserialize_plan(data: bytes) -> tuple[dict, dict[str, np.ndarray]]:
+def deserialize_plan(data) -> tuple[dict, dict[str, np.ndarray]]:
     """Parse plan bytes; raise PlanError saying what is wrong (its `stage` says where:
     "container" for magic, lengths and checksum, "header" for the JSON header, "blob" for the
     safetensors weights)."""
-    data = data if isinstance(data, bytes) else bytes(data)
-    if len(data) < len(MAGIC) + 8 or not data.startswith(MAGIC):
+    data = memoryview(data).cast("B")  # any buffer (bytes, IHostMemory, a memory-mapped file): never copied
+    if len(data) < len(MAGIC) + 8 or bytes(data[:len(MAGIC)]) != MAGIC:
         raise PlanError("not a trtbuild reference plan (bad magic bytes): was it built by real TensorRT, or is it another file?")
     if len(data) < len(MAGIC) + 16 + 32:
         raise PlanError(f"reference plan is truncated ({len(data)} bytes)")
-    body, digest = memoryview(data)[:-32], data[-32:]  # views: the weights are not copied
+    body, digest = data[:-32], bytes(data[-32:])  # views: the weights are not copied
     (hlen,) = struct.unpack_from("<Q", body, len(MAGIC))
     pos = len(MAGIC) + 8
     if pos + hlen + 8 > len(body):

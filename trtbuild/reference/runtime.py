@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ctypes
 import math
+import mmap
 
 import torch
 
@@ -104,7 +105,7 @@ class ICudaEngine:
     def serialize(self):
         from .builder import IHostMemory
 
-        return IHostMemory(self._plan)
+        return IHostMemory.of(self._plan)
 
 
 class IExecutionContext:
@@ -210,7 +211,7 @@ class Runtime:
         still logged as one sentence naming the stage that failed, never raised."""
         stage = "reading the plan bytes"
         try:
-            plan = bytes(serialized_engine)
+            plan = serialized_engine if isinstance(serialized_engine, (bytes, mmap.mmap)) else bytes(serialized_engine)
             stage = "parsing the plan header and weights blob"
             header, arrays = deserialize_plan(plan)
             stage = "rebuilding the graph"

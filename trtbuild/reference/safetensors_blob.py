@@ -17,6 +17,9 @@ import numpy as np
 from .layers import _is_int
 
 
+#: the alignment of the data (and of every array whose size is a multiple of it): c10's CPU allocator's
+ALIGNMENT = 64
+
 _ST_DTYPE = {"F64": "<f8", "F32": "<f4", "F16": "<f2", "I64": "<i8", "I32": "<i4", "I16": "<i2", "I8": "i1",
              "U64": "<u8", "U32": "<u4", "U16": "<u2", "U8": "u1", "BOOL": "?"}
 _ST_CODE = {np.dtype(v): k for k, v in _ST_DTYPE.items()}
@@ -25,9 +28,11 @@ _ST_CODE = {np.dtype(v): k for k, v in _ST_DTYPE.items()}
 def safetensors_parts(arrays: dict[str, np.ndarray], at: int = 0) -> list:
     """A safetensors file as [8-byte header length, JSON header, each array's bytes], without
     copying the arrays. The header is padded with spaces (as the format allows) so that the data
-    starts 8-aligned when the blob starts at offset `at` of an aligned buffer, and larger items go
-    first, so every array is aligned to its item size."""
-    names = sorted(arrays, key=lambda n: (-arrays[n].dtype.itemsize, n))
+    starts 64-aligned when the blob starts at offset `at` of an aligned buffer; larger items go
+    first, so every array is aligned to its item size, and within an item size the arrays whose
+    byte size is a multiple of 64 go first, so each of them starts 64-aligned: a loaded plan's
+    weights can then be used in place by CPU kernels, which want torch's 64-byte alignment."""
+    names = sorted(arrays, key=lambda n: (-arrays[n].dtype.itemsize, arrays[n].nbytes % ALIGNMENT != 0, n))
     meta, data, offset = {}, [], 0
     for name in names:
         a = np.ascontiguousarray(arrays[name])
@@ -37,7 +42,7 @@ def safetensors_parts(arrays: dict[str, np.ndarray], at: int = 0) -> list:
         offset += a.nbytes
         data.append(memoryview(a).cast("B") if a.size else b"")
     head = json.dumps(meta, separators=(",", ":")).encode()
-    head += b" " * (-(at + 8 + len(head)) % 8)
+    head += b" " * (-(at + 8 + len(head)) % ALIGNMENT)
     return [struct.pack("<Q", len(head)), head, *data]
 
 
