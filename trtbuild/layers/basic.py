@@ -159,8 +159,6 @@ def _pool(network, x, ptype, kernel, stride, padding, name, ceil_mode, count_inc
     layer = network.add_pooling_nd(x, ptype, trt.Dims(ks))
     if layer is None:
         return out(layer, name)
-    if kernel_tensor is not None:
-        layer.set_input(1, kernel_tensor)
     layer.stride_nd = trt.Dims(st)
     layer.pre_padding = trt.Dims(pd)
     layer.post_padding = trt.Dims(post)
