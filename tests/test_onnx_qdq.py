@@ -107,3 +107,16 @@ def test_tensorrt_rtx_parses_and_builds_the_export(rtx, case):
     result = parse_with_tensorrt_rtx(model, rtx, targets=("8.9",))
     assert result.ok, result.reason()
     assert not output_differences(result, model, net)
+
+
+def test_layerwise_against_onnxruntime_covers_a_quantized_network():
+    """Every layer output but the INT8 weight constant (which TensorRT allows only into a dequantize)
+    is compared; the quantized activations are equal in onnxruntime and the reference."""
+    from trtbuild.onnx_export.layerwise import layerwise_against_onnxruntime
+
+    rows = layerwise_against_onnxruntime(lambda n: {"y": CASES["qconv int8 + qadd"](n)[0]}, seed=2)
+    names = {r["tensor"] for r in rows}
+    assert {"conv/input_q/quantize", "conv/weight_q", "conv", "add/residual_q", "y"} <= names, names
+    assert "conv/weight_q/int8" not in names
+    bad = [(r["tensor"], r["max_abs_err"]) for r in rows if r["max_abs_err"] > 1e-5]
+    assert not bad, bad

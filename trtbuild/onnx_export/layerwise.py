@@ -106,6 +106,8 @@ def layerwise_against_onnxruntime(spec_or_network, inputs: dict | None = None, *
     names = [t.name for layer in network._layers for t in layer._outputs]
     added = []
     for layer in network._layers:
+        if layer._TYPE == LayerType.CONSTANT and layer._weights["weights"].dtype == trt.DataType.INT8:
+            continue  # a quantized constant may only feed dequantize layers, never be an output (TensorRT)
         for t in layer._outputs:
             if t not in network._outputs and t.name not in taken and names.count(t.name) == 1:
                 network.mark_output(t)
