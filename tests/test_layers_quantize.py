@@ -151,3 +151,35 @@ def test_tensorrt_rtx_builds_each_builders_network(rtx, which, dtype):
     ref = RefNet()
     ref_outs = _builder_networks()[which](ref.network, dtype)
     assert [(tuple(t.shape), t.dtype.name) for t in ref_outs] == [(tuple(t.shape), t.dtype.name) for t in outs]
+
+
+def _qmodel(dtype):
+    from trtbuild.layers.basic import flatten, relu
+
+    w = np.random.default_rng(0).standard_normal((4, 3, 3, 3)).astype(np.float32)
+    fc = np.random.default_rng(1).standard_normal((5, 4 * 6 * 6)).astype(np.float32)
+
+    def define(network, x):
+        y = relu(network, qconv(network, x, w, np.zeros(4, np.float32), "conv", 2.0, dtype, padding=1), "relu")
+        return {"logits": qlinear(network, flatten(network, y, "flat"), fc, None, "fc", 3.0, dtype)}
+    return define
+
+
+@pytest.mark.parametrize("dtype, targets", [("int8", None), ("fp8", ("8.9", "12.0"))])
+def test_build_plan_cross_checks_a_quantized_model(rtx, dtype, targets):
+    """build_plan(cross_check=True): the reference and TensorRT-RTX agree on every tensor of a
+    qconv -> relu -> qlinear model (INT8 for the default targets, FP8 for sm89 and sm120)."""
+    from trtbuild.engine.build import build_plan
+
+    plan = build_plan(trt, _qmodel(dtype), input_shape=(1, 3, 6, 6), cross_check=True, progress=False,
+                      targets=targets)
+    check = plan.info["cross_check"]
+    assert check["tensors_compared"] >= 15 and check["outputs"][0]["dtype"] == "FLOAT", check
+
+
+def test_fp8_cross_check_for_sm86_names_the_reason(rtx):
+    from trtbuild.engine import CrossCheckError
+    from trtbuild.engine.build import build_plan
+
+    with pytest.raises(CrossCheckError, match=r"Cannot compile for target\(s\) sm86.*fp8"):
+        build_plan(trt, _qmodel("fp8"), input_shape=(1, 3, 6, 6), cross_check=True, progress=False)
