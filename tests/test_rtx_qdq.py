@@ -381,3 +381,16 @@ def test_python_defaults_are_tensorrt_10s():
     assert q.type == trt.LayerType.QUANTIZE and d.type == trt.LayerType.DEQUANTIZE
     q.to_type = trt.DataType.FP8
     assert q.get_output(0).dtype == trt.DataType.FP8
+
+
+def test_a_zero_point_input_is_refused():
+    """TensorRT's Q/DQ are symmetric ("zeroPt must only contain zero-valued coefficients"); the
+    reference takes no zero point at all and says so."""
+    net = RefNet()
+    x = net.input("x", (2, 3))
+    s = net.network.add_constant((), np.array(1.0, np.float32)).get_output(0)
+    z = net.network.add_constant((), np.array(0.0, np.float32)).get_output(0)
+    q = net.network.add_quantize(x, s, trt.DataType.INT8)
+    q.set_input(2, z)
+    with pytest.raises(NetworkError, match="zero-point input"):
+        q.get_output(0).shape
