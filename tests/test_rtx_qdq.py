@@ -29,6 +29,9 @@ QDQ_STRICTER = [
                                        "must be a build-time constant\""),
     (r"no storage for INT4/FP4", "IQuantizeLayer: \"The output type ... must be constrained to tensorrt.int8 or "
                                  "tensorrt.fp8\""),
+    (r"must be either a scalar for per-tensor quantization, or a 1D tensor",
+     "IQuantizeLayer: \"The scale value must be either a scalar for per-tensor quantization, or a 1D tensor for "
+     "per-axis quantization\" (TensorRT-RTX builds block quantization: a scale of the input's rank)"),
 ]
 
 
@@ -192,6 +195,8 @@ def probes() -> list[Case]:
         _qdq_case("0-D input", x_shape=()),
         _qdq_case("Q per tensor, DQ per channel", dq_axis=1),
         _qdq_case("INT4 output", to="INT4"),
+        *[_qdq_case(f"{to} block scale {s} on (4, 6)", to=to, scale=np.full(s, 0.1), x_shape=(4, 6))
+          for to in ("INT8", "FP8") for s in ((4, 1), (2, 6), (4, 6))],
         _runtime_scale_case(),
         _dq_of_input_case("INT8"), _dq_of_input_case("FLOAT"),
         _conv_case("conv: activations Q/DQ, float weights Q/DQ per channel"),
@@ -222,11 +227,12 @@ def test_qdq_probes_agree_with_tensorrt_rtx(runner):
     assert not problems, "\n".join(problems)
     # the probes are not all one-sided
     assert tally.both_accept >= 20 and tally.both_reject >= 12, tally
-    assert tally.stricter == 2, tally  # the runtime scale and the INT4 output
+    assert tally.stricter == 6, tally  # the runtime scale, the INT4 output, 4 block scales
 
 
 def test_stricter_entries_are_accepted_by_tensorrt_rtx(runner):
-    cases = [_runtime_scale_case(), _qdq_case("INT4 output", to="INT4")]
+    cases = [_runtime_scale_case(), _qdq_case("INT4 output", to="INT4"),
+             _qdq_case("block scale", scale=np.full((4, 3), 0.1), x_shape=(4, 6))]
     for case, verdict in zip(cases, runner.verdicts(cases)):
         assert verdict.accepted, f"TensorRT-RTX now refuses '{case.desc}': drop its QDQ_STRICTER entry"
         ref = run_reference(case)

@@ -12,8 +12,9 @@ a float input and an INT8/FP8 output for a quantize, the reverse for a dequantiz
 an axis in range, a per-channel scale of the axis' size. Stricter than TensorRT-RTX, each one
 documented: the scale must be a build-time constant (TensorRT: "The subgraph which terminates
 with the scale tensor must be a build-time constant"; TensorRT-RTX 1.7 also builds a scale fed by
-a network input), INT4/FP4 and block quantization (a scale of rank >= 2) are refused, and so is
-a zero-point input (symmetric quantization only).
+a network input), INT4/FP4 and block quantization (a scale of rank >= 2: "The scale value must be
+either a scalar ... or a 1D tensor"; TensorRT-RTX 1.7 builds a scale of the input's rank that
+differs from it in one dimension) are refused, and so is a zero-point input (symmetric only).
 """
 
 from __future__ import annotations
@@ -31,8 +32,9 @@ FP8_MAX = 448.0
 #: TensorRT's IQuantizeLayer documentation, quoted where the reference refuses what TensorRT-RTX builds
 CONSTANT_SCALE = ("TensorRT: \"The subgraph which terminates with the scale tensor must be a build-time constant\" "
                   "(make it with add_constant)")
-BLOCK_SCALE = ("the reference supports per-tensor (0-D or one-element) and per-channel (1-D) scales only, not "
-               "TensorRT's block quantization (a scale of the input's rank)")
+BLOCK_SCALE = ("TensorRT: \"The scale value must be either a scalar for per-tensor quantization, or a 1D tensor for "
+               "per-axis quantization\" (the reference has no block quantization, which TensorRT-RTX 1.7 builds "
+               "for a scale of the input's rank)")
 FOUR_BIT = ("TensorRT: \"The output type, if constrained, must be constrained to tensorrt.int8 or tensorrt.fp8\"; "
             "the reference has no storage for INT4/FP4")
 
