@@ -19,7 +19,7 @@ STRONGLY_TYPED = 1 << int(trt.NetworkDefinitionCreationFlag.STRONGLY_TYPED)
 TORCH_OF = {
     trt.DataType.FLOAT: torch.float32, trt.DataType.HALF: torch.float16, trt.DataType.BF16: torch.bfloat16,
     trt.DataType.INT32: torch.int32, trt.DataType.INT64: torch.int64, trt.DataType.BOOL: torch.bool,
-    trt.DataType.INT8: torch.int8, trt.DataType.UINT8: torch.uint8,
+    trt.DataType.INT8: torch.int8, trt.DataType.UINT8: torch.uint8, trt.DataType.FP8: torch.float8_e4m3fn,
 }
 
 

@@ -23,7 +23,8 @@ from trtbuild.reference import NetworkError
 
 _NOISE = re.compile(r"catchCudaError|CUDA driver version is insufficient")
 _TORCH = {"FLOAT": torch.float32, "HALF": torch.float16, "BF16": torch.bfloat16, "INT32": torch.int32,
-          "INT64": torch.int64, "BOOL": torch.bool, "INT8": torch.int8, "UINT8": torch.uint8}
+          "INT64": torch.int64, "BOOL": torch.bool, "INT8": torch.int8, "UINT8": torch.uint8,
+          "FP8": torch.float8_e4m3fn}
 BATCH = 48  # cases per batched TensorRT-RTX build
 
 
@@ -146,11 +147,11 @@ def _run_check(plan, network, net, outs, info, logger):
 class RtxRunner:
     """TensorRT-RTX's verdicts for many cases, with batched builds."""
 
-    def __init__(self, rtx):
+    def __init__(self, rtx, targets=("8.6",)):
         from trtbuild.engine.logging_bridge import make_logger
         from trtbuild.engine.rtx import set_targets
 
-        self.rtx, self._set_targets = rtx, set_targets
+        self.rtx, self._set_targets, self.targets = rtx, set_targets, tuple(targets)
         self.logger = make_logger(rtx)
         self.builder = rtx.Builder(self.logger)
         self.flags = 1 << int(rtx.NetworkDefinitionCreationFlag.STRONGLY_TYPED)
@@ -159,7 +160,7 @@ class RtxRunner:
 
     def _config(self):
         config = self.builder.create_builder_config()
-        self._set_targets(self.rtx, config, ("8.6",))
+        self._set_targets(self.rtx, config, self.targets)
         return config
 
     def _errors_since(self, start: int) -> list[str]:

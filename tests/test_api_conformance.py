@@ -48,6 +48,12 @@ VERSION_DEPENDENT = {
 #: (test_add_scale_nd_requires_channel_axis checks that).
 REQUIRED_AFTER_DEFAULTS = {("INetworkDefinition", "add_scale_nd"): frozenset({"channel_axis"})}
 
+#: Parameters that TensorRT 10 lets callers omit (an overload without them, with a documented
+#: default) and TensorRT 11 requires. The reference keeps 10's default, so code written for either
+#: runs on it; trtbuild's own code always passes them (test_trtbuild_passes_what_tensorrt_11_requires).
+DEFAULT_IN_10_ONLY = {("INetworkDefinition", "add_quantize"): frozenset({"output_type"}),
+                      ("INetworkDefinition", "add_dequantize"): frozenset({"output_type"})}
+
 #: Departures of the reference from the real API, excluded from the bulk checks. Keep it empty:
 #: a departure found here is fixed in trtbuild/reference, not listed.
 KNOWN_DEPARTURES: dict = {}
@@ -92,8 +98,10 @@ def _member_problems(ref, cls: str, member: str, real_api) -> list[str]:
             if real_class is not None and real_class["init"] is not None and entry["init"] is not None:
                 out += compare.signature_problems(f"TensorRT {v}: {cls}()", entry["init"], real_class["init"])
         else:
-            out += compare.member_problems(cls, member, entry["members"][member], real_class, v,
-                                           REQUIRED_AFTER_DEFAULTS.get((cls, member), frozenset()))
+            allow = REQUIRED_AFTER_DEFAULTS.get((cls, member), frozenset())
+            if v == "11":
+                allow = allow | DEFAULT_IN_10_ONLY.get((cls, member), frozenset())
+            out += compare.member_problems(cls, member, entry["members"][member], real_class, v, allow)
     return out
 
 
@@ -176,6 +184,33 @@ def test_add_scale_nd_requires_channel_axis():
     x = network.add_input("x", trt.float32, (1, 2, 3, 3))
     with pytest.raises(TypeError, match="channel_axis"):
         network.add_scale_nd(x, trt.ScaleMode.UNIFORM)
+
+
+def test_default_in_10_only_table_is_true(real_api):
+    """TensorRT 10 has an overload without each DEFAULT_IN_10_ONLY parameter; TensorRT 11 has none."""
+    for (cls, member), params in DEFAULT_IN_10_ONLY.items():
+        for v, omittable in (("10", True), ("11", False)):
+            overloads = real_api[v]["classes"][cls]["members"][member]["overloads"]
+            can_omit = any(all(n not in params for n, _ in ov) or all(d for n, d in ov if n in params)
+                           for ov in overloads)
+            assert can_omit == omittable, (v, cls, member, overloads)
+
+
+def test_trtbuild_passes_what_tensorrt_11_requires():
+    """Every call of a DEFAULT_IN_10_ONLY method in trtbuild's code passes the parameter 11 requires
+    (by position or keyword), so the code runs on TensorRT 11 too."""
+    import ast
+
+    missing = []
+    for path in TRTBUILD_ROOT.rglob("*.py"):
+        if "reference" in path.relative_to(TRTBUILD_ROOT).parts[:1]:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+                for (_, member), params in DEFAULT_IN_10_ONLY.items():
+                    if node.func.attr == member and len(node.args) < 3 and not params & {k.arg for k in node.keywords}:
+                        missing.append(f"{path.relative_to(TRTBUILD_ROOT)}:{node.lineno}: {member} without {set(params)}")
+    assert not missing, "\n".join(missing)
 
 
 def test_weights_overloads(real_api):
@@ -402,8 +437,10 @@ def _rtx_reference_differences(ref: dict, rtx_api: dict) -> tuple[list[str], set
                 continue
             if (cls, member) in DISPATCHED_OVERLOADS:
                 continue
-            problems += compare.member_problems(cls, member, info, real, "RTX",
-                                                REQUIRED_AFTER_DEFAULTS.get((cls, member), frozenset()))
+            # TensorRT-RTX requires what TensorRT 11 requires (DEFAULT_IN_10_ONLY)
+            allow = REQUIRED_AFTER_DEFAULTS.get((cls, member), frozenset()) | DEFAULT_IN_10_ONLY.get((cls, member),
+                                                                                                  frozenset())
+            problems += compare.member_problems(cls, member, info, real, "RTX", allow)
         if entry["init"] is not None and real is not None and real["init"] is not None \
                 and (cls, "__init__") not in DISPATCHED_OVERLOADS:
             problems += compare.signature_problems(f"TensorRT-RTX: {cls}()", entry["init"], real["init"])

@@ -65,7 +65,7 @@ REFERENCE_STRICTER: list[Stricter] = [
         r"INT8, a quantized type",
         'DataType.INT8: "Signed 8-bit integer representing a quantized floating-point value." (TensorRT 10 and 11); '
         'ITensor.dynamic_range: "Deprecated in TensorRT 10.1. Superseded by explicit quantization." Its scale comes '
-        "from a Q/DQ pair, which the reference does not implement, so float-computing layers refuse INT8 there",
+        "from a Q/DQ pair (add_dequantize makes the float values), so float-computing layers refuse INT8 there",
         lambda network, trt: network.add_activation(network.add_input("x", trt.int8, (2, 3)),
                                                     trt.ActivationType.LEAKY_RELU)),
     Stricter(

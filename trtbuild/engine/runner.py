@@ -30,7 +30,8 @@ from .serialize import (check_sidecar_matches_plan, looks_like_reference_plan, l
                         read_sidecar, sidecar_backend)
 
 TORCH_DTYPES = {"FLOAT": torch.float32, "HALF": torch.float16, "BF16": torch.bfloat16, "INT32": torch.int32,
-                "INT64": torch.int64, "INT8": torch.int8, "UINT8": torch.uint8, "BOOL": torch.bool}
+                "INT64": torch.int64, "INT8": torch.int8, "UINT8": torch.uint8, "BOOL": torch.bool,
+                "FP8": torch.float8_e4m3fn}
 
 
 @dataclass(frozen=True)

@@ -47,16 +47,21 @@ def _unsqueezed(network, x, name: str, fn):
     return out(down, name)
 
 
-def conv(network, x, weight, bias, name: str, stride=1, padding=0, dilation=1, groups: int = 1):
+def conv(network, x, weight, bias, name: str, stride=1, padding=0, dilation=1, groups: int = 1, *,
+         kernel_tensor=None):
     """Convolution with a PyTorch-layout weight ``[out, in/groups, *kernel]`` (1-D, 2-D or 3-D by its rank).
 
     ``bias`` is ``[out]`` or None. ``stride``, ``padding`` (symmetric) and ``dilation`` are ints or
     per-spatial-dim tuples, as in ``torch.nn.ConvNd``. Adds one layer named ``name``; a 1-D
     convolution is a 2-D one on ``(N, C, L, 1)`` between two shuffles (``name/2d``, ``name/conv2d``,
-    ``name``).
+    ``name``). ``kernel_tensor``: a tensor of ``weight``'s shape and ``x``'s type (a dequantized
+    weight, trtbuild.layers.quantize) fed as the layer's input 1 instead of weights (2-D and 3-D).
     """
     w = np.asarray(weight)
     nsp = w.ndim - 2
+    if kernel_tensor is not None and (nsp == 1 or tuple(_shape(kernel_tensor)) != w.shape):
+        raise BuilderError(f"layer '{name}': the kernel tensor '{kernel_tensor.name}' {_shape(kernel_tensor)} must "
+                           f"have the weight's shape {w.shape}, of a 2-D or 3-D convolution")
     if nsp == 1 and len(_shape(x)) == 3:
         st, pd, dl = (_ntuple(v, 1, what, name) for v, what in ((stride, "stride"), (padding, "padding"),
                                                                   (dilation, "dilation")))
@@ -79,7 +84,7 @@ def conv(network, x, weight, bias, name: str, stride=1, padding=0, dilation=1, g
     if bias is not None and np.asarray(bias).size != out_ch:
         raise BuilderError(f"layer '{name}': bias has {np.asarray(bias).size} values; expected {out_ch}")
     trt = trt_of(network)
-    kernel = trt_weights(network, x, w)
+    kernel = trt_weights(network, x, w) if kernel_tensor is None else trt.Weights()
     ks = trt.Dims(w.shape[2:])
     if bias is None:
         layer = network.add_convolution_nd(x, out_ch, ks, kernel)
@@ -87,6 +92,8 @@ def conv(network, x, weight, bias, name: str, stride=1, padding=0, dilation=1, g
         layer = network.add_convolution_nd(x, out_ch, ks, kernel, trt_weights(network, x, np.asarray(bias).reshape(-1)))
     if layer is None:
         return out(layer, name)
+    if kernel_tensor is not None:
+        layer.set_input(1, kernel_tensor)
     layer.stride_nd = trt.Dims(_ntuple(stride, nsp, "stride", name))
     layer.padding_nd = trt.Dims(_ntuple(padding, nsp, "padding", name))
     layer.dilation_nd = trt.Dims(_ntuple(dilation, nsp, "dilation", name))
@@ -234,12 +241,13 @@ def flatten(network, x, name: str):
     return out(layer, name)
 
 
-def linear(network, x, weight, bias, name: str):
+def linear(network, x, weight, bias, name: str, *, weight_tensor=None):
     """``torch.nn.Linear``: ``y = x @ W^T + b`` with ``weight`` [out, in] and ``bias`` [out] or None.
 
     Inputs of rank > 2 are flattened first (layer ``name/flatten``). The weight is a constant
     (``name/weight``) multiplied with op TRANSPOSE (``name/matmul``, or ``name`` without bias); the
-    bias a [1, out] constant (``name/bias``) added elementwise (``name``).
+    bias a [1, out] constant (``name/bias``) added elementwise (``name``). ``weight_tensor``: a
+    tensor of ``weight``'s shape (a dequantized weight) used instead of the constant.
     """
     w = np.asarray(weight)
     if w.ndim != 2:
@@ -253,7 +261,10 @@ def linear(network, x, weight, bias, name: str):
         raise BuilderError(f"layer '{name}': input '{x.name}' has {shape[1]} features but the weight {w.shape} "
                            f"expects {w.shape[1]}")
     trt = trt_of(network)
-    wt = constant(network, w, x, f"{name}/weight")
+    if weight_tensor is not None and tuple(_shape(weight_tensor)) != w.shape:
+        raise BuilderError(f"layer '{name}': the weight tensor '{weight_tensor.name}' {_shape(weight_tensor)} must "
+                           f"have the weight's shape {w.shape}")
+    wt = constant(network, w, x, f"{name}/weight") if weight_tensor is None else weight_tensor
     mm = network.add_matrix_multiply(x, trt.MatrixOperation.NONE, wt, trt.MatrixOperation.TRANSPOSE)
     if bias is None:
         return out(mm, name)

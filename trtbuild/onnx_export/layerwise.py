@@ -22,7 +22,7 @@ import torch
 from trtbuild import reference as trt
 from trtbuild.reference.enums import LayerType
 
-from .export import DEFAULT_OPSET, export_onnx
+from .export import export_onnx
 from .graph import OnnxExportError
 from .ort import run_onnxruntime
 from .reference_network import build_reference_network, new_reference_network
@@ -86,7 +86,7 @@ def _network_from(source, weights, precision: str, small: bool, seed: int):
 
 def layerwise_against_onnxruntime(spec_or_network, inputs: dict | None = None, *, weights=None,
                                   precision: str = "fp32", small: bool = True, seed: int = 0,
-                                  opset: int = DEFAULT_OPSET) -> list[dict]:
+                                  opset: int | None = None) -> list[dict]:
     """Compare every layer output of the reference backend with onnxruntime running the export.
 
     `spec_or_network`: a registry model name, a ModelSpec, a `define(network) -> {name: ITensor}`
@@ -106,6 +106,8 @@ def layerwise_against_onnxruntime(spec_or_network, inputs: dict | None = None, *
     names = [t.name for layer in network._layers for t in layer._outputs]
     added = []
     for layer in network._layers:
+        if layer._TYPE == LayerType.CONSTANT and layer._weights["weights"].dtype == trt.DataType.INT8:
+            continue  # a quantized constant may only feed dequantize layers, never be an output (TensorRT)
         for t in layer._outputs:
             if t not in network._outputs and t.name not in taken and names.count(t.name) == 1:
                 network.mark_output(t)

@@ -10,6 +10,7 @@ from .lower_math import (lower_activation, lower_cast, lower_constant, lower_ele
 from .lower_norm import lower_normalization
 from .lower_shape import (lower_concatenation, lower_matrix_multiply, lower_padding, lower_plugin_v3, lower_shuffle,
                           lower_slice)
+from .lower_quant import lower_dequantize, lower_quantize
 from .lower_spatial import lower_convolution, lower_deconvolution, lower_lrn, lower_pooling
 
 LOWERINGS = {
@@ -20,7 +21,7 @@ LOWERINGS = {
     LayerType.POOLING: lower_pooling, LayerType.LRN: lower_lrn, LayerType.NORMALIZATION: lower_normalization,
     LayerType.SHUFFLE: lower_shuffle, LayerType.CONCATENATION: lower_concatenation, LayerType.SLICE: lower_slice,
     LayerType.PADDING: lower_padding, LayerType.MATRIX_MULTIPLY: lower_matrix_multiply,
-    LayerType.PLUGIN_V3: lower_plugin_v3,
+    LayerType.PLUGIN_V3: lower_plugin_v3, LayerType.QUANTIZE: lower_quantize, LayerType.DEQUANTIZE: lower_dequantize,
 }
 
 

@@ -84,7 +84,12 @@ def lower_convolution(g: GraphBuilder, layer, ins, outs):
     p, x, ks, stride, dil = _conv_common(g, layer)
     k, groups, c = p["num_output_maps"], p["num_groups"], x.shape[-len(ks) - 1]
     etype = onnx_type(x.dtype, layer.name)
-    w = g.const(layer._weights["kernel"].numpy().reshape(k, c // groups, *ks), etype, "kernel")
+    if len(ins) > 1 and ins[1] is not None:  # the kernel as a tensor (a dequantized weight), [K, C/groups, *kernel]
+        if len(x.shape) != len(ks) + 2:
+            g.fail(f"a kernel tensor with a rank-{len(x.shape)} input (batch dims folded) is not exported")
+        w = ins[1]
+    else:
+        w = g.const(layer._weights["kernel"].numpy().reshape(k, c // groups, *ks), etype, "kernel")
     src, y = _batch_folded(g, layer, ins, outs, len(ks))
     inputs = [src, w]
     if layer._weights["bias"].size:

@@ -9,7 +9,7 @@ from trtbuild import reference as trt
 from trtbuild.reference.enums import DataType
 from trtbuild.reference.execute import TORCH_DTYPE
 
-from .export import DEFAULT_OPSET, export_onnx
+from .export import export_onnx
 from .graph import OnnxExportError
 from .ort import run_onnxruntime
 
@@ -88,7 +88,7 @@ def as_numpy(x) -> np.ndarray:
     return x.astype(np.float32) if x.dtype.kind == "f" and x.dtype.itemsize < 4 or x.dtype.name == "bfloat16" else x
 
 
-def export_and_run(network, feeds: dict | None = None, opset: int = DEFAULT_OPSET, seed: int = 0):
+def export_and_run(network, feeds: dict | None = None, opset: int | None = None, seed: int = 0):
     """Export `network`, run the reference plan and onnxruntime on the same inputs.
     Returns (model, {name: reference numpy}, {name: onnxruntime numpy}); fp16/bf16 as float32."""
     feeds = feeds if feeds is not None else random_feeds(network, seed)

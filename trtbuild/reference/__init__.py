@@ -22,6 +22,7 @@ from .layers import (IActivationLayer, ICastLayer, IConcatenationLayer, IConstan
                      IDeconvolutionLayer, IElementWiseLayer, IIdentityLayer, ILayer, ILRNLayer, IMatrixMultiplyLayer,
                      INormalizationLayer, IPaddingLayer, IPluginV3Layer, IPoolingLayer, IReduceLayer, IScaleLayer,
                      IShuffleLayer, ISliceLayer, ISoftMaxLayer, IUnaryLayer)
+from .layers import IDequantizeLayer, IQuantizeLayer
 from .network import INetworkDefinition
 from .plugins import IPluginCreatorV3One, IPluginRegistry, IPluginV3, PluginField, PluginFieldCollection, get_plugin_registry
 from .runtime import ICudaEngine, IExecutionContext, Runtime
@@ -40,7 +41,7 @@ __all__ = [
     "ILayer", "IActivationLayer", "ICastLayer", "IConcatenationLayer", "IConstantLayer", "IConvolutionLayer",
     "IDeconvolutionLayer", "IElementWiseLayer", "IIdentityLayer", "ILRNLayer", "IMatrixMultiplyLayer",
     "INormalizationLayer", "IPaddingLayer", "IPluginV3Layer", "IPoolingLayer", "IReduceLayer", "IScaleLayer",
-    "IShuffleLayer", "ISliceLayer", "ISoftMaxLayer", "IUnaryLayer", "INetworkDefinition",
+    "IShuffleLayer", "ISliceLayer", "IQuantizeLayer", "IDequantizeLayer", "ISoftMaxLayer", "IUnaryLayer", "INetworkDefinition",
     "IPluginCreatorV3One", "IPluginRegistry", "IPluginV3", "PluginField", "PluginFieldCollection",
     "get_plugin_registry", "ICudaEngine", "IExecutionContext", "Runtime",
 ]

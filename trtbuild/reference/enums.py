@@ -203,6 +203,8 @@ class LayerType(IntEnum):
     CONSTANT = 19
     IDENTITY = 20
     SLICE = 22
+    QUANTIZE = 32
+    DEQUANTIZE = 33
     NORMALIZATION = 45
     PLUGIN_V3 = 46
 

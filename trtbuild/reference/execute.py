@@ -16,12 +16,13 @@ from .enums import (ActivationType, DataType, ElementWiseOperation, LayerType, M
                     SampleMode, UnaryOperation)
 from .execute_window import _f, _weights_like, _conv, _deconv, _padding, _pool, _lrn
 from . import arithmetic as _arith
+from . import quantize as _quant
 from .sampling import sample_indices
 
 TORCH_DTYPE = {
     DataType.FLOAT: torch.float32, DataType.HALF: torch.float16, DataType.BF16: torch.bfloat16,
     DataType.INT32: torch.int32, DataType.INT64: torch.int64, DataType.BOOL: torch.bool,
-    DataType.INT8: torch.int8, DataType.UINT8: torch.uint8,
+    DataType.INT8: torch.int8, DataType.UINT8: torch.uint8, DataType.FP8: torch.float8_e4m3fn,
 }
 TRT_DTYPE = {v: k for k, v in TORCH_DTYPE.items()}
 
@@ -237,10 +238,14 @@ def run_layer(ltype, p, w, inputs, out_dtypes, plugin=None, arithmetic=_arith.DE
         outs = [_UNARY[UnaryOperation(p["op"])](_f(x))]
     elif ltype == LayerType.ACTIVATION:
         outs = [_activation(p, x)]
-    elif ltype == LayerType.CONVOLUTION:
-        outs = [_conv(p, w, x)]
-    elif ltype == LayerType.DECONVOLUTION:
-        outs = [_deconv(p, w, x)]
+    elif ltype in (LayerType.CONVOLUTION, LayerType.DECONVOLUTION):
+        if len(inputs) > 1 and inputs[1] is not None:  # the kernel as a tensor (a dequantized weight)
+            w = dict(w, kernel=inputs[1])
+        outs = [(_conv if ltype == LayerType.CONVOLUTION else _deconv)(p, w, x)]
+    elif ltype == LayerType.QUANTIZE:
+        outs = [_quant.quantize(p, x, inputs[1])]
+    elif ltype == LayerType.DEQUANTIZE:
+        outs = [_quant.dequantize(p, x, inputs[1])]
     elif ltype == LayerType.POOLING:
         outs = [_pool(p, x)]
     elif ltype == LayerType.LRN:

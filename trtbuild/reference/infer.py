@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 
 from . import infer_window as win
+from . import quantize
 from .infer_window import fail, need_float
 from .enums import (ActivationType, DataType, ElementWiseOperation, LayerType, MatrixOperation,
                     ReduceOperation, ScaleMode, UnaryOperation)
@@ -184,6 +185,34 @@ def _single_element_instance_norm(name, p, axes, x, sc):
                    "build an instance/group normalization over one element (its result would be the bias)")
 
 
+class _KernelTensor:
+    """A kernel given as input 1 of a convolution, seen as weights (.size, .dtype) by win.conv."""
+
+    def __init__(self, shape, dtype):
+        self.size, self.dtype = math.prod(shape), dtype
+
+
+def _kernel_input(ltype, name, p, w, shapes, dtypes):
+    """`w`, with the kernel taken from input 1 where it is set (TensorRT-RTX: the kernel tensor has the
+    input's rank and type; its shape is KCRS for a convolution, CKRS for a deconvolution)."""
+    if len(shapes) < 2 or shapes[1] is None:
+        return w
+    x, k = tuple(shapes[0]), tuple(shapes[1])
+    if w["kernel"].size:
+        fail(name, "the kernel is set both as weights and as input 1; give empty kernel weights with a kernel tensor")
+    if len(k) != len(x):
+        fail(name, f"the kernel tensor has shape {k}: expected rank {len(x)}, the input's")
+    if dtypes[1] != dtypes[0]:
+        fail(name, f"the kernel tensor has type {dtypes[1].name} but the input {dtypes[0].name}; they must match "
+                   "(dequantize the weights to the input's type)")
+    ks, g, maps = tuple(p["kernel_size_nd"]), p["num_groups"], p["num_output_maps"]
+    c = x[len(x) - len(ks) - 1]
+    want = (maps, c // g) + ks if ltype == LayerType.CONVOLUTION else (c, maps // g) + ks
+    if c >= 0 and g >= 1 and k[-len(ks) - 2:] != want[-len(ks) - 2:]:
+        fail(name, f"the kernel tensor has shape {k}; expected {want}")
+    return dict(w, kernel=_KernelTensor(k, dtypes[1]))
+
+
 #: types each layer kind refuses where the generic rules would let them through (TensorRT-RTX 1.7)
 _NO_BOOL_UINT8 = (DataType.BOOL, DataType.UINT8)
 _ARITHMETIC_TYPES = "FLOAT, HALF, BF16, INT8, INT32 or INT64"
@@ -200,9 +229,6 @@ def infer_layer(ltype, p, w, shapes, dtypes, name, plugin=None):
         wt = w["weights"].dtype
         if wt == DataType.UINT8:
             fail(name, "UINT8 weights: a constant layer takes FLOAT, HALF, BF16, INT32 or INT64 weights")
-        if wt == DataType.INT8:
-            fail(name, "INT8 weights make a quantized constant, which TensorRT allows only as the input of a "
-                       "dequantize layer (the reference has none); use FLOAT, HALF, BF16, INT32 or INT64")
         if wt == DataType.BOOL:
             fail(name, f"BOOL weights: {CONSTANT_BOOL}")
         return [tuple(p["shape"])], [wt]
@@ -253,7 +279,9 @@ def infer_layer(ltype, p, w, shapes, dtypes, name, plugin=None):
                 fail(name, f"softmax axes {p['axes']:#b} selects {len(axes)} axes; exactly one is allowed")
         return [tuple(x)], [dt]
     if ltype in (LayerType.CONVOLUTION, LayerType.DECONVOLUTION):
-        return [win.conv(ltype, name, p, w, x, dt)], [dt]
+        return [win.conv(ltype, name, p, _kernel_input(ltype, name, p, w, shapes, dtypes), x, dt)], [dt]
+    if ltype in (LayerType.QUANTIZE, LayerType.DEQUANTIZE):
+        return quantize.infer(ltype, p, shapes, dtypes, name)
     if ltype == LayerType.POOLING:
         return [win.pool(name, p, x, dt)], [dt]
     if ltype == LayerType.LRN:
@@ -332,8 +360,8 @@ def infer_layer(ltype, p, w, shapes, dtypes, name, plugin=None):
     if ltype == LayerType.CAST:
         to = DataType(p["to_type"])
         if to in (DataType.FP8, DataType.INT4, DataType.FP4):
-            fail(name, f"a cast to {to.name}: only a quantize layer may produce {to.name} (TensorRT-RTX) and the "
-                       "reference has none")
+            fail(name, f"a cast to {to.name}: only a quantize layer may produce {to.name} (TensorRT-RTX); "
+                       "use add_quantize")
         return [tuple(x)], [to]
     if ltype == LayerType.IDENTITY:
         return [tuple(x)], [dt]

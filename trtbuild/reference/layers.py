@@ -229,6 +229,7 @@ def _unit_interval(value):
 
 
 class _ConvLike(ILayer):
+    _MAX_INPUTS = 2  # input 1: the kernel as a tensor (a dequantized weight), with empty kernel weights
     num_output_maps = _param("num_output_maps", "int")
     kernel_size_nd = _param("kernel_size_nd", "dims")
     stride_nd = _param("stride_nd", "dims")
@@ -342,6 +343,22 @@ class IIdentityLayer(ILayer):
     _TYPE = LayerType.IDENTITY
 
 
+class _QuantizeLike(ILayer):
+    """Inputs: 0 the tensor, 1 the scale (2, TensorRT's zero point, is refused when set)."""
+
+    _MAX_INPUTS = 3
+    axis = _param("axis", "int")
+    to_type = _param("to_type", DataType)
+
+
+class IQuantizeLayer(_QuantizeLike):
+    _TYPE = LayerType.QUANTIZE
+
+
+class IDequantizeLayer(_QuantizeLike):
+    _TYPE = LayerType.DEQUANTIZE
+
+
 class IConstantLayer(ILayer):
     _TYPE = LayerType.CONSTANT
     shape = _param("shape", "dims")
@@ -364,4 +381,4 @@ LAYER_CLASSES = {cls._TYPE: cls for cls in (
     IScaleLayer, IReduceLayer, IElementWiseLayer, IUnaryLayer, IActivationLayer, IConvolutionLayer,
     IDeconvolutionLayer, IPoolingLayer, ILRNLayer, INormalizationLayer, IShuffleLayer, IConcatenationLayer,
     ISliceLayer, IPaddingLayer, IMatrixMultiplyLayer, ISoftMaxLayer, ICastLayer, IIdentityLayer,
-    IConstantLayer, IPluginV3Layer)}
+    IConstantLayer, IPluginV3Layer, IQuantizeLayer, IDequantizeLayer)}

@@ -7,6 +7,7 @@ from .core import Dims, ITensor, NetworkError
 from .enums import (ActivationType, DataType, LayerType, MatrixOperation, NetworkDefinitionCreationFlag, PaddingMode,
                     SampleMode)
 from . import layers as L
+from .quantize import validate as validate_quantization
 
 _IDENTITY = tuple(range(Dims.MAX_DIMS))
 _FLT_MAX = 3.4028234663852886e38
@@ -24,8 +25,8 @@ _ACTIVATION_DEFAULTS = {
 #: the message for FP8/INT4/FP4 network inputs (tests/twin.py's REFERENCE_STRICTER matches it: TensorRT-RTX
 #: takes INT4 inputs into a shuffle)
 QUANTIZED_INPUT = ("holds quantized values that only Q/DQ layers interpret (TensorRT's DataType.INT4: \"Signed 4-bit "
-                   "integer representing a quantized floating-point value\"); the reference has no Q/DQ layers "
-                   "and no storage for the type")
+                   "integer representing a quantized floating-point value\"); the reference keeps FP8 only "
+                   "between its quantize and dequantize layers and has no storage for 4-bit types")
 
 
 class INetworkDefinition:
@@ -234,6 +235,17 @@ class INetworkDefinition:
     def add_identity(self, input) -> L.IIdentityLayer:
         return self._add(L.IIdentityLayer, [input], {})
 
+    def add_quantize(self, input, scale, output_type=DataType.INT8) -> L.IQuantizeLayer:
+        """TensorRT 10's default output_type (INT8); TensorRT 11 requires it. Semantics: quantize.py. Checked
+        when a shape or type is read or at build (not here): the axis is usually set after the add."""
+        return self._add(L.IQuantizeLayer, [input, scale], {"axis": -1, "to_type": int(DataType(output_type))},
+                         eager=False)
+
+    def add_dequantize(self, input, scale, output_type=DataType.FLOAT) -> L.IDequantizeLayer:
+        """TensorRT 10's default output_type (FLOAT); TensorRT 11 requires it."""
+        return self._add(L.IDequantizeLayer, [input, scale], {"axis": -1, "to_type": int(DataType(output_type))},
+                         eager=False)
+
     def add_plugin_v3(self, inputs, shape_inputs, plugin) -> L.IPluginV3Layer:
         from .plugins import IPluginV3
 
@@ -259,6 +271,7 @@ class INetworkDefinition:
                     raise NetworkError(f"layer '{layer.name}': input {i} is not set")
             layer._infer()
         self._validate_uint8()
+        validate_quantization(self)
 
     def _validate_uint8(self) -> None:
         """TensorRT-RTX: a UINT8 tensor is only a network input or output, and a UINT8 output comes from

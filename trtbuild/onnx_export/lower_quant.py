@@ -1,0 +1,68 @@
+"""Lowering of IQuantizeLayer / IDequantizeLayer to ONNX QuantizeLinear / DequantizeLinear.
+
+Symmetric (zero point 0), per tensor (a scalar scale) or per axis (a 1-D scale and the layer's
+axis: opset >= 13). FP8 E4M3 (FLOAT8E4M3FN) needs opset >= 19, where QuantizeLinear's default
+saturate=1 clamps to +-448 as TensorRT does; export_onnx picks opset 19 for such networks unless
+told otherwise. The reference computes x / scale in FLOAT whatever the input type, so HALF/BF16
+inputs and scales are cast to FLOAT first (opset 13 QuantizeLinear takes FLOAT only); a dequantize
+to HALF/BF16 computes in FLOAT and casts its result, as the reference rounds only its output.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from trtbuild.reference.enums import DataType
+
+from .graph import GraphBuilder, onnx_type
+
+#: the first opset whose QuantizeLinear/DequantizeLinear take FLOAT8E4M3FN
+FP8_OPSET = 19
+
+
+def _scale(g: GraphBuilder, layer, name: str) -> tuple[str, int | None]:
+    """The FLOAT scale value and the ONNX axis: None for a per-tensor scale (made 0-D)."""
+    s = layer.get_input(1)
+    value = g.to_float(name, s.dtype)
+    if len(s.shape) == 1 and s.shape[0] != 1:
+        return value, int(layer._params["axis"])
+    if len(s.shape) != 0:
+        value = g.add("Reshape", [value, g.ints([], "scalar_shape")])
+    return value, None
+
+
+def _check_fp8(g: GraphBuilder, dtype) -> None:
+    if DataType(dtype) == DataType.FP8:
+        g.require_opset(FP8_OPSET, "FP8 (FLOAT8E4M3FN) quantization")
+
+
+def lower_quantize(g: GraphBuilder, layer, ins, outs):
+    to = DataType(layer._params["to_type"])
+    _check_fp8(g, to)
+    x = g.to_float(ins[0], layer.get_input(0).dtype)
+    scale, axis = _scale(g, layer, ins[1])
+    shape = [] if axis is None else [layer.get_input(1).shape[0]]
+    zero = g.const(np.zeros(shape, np.float32), onnx_type(to, layer.name), "zero_point")
+    g.add("QuantizeLinear", [x, scale, zero], outs, axis=axis)
+
+
+def lower_dequantize(g: GraphBuilder, layer, ins, outs):
+    _check_fp8(g, layer.get_input(0).dtype)
+    scale, axis = _scale(g, layer, ins[1])
+    to = DataType(layer._params["to_type"])
+    y = g.float_target(outs[0], to)
+    g.add("DequantizeLinear", [ins[0], scale], [y], axis=axis)
+    g.from_float(y, outs[0], to)
+
+
+def uses_fp8(network) -> bool:
+    """Whether a Q/DQ layer of `network` quantizes to or from FP8 (the export then needs opset 19)."""
+    from trtbuild.reference.enums import LayerType
+
+    for layer in network._layers:
+        if layer._TYPE == LayerType.QUANTIZE and DataType(layer._params["to_type"]) == DataType.FP8:
+            return True
+    return False
+
+
+__all__ = ["FP8_OPSET", "lower_dequantize", "lower_quantize", "uses_fp8"]
