@@ -12,7 +12,7 @@ Keep patterns are PyTorch module names or globs (fnmatch: ``*`` also crosses dot
 matching a module keeps it and every module inside it. When several patterns cover a module, the
 one matching the innermost module wins (``fp16:layer4 fp32:layer4.1.conv2``: layer4.1.conv2 stays
 fp32, the rest of layer4 fp16); on the same module fp32 wins over fp16. A pattern that matches no
-module of the network is an error naming it. A plan for fp16/bf16/fp32 (no calibration) only carries
+module (or residual add, ``layer1.0.add``) of the network is an error naming it. A plan for fp16/bf16/fp32 (no calibration) only carries
 the kept modules.
 
 INT8 scale = amax/127, FP8 E4M3 scale = amax/448 (:func:`scale_of`), symmetric, zero point 0.
@@ -103,7 +103,8 @@ class QuantPlan:
                              f"recalibrate with --precision {precision} or without --precision")
         names = list(modules if modules is not None else calibration.modules if calibration else [])
         keep = list(keep)
-        unknown = [p for p, _ in keep if not any(fnmatchcase(n, p) for n in names)]
+        known = names + list(calibration.adds if calibration else ())  # adds can be kept by name too
+        unknown = [p for p, _ in keep if not any(fnmatchcase(n, p) for n in known)]
         if unknown:
             shown = ", ".join(names[:8]) + (", ..." if len(names) > 8 else "")
             raise ValueError(f"--keep: {', '.join(unknown)} match{'es' if len(unknown) == 1 else ''} no module of "
@@ -159,8 +160,7 @@ class QuantPlan:
         not to be quantized (not recorded, a non-quantized plan, or the add's module kept)."""
         if not self.quantizes or self.calibration is None or add not in self.calibration.adds:
             return None
-        scope = add.rpartition(".")[0]
-        if scope and self.kept_precision(scope) is not None:
+        if self.kept_precision(add) is not None:  # the add, or a module containing it, is kept
             return None
         keys = self.calibration.adds[add]
         return tuple(float(self.calibration.activations[k]) for k in keys)
