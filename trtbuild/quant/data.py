@@ -149,7 +149,10 @@ def iterable_source(ref: str, sample_shape) -> CalibrationData:
     arguments is called first, so a generator function works)."""
     from trtbuild.models.user import load_object
 
-    obj, where, _ = load_object(ref)
+    try:
+        obj, where, _ = load_object(ref)
+    except ValueError as e:
+        raise ValueError(f"--data {ref}: {e}") from None
     if callable(obj) and not isinstance(obj, Iterable):
         try:
             obj = obj()
