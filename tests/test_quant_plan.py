@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from trtbuild.quant import Calibration, QuantPlan, parse_keep, scale_of
+import torch
+from torch import nn
+
+from trtbuild.quant import Calibration, QuantPlan, folded_weight_amax, parse_keep, scale_of, weight_amax
 
 MODULES = ["conv1", "bn1", "layer1", "layer1.0", "layer1.0.conv1", "layer1.0.bn1", "layer1.0.conv2",
            "layer1.0.bn2", "layer4", "layer4.0", "layer4.0.conv1", "layer4.0.conv2", "conv4_3_norm", "fc"]
@@ -91,3 +94,17 @@ def test_fp16_plan_keeps_modules_without_calibration():
     plan = QuantPlan.build(None, "fp16", parse_keep(["fp32:conv4_3_norm"]), modules=MODULES)
     assert plan.precision_of("conv4_3_norm") == "fp32" and plan.precision_of("conv1") == "fp16"
     assert not plan.layer("conv1").quantized and plan.add_inputs("layer1.0.add") is None
+
+
+def test_folded_weight_amax_is_the_amax_of_the_bn_folded_weight():
+    torch.manual_seed(0)
+    conv, bn = nn.Conv2d(3, 4, 3, bias=False), nn.BatchNorm2d(4).eval()
+    with torch.no_grad():
+        bn.weight.copy_(torch.tensor([2.0, -0.5, 1.0, 3.0]))
+        bn.running_var.uniform_(0.5, 2.0)
+    scale = bn.weight / torch.sqrt(bn.running_var + bn.eps)
+    folded = conv.weight.detach() * scale.detach()[:, None, None, None]
+    expected = folded.abs().reshape(4, -1).amax(1).tolist()
+    assert folded_weight_amax(weight_amax(conv.weight), scale.tolist()) == pytest.approx(expected, rel=1e-6)
+    with pytest.raises(ValueError, match="4 channel amax values but 3"):
+        folded_weight_amax([1.0] * 4, [1.0] * 3)

@@ -17,8 +17,8 @@ from .calibfile import CalibrationFileError, load_calibration, write_calibration
 from .calibrate import Calibration, calibrate, network_tensors, weight_amax
 from .data import folder_source, iterable_source, random_source
 from .histogram import METHODS, AbsHistogram, compute_amax
-from .plan import LayerPlan, QuantPlan, parse_keep, scale_of
+from .plan import LayerPlan, QuantPlan, folded_weight_amax, parse_keep, scale_of
 
 __all__ = ["METHODS", "AbsHistogram", "Calibration", "CalibrationFileError", "LayerPlan", "QuantPlan", "calibrate",
-           "compute_amax", "folder_source", "iterable_source", "load_calibration", "network_tensors", "parse_keep",
+           "compute_amax", "folded_weight_amax", "folder_source", "iterable_source", "load_calibration", "network_tensors", "parse_keep",
            "random_source", "scale_of", "weight_amax", "write_calibration"]

@@ -25,7 +25,8 @@ from fnmatch import fnmatchcase
 
 from .calibrate import Calibration
 
-__all__ = ["QUANTIZED_PRECISIONS", "KEEP_PRECISIONS", "LayerPlan", "QuantPlan", "parse_keep", "scale_of"]
+__all__ = ["QUANTIZED_PRECISIONS", "KEEP_PRECISIONS", "LayerPlan", "QuantPlan", "folded_weight_amax", "parse_keep",
+           "scale_of"]
 
 QUANTIZED_PRECISIONS = {"int8": 127.0, "fp8": 448.0}
 KEEP_PRECISIONS = ("fp32", "fp16")
@@ -36,6 +37,15 @@ def scale_of(amax, precision: str):
     """Q/DQ scale of `amax` (a number or a sequence) in `precision` (int8: amax/127, fp8: amax/448)."""
     top = QUANTIZED_PRECISIONS[precision]
     return [a / top for a in amax] if isinstance(amax, (list, tuple)) else amax / top
+
+
+def folded_weight_amax(weight_amax, channel_scale) -> list[float]:
+    """Per-channel amax of a weight after folding a BatchNorm into it: output channel c is
+    multiplied by s_c = gamma_c / sqrt(var_c + eps), so its max |w| becomes |s_c| * amax_c."""
+    if len(weight_amax) != len(channel_scale):
+        raise ValueError(f"folded_weight_amax: {len(weight_amax)} channel amax values but {len(channel_scale)} "
+                         "BatchNorm scales")
+    return [abs(float(s)) * float(a) for a, s in zip(weight_amax, channel_scale)]
 
 
 def parse_keep(items) -> list[tuple[str, str]]:
