@@ -230,6 +230,7 @@ def _edited(tmp_path, source, edit):
 def test_the_file_loads_for_its_network(resnet_file):
     calib = load_calibration(resnet_file, registry.get("resnet18"), small=True)
     assert calib.model == "resnet18" and len(calib.weights) == 21
+    assert load_calibration(resnet_file, registry.get("resnet18")).small is True  # the file's size variant
     assert load_calibration(resnet_file, registry.get_torch_model("resnet18", small=True)).model == "resnet18"
 
 
@@ -307,6 +308,16 @@ def test_cli_folder_errors_name_the_file(tmp_path, capsys):
     np.save(data / "a.npy", np.full((1, *SMALL_SHAPE), np.nan, np.float32))
     assert _run("resnet18", "--small", "--data", str(data), "--out", str(out)) == 1
     assert "a.npy holds NaN" in capsys.readouterr().err and not out.exists()
+    (data / "a.npy").unlink()
+    torch.save({"x": torch.zeros(SMALL_SHAPE)}, data / "b.pt")
+    assert _run("resnet18", "--small", "--data", str(data), "--out", str(out)) == 1
+    assert "b.pt is of type dict, not a tensor" in capsys.readouterr().err
+    (data / "b.pt").write_text("not a checkpoint")
+    assert _run("resnet18", "--small", "--data", str(data), "--out", str(out)) == 1
+    assert "b.pt cannot be read" in capsys.readouterr().err and not out.exists()
+    (tmp_path / "d.py").write_text("N = 3\n")
+    assert _run("resnet18", "--small", "--data", f"{tmp_path / 'd.py'}:N", "--out", str(out)) == 1
+    assert "d.py:N is of type int, not an iterable" in capsys.readouterr().err and not out.exists()
 
 
 def test_cli_iterable_with_labels_and_batching(tmp_path):

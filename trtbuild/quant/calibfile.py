@@ -171,7 +171,8 @@ def load_calibration(path: str | os.PathLike, model=None, *, small: bool | None 
 
     model: an nn.Module (checked with the file's recorded sample shape), a ModelSpec (its name must be the file's; its PyTorch model, built with `small`, or
     `module`, must have exactly the file's tensors), a model name (checked against the file's), or
-    None (no network check). small: the size variant requested (checked against the file's)."""
+    None (no network check). small: the size variant requested (checked against the file's; None:
+    the file's)."""
     data = _read(path)
     if isinstance(model, nn.Module):
         model, module = None, model
@@ -185,9 +186,10 @@ def load_calibration(path: str | os.PathLike, model=None, *, small: bool | None 
         _refuse(path, f"was made for {variant} of '{data['model']}'; {'add' if recorded_small else 'drop'} --small "
                       "or recalibrate")
     if hasattr(model, "input_shape"):
-        sample_shape = tuple(model.input_shape(bool(small)))[1:]
+        small = bool(recorded_small if small is None else small)
+        sample_shape = tuple(model.input_shape(small))[1:]
         if module is None:
-            module = model.torch_factory(0, bool(small))
+            module = model.torch_factory(0, small)
         check_network(path, data, module, sample_shape)
     elif module is not None:
         sample_shape = (data.get("data") or {}).get("sample_shape")

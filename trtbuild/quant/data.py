@@ -70,7 +70,7 @@ class CalibrationData:
         if isinstance(value, np.ndarray):
             value = torch.from_numpy(value)
         if not isinstance(value, torch.Tensor):
-            raise ValueError(f"calibration data {where} is a {type(value).__name__}, not a tensor or array "
+            raise ValueError(f"calibration data {where} is of type {type(value).__name__}, not a tensor or array "
                              "(nor a (tensor, label) pair)")
         if not (value.is_floating_point() or value.dtype in (torch.uint8, torch.int8, torch.int16, torch.int32,
                                                             torch.int64)):
@@ -160,7 +160,7 @@ def iterable_source(ref: str, sample_shape) -> CalibrationData:
             raise ValueError(f"--data {where} cannot be called without arguments ({e}); give an iterable or a "
                              "function returning one") from None
     if isinstance(obj, (torch.Tensor, np.ndarray)) or not isinstance(obj, Iterable):
-        raise ValueError(f"--data {where} is a {type(obj).__name__}, not an iterable of tensors or "
+        raise ValueError(f"--data {where} is of type {type(obj).__name__}, not an iterable of tensors or "
                          "(tensor, label) pairs")
 
     def items():
