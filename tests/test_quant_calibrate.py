@@ -388,3 +388,16 @@ def test_cli_user_network_function(tmp_path):
     assert set(d["activations"]) == {"0.input", "3.input"} and d["model"] == "unet"
     assert d["shapes"]["weights"] == {"0.weight": [4, 3, 3, 3], "3.weight": [2, 144]}
     assert math.isclose(d["activations"]["0.input"], 1.0, rel_tol=0.02)
+
+
+def test_ctrl_c_leaves_the_existing_file_untouched(tmp_path, capsys):
+    (tmp_path / "stop.py").write_text(
+        "import torch\n"
+        "def items():\n"
+        "    yield torch.zeros(3, 64, 64)\n"
+        "    raise KeyboardInterrupt\n")
+    out = tmp_path / "c.json"
+    out.write_text('{"mine": 1}')
+    assert _run("resnet18", "--small", "--data", f"{tmp_path / 'stop.py'}:items", "--out", str(out)) == 130
+    assert "interrupted" in capsys.readouterr().err
+    assert out.read_text() == '{"mine": 1}' and sorted(p.name for p in tmp_path.iterdir() if p.name != "__pycache__") == ["c.json", "stop.py"]
