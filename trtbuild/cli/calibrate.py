@@ -113,8 +113,8 @@ def _progress(args, total):
 
 def run(args) -> int:
     """Calibrate and write the file; print what was used and written."""
-    from trtbuild.quant import calibrate, write_calibration
-    from trtbuild.quant.data import DataHash, shape_text
+    from trtbuild.quant import calibrate_data, write_calibration
+    from trtbuild.quant.data import shape_text
     from trtbuild.weights.outputs import JSON
 
     from ._outputs import check_paths
@@ -129,30 +129,23 @@ def run(args) -> int:
     print(f"weights: {weights_note}")
     print(f"data: {source.description}" + (" (ranges from random data are not ranges of real data)"
                                            if source.kind == "random" else ""), flush=True)
-    digest = DataHash(sample_shape)
     batch_size = None if source.kind == "random" else args.batch_size
     limit = None if source.kind == "random" else args.batches
-
-    def batches():
-        for batch in source.batches(batch_size, limit):
-            digest.update(batch)
-            yield batch
-
     bar, progress = _progress(args, source.expected_batches(batch_size, limit))
     try:
-        calib = calibrate(module, batches(), args.method, percentile=args.percentile, model_name=spec.name,
-                          progress=progress)
+        calib = calibrate_data(module, source, args.method, percentile=args.percentile, batch_size=batch_size,
+                               limit=limit, model_name=spec.name, small=bool(args.small), precision=args.precision,
+                               progress=progress)
     finally:
         if bar is not None:
             bar.close()
-    calib.small, calib.precision, calib.weights_source = bool(args.small), args.precision, weights_note
-    calib.data = {"kind": source.kind, "description": source.description, "sha256": digest.hexdigest(),
-                  "batches": digest.batches, "samples": digest.samples, "sample_shape": list(sample_shape)}
+    calib.weights_source = weights_note
     write_calibration(calib, args.out)
     method = args.method + (f" {args.percentile:g}" if args.method == "percentile" else "")
     inputs = sum(k.endswith(".input") for k in calib.activations)
-    print(f"data: {digest.samples} samples of {shape_text(sample_shape)} in {digest.batches} batches, "
-          f"sha256 {digest.hexdigest()[:16]}...")
+    data = calib.data
+    print(f"data: {data['samples']} samples of {shape_text(sample_shape)} in {data['batches']} batches, "
+          f"sha256 {data['sha256'][:16]}...")
     print(f"method: {method}; {len(calib.activations)} activation ranges ({inputs} Conv/Linear inputs, "
           f"{len(calib.activations) - inputs} residual-add inputs, {len(calib.adds)} adds), "
           f"{len(calib.weights)} weights per output channel")

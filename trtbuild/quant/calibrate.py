@@ -25,7 +25,7 @@ from torch import nn
 from .histogram import DEFAULT_BINS, METHODS, AbsHistogram, compute_amax
 from .record import TensorRecorder, quantized_modules
 
-__all__ = ["Calibration", "calibrate", "weight_amax", "network_tensors", "ZERO_AMAX"]
+__all__ = ["Calibration", "calibrate", "calibrate_data", "weight_amax", "network_tensors", "ZERO_AMAX"]
 
 ZERO_AMAX = 1.0
 
@@ -127,3 +127,24 @@ def calibrate(model: nn.Module, batches: Iterable[torch.Tensor], method: str = "
     return Calibration(model=model_name, method=params, activations=activations, weights=weights,
                        shapes={"activations": rec.shapes, "weights": weight_shapes}, adds=rec.adds,
                        modules=_module_names(model), all_zero=all_zero)
+
+
+def calibrate_data(model: nn.Module, source, method: str = "max", *, percentile: float = 99.99,
+                   batch_size: int | None = None, limit: int | None = None, model_name: str = "model",
+                   small: bool | None = None, precision: str | None = None, progress=None) -> Calibration:
+    """calibrate() on a trtbuild.quant.data source (`batch_size`, `limit`: as CalibrationData.batches),
+    recording the data's kind, description, sha256, batch and sample counts and sample shape."""
+    from .data import DataHash
+
+    digest = DataHash(source.sample_shape)
+
+    def batches():
+        for batch in source.batches(batch_size, limit):
+            digest.update(batch)
+            yield batch
+
+    calib = calibrate(model, batches(), method, percentile=percentile, model_name=model_name, progress=progress)
+    calib.small, calib.precision = small, precision
+    calib.data = {"kind": source.kind, "description": source.description, "sha256": digest.hexdigest(),
+                  "batches": digest.batches, "samples": digest.samples, "sample_shape": list(source.sample_shape)}
+    return calib
