@@ -38,8 +38,16 @@ from trtbuild.weights.atomic import AtomicWriteError, atomic_write
 from .calibrate import Calibration, network_tensors
 from .data import shape_text
 
-__all__ = ["FORMAT", "FORMAT_VERSION", "CalibrationFileError", "fingerprint", "to_dict", "write_calibration",
-           "load_calibration", "check_network"]
+__all__ = [
+    "FORMAT",
+    "FORMAT_VERSION",
+    "CalibrationFileError",
+    "check_network",
+    "fingerprint",
+    "load_calibration",
+    "to_dict",
+    "write_calibration",
+]
 
 FORMAT = "trtbuild-calibration"
 FORMAT_VERSION = 1

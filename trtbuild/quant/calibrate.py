@@ -25,7 +25,7 @@ from torch import nn
 from .histogram import DEFAULT_BINS, METHODS, AbsHistogram, compute_amax
 from .record import TensorRecorder, quantized_modules
 
-__all__ = ["Calibration", "calibrate", "calibrate_data", "weight_amax", "network_tensors", "ZERO_AMAX"]
+__all__ = ["ZERO_AMAX", "Calibration", "calibrate", "calibrate_data", "network_tensors", "weight_amax"]
 
 ZERO_AMAX = 1.0
 

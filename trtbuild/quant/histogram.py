@@ -32,8 +32,17 @@ import math
 import numpy as np
 import torch
 
-__all__ = ["METHODS", "DEFAULT_BINS", "START_BIN", "AbsHistogram", "compute_amax", "amax_percentile", "amax_mse",
-           "amax_entropy", "int8_fake_quant"]
+__all__ = [
+    "DEFAULT_BINS",
+    "METHODS",
+    "START_BIN",
+    "AbsHistogram",
+    "amax_entropy",
+    "amax_mse",
+    "amax_percentile",
+    "compute_amax",
+    "int8_fake_quant",
+]
 
 METHODS = ("max", "percentile", "mse", "entropy")
 DEFAULT_BINS = 2048
@@ -83,7 +92,7 @@ class AbsHistogram:
             self.counts[0] += self._zeros
         top = self.width * len(self.counts)
         if x_max > top:  # more bins of the same width, up to the new max
-            grown = int(math.ceil(x_max / self.width))
+            grown = math.ceil(x_max / self.width)
             self.counts = np.concatenate([self.counts, np.zeros(grown - len(self.counts))])
             while len(self.counts) > 2 * self.num_bins:  # merge pairs: at most 2 * num_bins bins
                 self.counts = np.pad(self.counts, (0, len(self.counts) % 2)).reshape(-1, 2).sum(axis=1)

@@ -25,8 +25,15 @@ from fnmatch import fnmatchcase
 
 from .calibrate import Calibration
 
-__all__ = ["QUANTIZED_PRECISIONS", "KEEP_PRECISIONS", "LayerPlan", "QuantPlan", "folded_weight_amax", "parse_keep",
-           "scale_of"]
+__all__ = [
+    "KEEP_PRECISIONS",
+    "QUANTIZED_PRECISIONS",
+    "LayerPlan",
+    "QuantPlan",
+    "folded_weight_amax",
+    "parse_keep",
+    "scale_of",
+]
 
 QUANTIZED_PRECISIONS = {"int8": 127.0, "fp8": 448.0}
 KEEP_PRECISIONS = ("fp32", "fp16")
@@ -99,7 +106,7 @@ class QuantPlan:
     modules: list[str] = field(default_factory=list)
 
     @classmethod
-    def build(cls, calibration: Calibration | None, precision: str, keep=(), modules=None) -> "QuantPlan":
+    def build(cls, calibration: Calibration | None, precision: str, keep=(), modules=None) -> QuantPlan:
         """A plan for `precision` (int8/fp8 need `calibration`), keeping the `keep` patterns
         ((pattern, precision) pairs, see parse_keep). `modules`: the network's module names
         (default: the calibration's). ValueError names an unknown pattern or a mismatch."""

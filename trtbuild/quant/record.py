@@ -25,7 +25,7 @@ A module that runs several times per forward contributes all its calls to one ke
 from __future__ import annotations
 
 import weakref
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 from torch import nn
@@ -52,7 +52,7 @@ def weight_keys(model: nn.Module) -> list[str]:
 
 
 class _AddWatcher(TorchFunctionMode):
-    def __init__(self, recorder: "TensorRecorder"):
+    def __init__(self, recorder: TensorRecorder):
         super().__init__()
         self.recorder = recorder
 
@@ -118,7 +118,7 @@ class TensorRecorder:
         self._scope.clear()
         self._add_count.clear()
 
-    def __enter__(self) -> "TensorRecorder":
+    def __enter__(self) -> TensorRecorder:
         for name, module in self.model.named_modules():
             if not name:
                 continue
