@@ -1,0 +1,138 @@
+"""Forward hooks that find and observe every tensor a quantized network quantizes.
+
+    with TensorRecorder(model, observe) as rec:   # observe(key, tensor) gets each tensor, each batch
+        model(x)
+    rec.shapes      # {key: per-sample shape}, in the order first seen
+    rec.adds        # {add name: [key of input 0, key of input 1]}
+
+Keys (what a calibration file names):
+
+* ``<module>.input``: the input of every ``nn.Conv1d/2d/3d`` and ``nn.Linear`` (a forward pre-hook);
+* ``<module>.output``: a tensor that feeds a residual add, named after the outermost module that
+  returned it (``layer1.0`` for the block output that is the next block's identity,
+  ``layer2.0.downsample``, ``layer1.0.bn2``). Adds are not modules, so a ``TorchFunctionMode``
+  watches ``torch.add`` / ``Tensor.add`` / ``+`` / ``+=`` during the forward: an add of two tensors
+  of the same shape is a residual add, and each input is looked up among the module outputs seen so
+  far (every module has a forward hook recording which tensor it returned). The value observed is
+  the one the add receives (after any in-place ReLU). An input no module returned is keyed
+  ``<add name>.input<k>``;
+* adds are named ``<module running the add>.add`` (``add_1``, ``add_2``... for further adds in the
+  same module's forward; ``add`` at the top level), as trtbuild's builders name their add layers.
+
+A module that runs several times per forward contributes all its calls to one key.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable
+
+import torch
+from torch import nn
+from torch.overrides import TorchFunctionMode
+
+__all__ = ["QUANTIZED_MODULES", "TensorRecorder", "quantized_modules", "weight_keys"]
+
+#: modules whose input activation (per tensor) and weight (per output channel) are quantized.
+QUANTIZED_MODULES = (nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.Linear)
+_ADDS = {torch.add, torch.Tensor.add, torch.Tensor.add_, torch.Tensor.__add__, torch.Tensor.__radd__,
+         torch.Tensor.__iadd__}
+
+Observe = Callable[[str, torch.Tensor], None]
+
+
+def quantized_modules(model: nn.Module) -> list[tuple[str, nn.Module]]:
+    """(name, module) of every Conv/Linear of `model`, in definition order."""
+    return [(name, m) for name, m in model.named_modules() if name and isinstance(m, QUANTIZED_MODULES)]
+
+
+def weight_keys(model: nn.Module) -> list[str]:
+    """State-dict names of the quantized weights (``<module>.weight``)."""
+    return [f"{name}.weight" for name, _ in quantized_modules(model)]
+
+
+class _AddWatcher(TorchFunctionMode):
+    def __init__(self, recorder: TensorRecorder):
+        super().__init__()
+        self.recorder = recorder
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if (func in _ADDS and len(args) >= 2 and "alpha" not in kwargs and isinstance(args[0], torch.Tensor)
+                and isinstance(args[1], torch.Tensor) and args[0].shape == args[1].shape
+                and args[0].is_floating_point()):
+            self.recorder._on_add(args[0], args[1])
+        return func(*args, **kwargs)
+
+
+class TensorRecorder:
+    """Context manager installing the hooks on `model`; `observe(key, tensor)` is called for each
+    quantized tensor (see the module docstring), once per call. Hooks are removed on exit."""
+
+    def __init__(self, model: nn.Module, observe: Observe):
+        self.model = model
+        self.observe = observe
+        self.shapes: dict[str, list[int]] = {}
+        self.adds: dict[str, list[str]] = {}
+        self._handles: list = []
+        self._producers: dict[int, tuple[weakref.ref, str]] = {}
+        self._scope: list[str] = []
+        self._add_count: dict[str, int] = {}
+        self._mode: _AddWatcher | None = None
+
+    def _see(self, key: str, x: torch.Tensor) -> None:
+        self.shapes.setdefault(key, list(x.shape[1:]))
+        self.observe(key, x)
+
+    def _on_add(self, a: torch.Tensor, b: torch.Tensor) -> None:
+        scope = self._scope[-1] if self._scope else ""
+        n = self._add_count.get(scope, 0)
+        self._add_count[scope] = n + 1
+        name = (f"{scope}." if scope else "") + ("add" if n == 0 else f"add_{n}")
+        keys = []
+        for k, x in enumerate((a, b)):
+            found = self._producers.get(id(x))
+            producer = found[1] if found is not None and found[0]() is x else None
+            keys.append(f"{producer}.output" if producer else f"{name}.input{k}")
+            self._see(keys[-1], x)
+        self.adds.setdefault(name, keys)
+
+    def _pre_hook(self, name: str, quantized: bool):
+        def hook(module, args):
+            self._scope.append(name)
+            if quantized and args and isinstance(args[0], torch.Tensor):
+                self._see(f"{name}.input", args[0])
+        return hook
+
+    def _post_hook(self, name: str):
+        def hook(module, args, output):
+            if self._scope and self._scope[-1] == name:
+                self._scope.pop()
+            if isinstance(output, torch.Tensor):  # outer modules fire later and overwrite: the outermost wins
+                self._producers[id(output)] = (weakref.ref(output), name)
+        return hook
+
+    def start_batch(self) -> None:
+        """Forget the previous forward's tensors and add counters (call before each forward)."""
+        self._producers.clear()
+        self._scope.clear()
+        self._add_count.clear()
+
+    def __enter__(self) -> TensorRecorder:
+        for name, module in self.model.named_modules():
+            if not name:
+                continue
+            quantized = isinstance(module, QUANTIZED_MODULES)
+            self._handles.append(module.register_forward_pre_hook(self._pre_hook(name, quantized)))
+            self._handles.append(module.register_forward_hook(self._post_hook(name)))
+        self._mode = _AddWatcher(self)
+        self._mode.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._mode is not None:
+            self._mode.__exit__(*exc)
+            self._mode = None
+        for handle in self._handles:
+            handle.remove()
+        self._handles.clear()
