@@ -23,7 +23,7 @@ from typing import Callable, Iterable, Mapping
 
 from trtbuild.backend import backend_name, is_rtx, product_name
 from trtbuild.layers.common import out
-from trtbuild.reference.host_memory import IHostMemory
+from trtbuild.reference.host_memory import IHostMemory, host_memory_of
 
 from .errors import BuildError
 from .logging_bridge import exclusive, make_logger
@@ -54,7 +54,7 @@ class Plan(IHostMemory):
 
     @classmethod
     def copy_of(cls, data, info: dict) -> "Plan":
-        plan = cls.of(data)
+        plan = host_memory_of(data, cls)
         plan.info = info
         return plan
 

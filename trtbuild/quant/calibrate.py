@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 from torch import nn
@@ -144,7 +144,6 @@ def calibrate_data(model: nn.Module, source, method: str = "max", *, percentile:
             yield batch
 
     calib = calibrate(model, batches(), method, percentile=percentile, model_name=model_name, progress=progress)
-    calib.small, calib.precision = small, precision
-    calib.data = {"kind": source.kind, "description": source.description, "sha256": digest.hexdigest(),
-                  "batches": digest.batches, "samples": digest.samples, "sample_shape": list(source.sample_shape)}
-    return calib
+    data = {"kind": source.kind, "description": source.description, "sha256": digest.hexdigest(),
+            "batches": digest.batches, "samples": digest.samples, "sample_shape": list(source.sample_shape)}
+    return replace(calib, small=small, precision=precision, data=data)

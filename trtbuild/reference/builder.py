@@ -8,7 +8,7 @@ import json
 from . import arithmetic as _arith
 from .core import Dims, ILogger, Logger, NetworkError
 from .enums import BuilderFlag, DataType, MemoryPoolType, ProfilingVerbosity
-from .host_memory import IHostMemory
+from .host_memory import IHostMemory, host_memory_of
 from .network import INetworkDefinition
 from .plan import serialize_network, validate_profiles
 from .plugins import get_plugin_registry
@@ -58,7 +58,7 @@ class ITimingCache:
         self._entries = dict(entries or {})
 
     def serialize(self) -> IHostMemory:
-        return IHostMemory.of(_CACHE_MAGIC + json.dumps(self._entries, sort_keys=True).encode())
+        return host_memory_of(_CACHE_MAGIC + json.dumps(self._entries, sort_keys=True).encode())
 
     def combine(self, input_cache: "ITimingCache", ignore_mismatch: bool) -> bool:
         self._entries.update(input_cache._entries)

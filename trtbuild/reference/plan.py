@@ -17,7 +17,7 @@ import struct
 import numpy as np
 
 from .core import NetworkError
-from .host_memory import IHostMemory
+from .host_memory import IHostMemory, host_memory_from_parts
 from .safetensors_blob import safetensors_parts, safetensors_views
 from .layers import _is_int
 
@@ -99,7 +99,7 @@ def serialize_network(network, profiles: list[dict], extra: dict) -> IHostMemory
     digest = hashlib.sha256()
     for part in parts:
         digest.update(part)
-    return IHostMemory.from_parts(parts + [digest.digest()])  # the one copy of the weights this makes
+    return host_memory_from_parts(parts + [digest.digest()])  # the one copy of the weights this makes
 
 
 def deserialize_plan(data) -> tuple[dict, dict[str, np.ndarray]]:

@@ -103,9 +103,9 @@ class ICudaEngine:
         return IExecutionContext(self)
 
     def serialize(self):
-        from .builder import IHostMemory
+        from .host_memory import host_memory_of
 
-        return IHostMemory.of(self._plan)
+        return host_memory_of(self._plan)
 
 
 class IExecutionContext:
