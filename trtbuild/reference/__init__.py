@@ -22,6 +22,7 @@ from .layers import (IActivationLayer, ICastLayer, IConcatenationLayer, IConstan
                      IDeconvolutionLayer, IElementWiseLayer, IIdentityLayer, ILayer, ILRNLayer, IMatrixMultiplyLayer,
                      INormalizationLayer, IPaddingLayer, IPluginV3Layer, IPoolingLayer, IReduceLayer, IScaleLayer,
                      IShuffleLayer, ISliceLayer, ISoftMaxLayer, IUnaryLayer)
+from .debug import IDebugListener
 from .network import INetworkDefinition
 from .plugins import IPluginCreatorV3One, IPluginRegistry, IPluginV3, PluginField, PluginFieldCollection, get_plugin_registry
 from .runtime import ICudaEngine, IExecutionContext, Runtime
@@ -42,5 +43,5 @@ __all__ = [
     "INormalizationLayer", "IPaddingLayer", "IPluginV3Layer", "IPoolingLayer", "IReduceLayer", "IScaleLayer",
     "IShuffleLayer", "ISliceLayer", "ISoftMaxLayer", "IUnaryLayer", "INetworkDefinition",
     "IPluginCreatorV3One", "IPluginRegistry", "IPluginV3", "PluginField", "PluginFieldCollection",
-    "get_plugin_registry", "ICudaEngine", "IExecutionContext", "Runtime",
+    "get_plugin_registry", "ICudaEngine", "IExecutionContext", "Runtime", "IDebugListener",
 ]

@@ -7,6 +7,7 @@ from .core import Dims, ITensor, NetworkError
 from .enums import (ActivationType, DataType, LayerType, MatrixOperation, NetworkDefinitionCreationFlag, PaddingMode,
                     SampleMode)
 from . import layers as L
+from .debug import NetworkDebugMarks
 
 _IDENTITY = tuple(range(Dims.MAX_DIMS))
 _FLT_MAX = 3.4028234663852886e38
@@ -28,7 +29,7 @@ QUANTIZED_INPUT = ("holds quantized values that only Q/DQ layers interpret (Tens
                    "and no storage for the type")
 
 
-class INetworkDefinition:
+class INetworkDefinition(NetworkDebugMarks):
     """A strongly typed network under construction."""
 
     def __init__(self, flags: int = 0, builder=None):

@@ -19,6 +19,7 @@ import numpy as np
 from .core import NetworkError
 from .safetensors_blob import safetensors_parts, safetensors_views
 from .layers import _is_int
+from .debug import check_debug_header, debug_header
 
 MAGIC = b"TRTBREF\x01"
 FORMAT_VERSION = 1
@@ -91,7 +92,7 @@ def serialize_network(network, profiles: list[dict], extra: dict) -> bytes:
         out_layers.append(entry)
     outputs = [{"id": tid(t), "name": t.name, "dtype": int(t.dtype), "shape": list(t.shape)} for t in network._outputs]
     header = {"format": FORMAT_VERSION, "name": network.name, "inputs": inputs, "outputs": outputs,
-              "layers": out_layers, "profiles": profiles, **extra}
+              "layers": out_layers, "profiles": profiles, **extra, **debug_header(network, ids)}
     hj = json.dumps(header, separators=(",", ":")).encode()
     blob = safetensors_parts(arrays, at=len(MAGIC) + 16 + len(hj)) if arrays else []
     parts = [MAGIC, struct.pack("<Q", len(hj)), hj, struct.pack("<Q", sum(len(b) for b in blob)), *blob]
@@ -220,6 +221,7 @@ def check_header(header: dict) -> None:
         _need(t["id"] in defined, f"outputs[{i}] ('{t['name']}') is tensor id {t['id']}, which nothing defines")
         _need(t["name"] not in names, f"outputs[{i}] reuses the I/O tensor name '{t['name']}'")
         names.add(t["name"])
+    check_debug_header(header, _need)
     inputs = {t["name"]: t for t in header["inputs"]}
     for k, prof in enumerate(header["profiles"]):
         _need(isinstance(prof, dict), f"profiles[{k}] is a {type(prof).__name__}, not an object")

@@ -13,6 +13,7 @@ import math
 import torch
 
 from .core import Dims, ILogger, NetworkError
+from .debug import ContextDebugState, EngineDebugTensors
 from .enums import DataType, TensorIOMode, TensorLocation
 from .execute import TORCH_DTYPE
 from .graph import PlanGraph
@@ -37,7 +38,7 @@ def _wrap(address: int, shape, dtype: DataType, dev: torch.device) -> torch.Tens
     return raw.view(TORCH_DTYPE[dtype]).reshape(tuple(shape))
 
 
-class ICudaEngine:
+class ICudaEngine(EngineDebugTensors):
     def __init__(self, header: dict, graph: PlanGraph, logger: ILogger, plan: bytes):
         self._logger = logger
         self._plan = plan
@@ -107,7 +108,7 @@ class ICudaEngine:
         return IHostMemory(self._plan)
 
 
-class IExecutionContext:
+class IExecutionContext(ContextDebugState):
     def __init__(self, engine: ICudaEngine):
         self.engine = engine
         self.name = ""
@@ -175,7 +176,7 @@ class IExecutionContext:
         with torch.cuda.stream(stream) if stream is not None else _null():
             feeds = {t["name"]: _wrap(self._addresses[t["name"]], self._shapes[t["name"]], DataType(t["dtype"]), dev)
                      for t in self.engine._header["inputs"]}
-            results = self.engine._graph.run(feeds, dev)
+            results = self.engine._graph.run(feeds, dev, self._debug_callback(dev, stream_handle))
             for t in self.engine._header["outputs"]:
                 out = _wrap(self._addresses[t["name"]], self._out_shapes[t["name"]], DataType(t["dtype"]), dev)
                 out.copy_(results[t["name"]])
