@@ -4,8 +4,8 @@ Network (build time): `mark_debug(tensor)`, `unmark_debug(tensor)`, `is_debug_te
 `mark_unfused_tensors_as_debug_tensors()`, `unmark_unfused_tensors_as_debug_tensors()`, all
 returning bool. The marks are serialized in the plan header under "debug" (absent when there are
 none, so a plan without marks is byte for byte the plan of the same network). A marked tensor that
-no network output depends on is pruned with its layer, as TensorRT prunes unused layers: the engine
-then never reports it (it was "optimised away").
+no network output depends on is kept with the layers computing it, as TensorRT-RTX keeps it; a
+marked network input is refused by the build, as TensorRT-RTX refuses it.
 Engine: `is_debug_tensor(name)` (tensors marked with mark_debug only, as on TensorRT).
 Execution context: `set_debug_listener(listener)`, `get_debug_listener()`,
 `set_tensor_debug_state(name, flag)`, `get_debug_state(name)`, `set_all_tensors_debug_state(flag)`
@@ -119,13 +119,24 @@ class NetworkDebugMarks:
         return True
 
 
+def debug_roots(network) -> list:
+    """The tensors marked with mark_debug: the engine keeps the layers computing them, as
+    TensorRT-RTX does (its engine grows by a debug tensor that no output needs)."""
+    return list(network.__dict__.get("_debug", {}).get("tensors", []))
+
+
 def debug_header(network, ids: dict) -> dict:
-    """The plan header's "debug" entry ({} without marks): the marked tensors the engine keeps
-    (`ids`: id(ITensor) -> plan tensor id) and whether unfused tensors are marked."""
+    """The plan header's "debug" entry ({} without marks): the marked tensors (`ids`: id(ITensor)
+    -> plan tensor id) and whether unfused tensors are marked. NetworkError for a marked network
+    input, which TensorRT-RTX's builder refuses ("debug output for x has no runners that implement it")."""
     state = network.__dict__.get("_debug")
     if not state or not (state["tensors"] or state["unfused"]):
         return {}
-    kept = [{"id": ids[id(t)], "name": t.name} for t in state["tensors"] if id(t) in ids]
+    inputs = [t.name for t in state["tensors"] if any(t is i for i in network._inputs)]
+    if inputs:
+        raise NetworkError(f"network input(s) {inputs} are marked as debug tensors (mark_debug); TensorRT builds no "
+                           "debug output for a network input: mark the tensor a layer computes from it instead")
+    kept = [{"id": ids[id(t)], "name": t.name} for t in state["tensors"]]
     return {"debug": {"tensors": kept, "unfused": bool(state["unfused"])}}
 
 
@@ -205,8 +216,8 @@ class ContextDebugState:
         location = TensorLocation.DEVICE if device.type == "cuda" else TensorLocation.HOST
         from .core import Dims
 
-        def report(entry: dict, value, computed_by_layer: bool) -> None:
-            if entry["id"] in ids or (unfused and computed_by_layer):
+        def report(entry: dict, value) -> None:
+            if unfused or entry["id"] in ids:
                 value = value.contiguous()  # kept alive until the listener returns
                 state["listener"].process_debug_tensor(address_capsule(value.data_ptr()), location,
                                                        DataType(entry["dtype"]), Dims(value.shape), entry["name"],

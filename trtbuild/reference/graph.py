@@ -120,13 +120,11 @@ class PlanGraph:
         return self._device_weights[device]
 
     def run(self, feeds: dict[str, torch.Tensor], device, on_value=None) -> dict[str, torch.Tensor]:
-        """on_value(tensor entry, value, computed_by_layer): called for each tensor once it is computed
+        """on_value(tensor entry, value): called for each tensor a layer computes, once computed
         (debug tensors, trtbuild.reference.debug)."""
         values = {}
         for t in self.header["inputs"]:
             values[t["id"]] = feeds[t["name"]].to(device)
-            if on_value is not None:
-                on_value(t, values[t["id"]], False)
         for (ltype, entry, _, plugin), weights in zip(self.layers, self._weights_on(device)):
             outs = run_layer(ltype, entry["params"], weights, [values.get(i) for i in entry["inputs"]],
                              [DataType(o["dtype"]) for o in entry["outputs"]], plugin=plugin,
@@ -134,7 +132,7 @@ class PlanGraph:
             for o, v in zip(entry["outputs"], outs):
                 values[o["id"]] = v
                 if on_value is not None:
-                    on_value(o, v, True)
+                    on_value(o, v)
         return {t["name"]: values[t["id"]] for t in self.header["outputs"]}
 
 

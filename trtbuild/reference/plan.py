@@ -19,7 +19,7 @@ import numpy as np
 from .core import NetworkError
 from .safetensors_blob import safetensors_parts, safetensors_views
 from .layers import _is_int
-from .debug import check_debug_header, debug_header
+from .debug import check_debug_header, debug_header, debug_roots
 
 MAGIC = b"TRTBREF\x01"
 FORMAT_VERSION = 1
@@ -48,7 +48,7 @@ def _topological(network) -> list:
                 visit(produced_by[id(t)])
         order.append(layer)
 
-    for t in network._outputs:
+    for t in network._outputs + debug_roots(network):
         if id(t) in produced_by:
             visit(produced_by[id(t)])
     needed.update(id(lay) for lay in order)
