@@ -220,3 +220,21 @@ def test_bad_layerwise_via_and_unmarked_layer_tensors_are_refused():
     with pytest.raises(ValueError, match=r"layer tensors \['relu1', 'conv2'\] are not debug tensors"):
         check_parity(Engine(plan, trt), net, make_inputs({"input": TINY_SHAPE}), output_names=["y"],
                      layer_map=TINY_LAYER_MAP, meta={"precision": "fp32"})
+
+
+def test_cli_parity_layerwise_reads_debug_tensors_unless_told_otherwise(tmp_path, monkeypatch, capsys):
+    from trtbuild.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    cwd = tmp_path
+
+    assert main(["parity", "resnet18", "--small", "--layerwise", "--backend", "reference", "--json", "r.json"]) == 0
+    out = capsys.readouterr().out
+    assert "layer tensors read through: debug tensors" in out
+    import json
+
+    meta = json.loads((cwd / "r.json").read_text())["meta"]
+    assert meta["layerwise_via"] == "debug tensors" and meta["fused_away"] == []
+    assert main(["parity", "resnet18", "--small", "--layerwise", "--layerwise-via", "outputs",
+                 "--backend", "reference"]) == 0
+    assert "layer tensors read through: outputs" in capsys.readouterr().out
