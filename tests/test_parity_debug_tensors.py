@@ -22,20 +22,21 @@ from test_engine_support import TINY_LAYER_MAP, TINY_SHAPE, TinyNet, tiny_define
 @pytest.fixture(scope="module")
 def resnet_reports():
     kw = dict(small=True, layerwise=True)
-    return (check_model_parity("resnet18", trt, layerwise_via="debug tensors", **kw),
-            check_model_parity("resnet18", trt, layerwise_via="outputs", **kw))
+    return {via: check_model_parity("resnet18", trt, layerwise_via=via, **kw)
+            for via in ("debug tensors", "unfused debug tensors", "outputs")}
 
 
-def test_debug_tensor_path_equals_extra_output_path(resnet_reports):
-    debug, outputs = resnet_reports
-    assert debug.meta["layerwise_via"] == "debug tensors" and outputs.meta["layerwise_via"] == "outputs"
-    assert debug.passed and outputs.passed and debug.meta["fused_away"] == []
+@pytest.mark.parametrize("via", ["debug tensors", "unfused debug tensors"])
+def test_debug_tensor_path_equals_extra_output_path(resnet_reports, via):
+    debug, outputs = resnet_reports[via], resnet_reports["outputs"]
+    assert debug.meta["layerwise_via"] == via and outputs.meta["layerwise_via"] == "outputs"
+    assert debug.passed and outputs.passed and debug.meta["fused_away"] == []  # the reference fuses nothing
     assert len(debug.layers) == len(outputs.layers) > 20
     for a, b in zip(debug.layers, outputs.layers):  # the same tensors, the same numbers
         assert (a.name, a.module, a.shape, a.count) == (b.name, b.module, b.shape, b.count)
         assert (a.max_abs, a.rel_l2, a.cosine, a.failed) == (b.max_abs, b.rel_l2, b.cosine, b.failed)
     assert [(s.name, s.max_abs) for s in debug.outputs] == [(s.name, s.max_abs) for s in outputs.outputs]
-    assert "layer tensors read through: debug tensors" in debug.to_table()
+    assert f"layer tensors read through: {via}" in debug.to_table()
 
 
 def test_layerwise_engine_is_the_deployable_one_plus_debug_marks():
@@ -55,6 +56,9 @@ def test_layerwise_engine_is_the_deployable_one_plus_debug_marks():
     assert all((arrays[k] == arrays0[k]).all() for k in arrays)
     assert sorted(t["name"] for t in marks["tensors"]) == sorted(names) and marks["unfused"] is False
     assert layerwise.info["debug_tensors"] == {n: n for n in names}
+    unfused = build_model(spec, wm, trt, small=True, progress=False, debug_tensors=names, debug_unfused=True)
+    header, _ = deserialize_plan(bytes(unfused))
+    assert header.pop("debug") == {"tensors": [], "unfused": True} and header == header0
 
 
 def test_planted_bug_is_found_through_debug_tensors():
@@ -213,7 +217,7 @@ def test_tensor_never_reported_is_listed_as_fused_away(monkeypatch):
 
 
 def test_bad_layerwise_via_and_unmarked_layer_tensors_are_refused():
-    with pytest.raises(ValueError, match="layerwise_via 'debug' is not one of 'debug tensors', 'outputs'"):
+    with pytest.raises(ValueError, match="layerwise_via 'debug' is not one of 'debug tensors', 'unfused debug tensors', 'outputs'"):
         check_model_parity("resnet18", trt, small=True, layerwise=True, layerwise_via="debug")
     net = TinyNet()
     plan = build_plan(trt, tiny_define(net), input_shape=TINY_SHAPE, progress=False, debug_tensors=["conv1"])
@@ -238,3 +242,6 @@ def test_cli_parity_layerwise_reads_debug_tensors_unless_told_otherwise(tmp_path
     assert main(["parity", "resnet18", "--small", "--layerwise", "--layerwise-via", "outputs",
                  "--backend", "reference"]) == 0
     assert "layer tensors read through: outputs" in capsys.readouterr().out
+    assert main(["parity", "resnet18", "--small", "--layerwise", "--layerwise-via", "unfused",
+                 "--backend", "reference"]) == 0
+    assert "layer tensors read through: unfused debug tensors" in capsys.readouterr().out

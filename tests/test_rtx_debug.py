@@ -40,6 +40,18 @@ def test_builder_network_with_debug_marks_builds_on_tensorrt_rtx(rtx):
         assert engine.is_debug_tensor("relu1") and engine.is_debug_tensor("y") and not engine.is_debug_tensor("conv1")
 
 
+def test_unfused_marks_leave_the_tensorrt_rtx_engine_its_size(rtx):
+    define = tiny_define(TinyNet())
+    plain = build_plan(rtx, define, input_shape=TINY_SHAPE, progress=False)
+    unfused = build_plan(rtx, define, input_shape=TINY_SHAPE, progress=False, debug_tensors=list(TINY_LAYER_MAP),
+                         debug_unfused=True)
+    marked = build_plan(rtx, define, input_shape=TINY_SHAPE, progress=False, debug_tensors=list(TINY_LAYER_MAP))
+    assert unfused.info["debug_unfused"] is True and len(unfused) == len(plain) < len(marked)
+    defined = definition_step(define, input_shape=TINY_SHAPE, debug_tensors=["conv1"], debug_unfused=True)(rtx)
+    network = defined.network  # as documented: tensors marked this way are not seen by is_debug_tensor
+    assert not any(network.is_debug_tensor(network.get_layer(i).get_output(0)) for i in range(network.num_layers))
+
+
 def test_resnet18_small_with_debug_marks_is_cross_checked(rtx, resnet18_small):
     spec, wm = resnet18_small
     names = list(spec.layer_map)

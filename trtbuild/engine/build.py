@@ -24,6 +24,7 @@ from typing import Callable, Iterable, Mapping
 from trtbuild.backend import backend_name, is_rtx, product_name
 from trtbuild.layers.common import out
 
+from .debug_marks import mark_debug_tensors
 from .errors import BuildError
 from .logging_bridge import exclusive, make_logger
 from .interrupts import calling_tensorrt
@@ -293,16 +294,9 @@ def _named_tensors(network, by_name: dict, names, what: str) -> dict:
     return {n: by_name[n][1] for n in names}
 
 
-def mark_debug_tensors(trt, network, tensors: dict) -> None:
-    """mark_debug each tensor (layerwise parity through debug tensors); BuildError if the backend refuses one."""
-    for name, t in tensors.items():
-        if not network.mark_debug(t):
-            raise BuildError(f"{backend_name(trt)} refused to mark tensor '{name}' of network '{network.name}' "
-                             "as a debug tensor (mark_debug returned False)")
-
-
 def definition_step(define, *, weights=None, input_name=None, input_shape=None, precision="fp32",
-                    fp32_io=True, batch=None, extra_outputs=(), small=False, network_name=None, debug_tensors=()):
+                    fp32_io=True, batch=None, extra_outputs=(), small=False, network_name=None, debug_tensors=(),
+                    debug_unfused=False):
     """`f(trt) -> DefinedNetwork`: build_plan's definition step (input, casts, the model, named and
     marked outputs) for any backend module, so the same definition can be replayed on another
     backend (the cross-check). Arguments as in build_plan."""
@@ -342,7 +336,7 @@ def definition_step(define, *, weights=None, input_name=None, input_shape=None, 
         extra = _named_tensors(network, by_name, extra_outputs, "extra outputs")
         debug = _named_tensors(network, by_name, debug_tensors, "debug tensors")
         _finish_outputs(trt, network, dict(outputs), fp32_io and input_shape is not None, extra)
-        mark_debug_tensors(trt, network, debug)
+        mark_debug_tensors(trt, network, debug, debug_unfused)
         errors = [e for e in logger.errors if not _NO_GPU_NOISE.search(e)]
         if errors:  # TensorRT logs many API misuses (a duplicate tensor name...) and carries on
             raise BuildError(f"{backend_name(trt)} reported errors while network '{network.name}' was defined: "
@@ -357,7 +351,7 @@ def build_plan(trt: ModuleType, define, *, weights=None, input_name: str | None 
                timing_cache: str | os.PathLike | None = None, progress: bool | None = True,
                extra_outputs: Iterable[str] = (), tf32: bool = False, small: bool = False,
                network_name: str | None = None, targets=None, cross_check: bool = False,
-               debug_tensors: Iterable[str] = ()) -> bytes:
+               debug_tensors: Iterable[str] = (), debug_unfused: bool = False) -> bytes:
     """Build and serialize a strongly typed network; return the plan bytes (a `Plan` with `.info`).
 
     define: one of
@@ -377,6 +371,8 @@ def build_plan(trt: ModuleType, define, *, weights=None, input_name: str | None 
     extra_outputs: names of intermediate tensors to mark as outputs too (layerwise parity).
     debug_tensors: names of tensors to mark as debug tensors (mark_debug; layerwise parity without
         extra outputs): the engine keeps only the model's outputs, and an IDebugListener gets them.
+    debug_unfused: mark with mark_unfused_tensors_as_debug_tensors() instead of mark_debug (which
+        blocks fusions on TensorRT); debug_tensors are then only named, and those fused away are not reported.
     tf32: allow TF32 for float32 math on real TensorRT (cleared by default for exact fp32).
     targets: TensorRT-RTX target compute capabilities (default 8.6, 8.9, 12.0); other backends refuse them.
     cross_check: also define and build the same network on the reference backend and with
@@ -390,7 +386,8 @@ def build_plan(trt: ModuleType, define, *, weights=None, input_name: str | None 
     """
     on = definition_step(define, weights=weights, input_name=input_name, input_shape=input_shape,
                          precision=precision, fp32_io=fp32_io, batch=batch, extra_outputs=extra_outputs,
-                         small=small, network_name=network_name, debug_tensors=debug_tensors)
+                         small=small, network_name=network_name, debug_tensors=debug_tensors,
+                         debug_unfused=debug_unfused)
     serialize = dict(batch=check_batch(batch), workspace=workspace, timing_cache=timing_cache, progress=progress,
                      tf32=tf32, targets=targets)
     if cross_check:
@@ -412,6 +409,7 @@ def build_plan(trt: ModuleType, define, *, weights=None, input_name: str | None 
         "model_outputs": defined.model_outputs,
         "extra_outputs": {n: t.name for n, t in defined.extra.items()}, "build_phases": built["build_phases"],
         **({"debug_tensors": {n: t.name for n, t in defined.debug.items()}} if defined.debug else {}),
+        **({"debug_unfused": True} if debug_unfused else {}),
         **({"targets": built["targets"]} if "targets" in built else {}),
         **({"cross_check": result.to_dict()} if result is not None else {}),
         **({"weight_tensors": usage[0], "unused_weights": usage[1]} if usage is not None else {}),

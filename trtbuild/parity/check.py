@@ -71,7 +71,7 @@ def check_parity(engine, module: torch.nn.Module, inputs: Mapping[str, torch.Ten
                  layer_map: Mapping[str, str] | None = None, layer_order: Sequence[str] | None = None,
                  output_of: Mapping[str, str] | None = None, jump_factor: float = 10.0,
                  meta: dict | None = None, allow_nonfinite: bool = False,
-                 debug_tensors: Mapping[str, str] | None = None) -> Report:
+                 debug_tensors: Mapping[str, str] | None = None, debug_unfused: bool | None = None) -> Report:
     """Compare `engine` with `module` on `inputs` (float32 CPU tensors named like the engine inputs).
 
     atol/rtol default to default_tolerances(precision), the default atol being relative to each
@@ -88,7 +88,8 @@ def check_parity(engine, module: torch.nn.Module, inputs: Mapping[str, torch.Ten
     debug_tensors (network tensor -> debug tensor name; default: the sidecar's "debug_tensors"):
     the layer tensors are read with an IDebugListener from an engine that marked them with
     mark_debug, not from extra outputs (trtbuild.parity.debug_tensors); one marked but never
-    reported gets a row "fused away (not compared)", listed in meta["fused_away"].
+    reported gets a row "fused away (not compared)", listed in meta["fused_away"]. debug_unfused
+    (default: the sidecar's): the engine marked them with mark_unfused_tensors_as_debug_tensors.
     """
     side = getattr(engine, "sidecar", None) or {}
     meta = dict(meta or {})
@@ -123,14 +124,16 @@ def check_parity(engine, module: torch.nn.Module, inputs: Mapping[str, torch.Ten
     debug_of = dict(debug_tensors if debug_tensors is not None else side.get("debug_tensors") or {})
     layer_values = None
     if layer_map and debug_of:
-        from .debug_tensors import VIA_DEBUG, run_with_debug_tensors
+        from .debug_tensors import VIA_DEBUG, VIA_UNFUSED, run_with_debug_tensors
+
+        unfused = bool(side.get("debug_unfused") if debug_unfused is None else debug_unfused)
 
         unmarked = [n for n in layer_map if n not in debug_of]
         if unmarked:
             raise ValueError(f"layer tensors {unmarked} are not debug tensors of engine {engine.name}; build it "
                              "with debug_tensors including them")
-        actual, layer_values, _ = run_with_debug_tensors(engine, feeds, [debug_of[n] for n in layer_map])
-        meta["layerwise_via"], output_of = VIA_DEBUG, debug_of
+        actual, layer_values, _ = run_with_debug_tensors(engine, feeds, [debug_of[n] for n in layer_map], unfused)
+        meta["layerwise_via"], output_of = VIA_UNFUSED if unfused else VIA_DEBUG, debug_of
     else:
         actual = engine.run(feeds, synchronize=True)
         if layer_map:
@@ -288,8 +291,10 @@ def check_model_parity(model: str, trt, *, weights=None, engine=None, precision:
     (None: for a given engine and no `module`, the weight file its sidecar records if it is there
     with the recorded sha256, else the PyTorch model's own seeded weights, `weights_seed`). Layerwise mode builds an
     engine in memory with the ModelSpec.layer_map tensors marked as debug tensors (layerwise_via="debug
-    tensors", the default: the engine has only the model's outputs, as the deployed one) or as extra
-    outputs (layerwise_via="outputs", which blocks fusions on real TensorRT); meta["layerwise_via"] says which.
+    tensors", the default: the engine has only the model's outputs, as the deployed one; "unfused debug
+    tensors": marked with mark_unfused_tensors_as_debug_tensors, which leaves fusions alone on TensorRT,
+    tensors fused away being listed) or as extra outputs (layerwise_via="outputs", which blocks fusions on
+    real TensorRT); meta["layerwise_via"] says which.
     precision / batch: None means "not requested": fp32 / batch 1 for an engine built in memory,
     the engine's own for a given engine. A given engine whose sidecar names another model, small
     variant or precision than requested, or whose batch cannot be the requested one, raises
@@ -300,7 +305,7 @@ def check_model_parity(model: str, trt, *, weights=None, engine=None, precision:
     from trtbuild.models import registry
     from trtbuild.weights import WeightMap
 
-    from .debug_tensors import VIA_DEBUG, check_layerwise_via
+    from .debug_tensors import VIA_OUTPUTS, VIA_UNFUSED, check_layerwise_via
 
     check_layerwise_via(layerwise_via)
     spec = get_spec(model) if isinstance(model, str) else model
@@ -318,8 +323,8 @@ def check_model_parity(model: str, trt, *, weights=None, engine=None, precision:
         check_engine_input_fits(engine, spec, small, source)
         precision = engine_precision(engine, precision)
     elif engine is not None:
-        raise ValueError("--layerwise builds its own engine with the layer tensors marked as debug tensors; "
-                         "omit --engine (a saved engine has only the model outputs)")
+        raise ValueError("--layerwise builds its own engine with the layer tensors marked (as debug tensors, or "
+                         "outputs); omit --engine (a saved engine has no such marks)")
     if batch is not None and int(batch) < 1:
         raise ValueError(f"batch must be >= 1, got {batch}")
     weights_note = (str(weights) if isinstance(weights, (str, os.PathLike)) else weights.source if weights is not None
@@ -341,11 +346,12 @@ def check_model_parity(model: str, trt, *, weights=None, engine=None, precision:
         build_batch = int(batch or 1)
         if wm is None:
             wm = WeightMap.from_module(module)
-        via_debug = layerwise_via == VIA_DEBUG
+        via_debug = layerwise_via != VIA_OUTPUTS
         plan = build_model(spec, wm, trt, precision, small=small, progress=progress,
                            batch=(1, build_batch, build_batch) if build_batch > 1 else None,
                            extra_outputs=[] if via_debug else list(layer_map), targets=targets,
-                           cross_check=cross_check, debug_tensors=list(layer_map) if via_debug else [])
+                           cross_check=cross_check, debug_tensors=list(layer_map) if via_debug else [],
+                           debug_unfused=layerwise_via == VIA_UNFUSED)
         output_of = plan.info["extra_outputs"]
         debug_of = plan.info.get("debug_tensors", {}) if via_debug else None
         order = list(debug_of if via_debug else output_of)

@@ -20,8 +20,11 @@ from trtbuild.reference.debug import tensor_at
 
 from .layerwise import FUSED_AWAY  # noqa: F401 - the row note, re-exported
 
-VIA_DEBUG, VIA_OUTPUTS = "debug tensors", "outputs"
-LAYERWISE_VIA = (VIA_DEBUG, VIA_OUTPUTS)
+VIA_DEBUG, VIA_UNFUSED, VIA_OUTPUTS = "debug tensors", "unfused debug tensors", "outputs"
+#: debug tensors: mark_debug on each mapped tensor (exact names; on TensorRT it keeps them from being
+#: fused); unfused debug tensors: mark_unfused_tensors_as_debug_tensors (fusions untouched: those fused
+#: away are not reported); outputs: extra engine outputs (the old way)
+LAYERWISE_VIA = (VIA_DEBUG, VIA_UNFUSED, VIA_OUTPUTS)
 
 
 def check_layerwise_via(via: str) -> str:
@@ -66,24 +69,26 @@ def type_name(e: BaseException) -> str:
     return type(e).__name__
 
 
-def run_with_debug_tensors(engine, feeds: Mapping[str, torch.Tensor], names: Sequence[str]):
+def run_with_debug_tensors(engine, feeds: Mapping[str, torch.Tensor], names: Sequence[str], unfused: bool = False):
     """Run trtbuild Engine `engine` on `feeds` with the debug state of each debug tensor in `names`
-    on and a collecting listener set; return (outputs, {name: tensor} reported, the listener).
-    ValueError naming the tensor if `names` holds one the engine has not marked with mark_debug, or
-    if a reported tensor could not be copied."""
+    on (`unfused`: the unfused tensors' debug state instead) and a collecting listener set; return
+    (outputs, {name: tensor} reported, the listener). ValueError naming the tensor if `names` holds
+    one the engine has not marked with mark_debug, or if a reported tensor could not be copied."""
     ctx = engine.context
     listener = debug_listener(engine.trt)
-    missing = [n for n in names if not engine._engine.is_debug_tensor(n)]
+    missing = [] if unfused else [n for n in names if not engine._engine.is_debug_tensor(n)]
     if missing:
         raise ValueError(f"engine {engine.name} has no debug tensors named {missing}; build it with "
                          "debug_tensors including them")
     ctx.set_debug_listener(listener)
-    for n in names:
+    for n in [] if unfused else names:
         ctx.set_tensor_debug_state(n, True)
+    ctx.unfused_tensors_debug_state = unfused
     try:
         outputs = engine.run(feeds, synchronize=True)
     finally:
         ctx.set_all_tensors_debug_state(False)
+        ctx.unfused_tensors_debug_state = False
     if listener.errors:
         raise ValueError(f"engine {engine.name}: {'; '.join(listener.errors)}")
     return outputs, dict(listener.tensors), listener
