@@ -83,12 +83,14 @@ def run_with_debug_tensors(engine, feeds: Mapping[str, torch.Tensor], names: Seq
     ctx.set_debug_listener(listener)
     for n in [] if unfused else names:
         ctx.set_tensor_debug_state(n, True)
-    ctx.unfused_tensors_debug_state = unfused
+    if unfused:  # touched only when asked for, so a TensorRT release without it still runs the mark_debug path
+        ctx.unfused_tensors_debug_state = True
     try:
         outputs = engine.run(feeds, synchronize=True)
     finally:
         ctx.set_all_tensors_debug_state(False)
-        ctx.unfused_tensors_debug_state = False
+        if unfused:
+            ctx.unfused_tensors_debug_state = False
     if listener.errors:
         raise ValueError(f"engine {engine.name}: {'; '.join(listener.errors)}")
     return outputs, dict(listener.tensors), listener
