@@ -58,6 +58,9 @@ def test_resnet18_small_with_debug_marks_is_cross_checked(rtx, resnet18_small):
     plan = build_model(spec, wm, reference, small=True, progress=False, debug_tensors=names, cross_check=True)
     cross = plan.info["cross_check"]
     assert sorted(cross["debug_tensors"]) == sorted(names)  # both networks mark exactly these
+    from trtbuild.engine.cross_check import CrossCheckResult
+
+    assert f"1 output(s), {len(names)} debug tensor mark(s) and " in CrossCheckResult(**cross).summary()
     assert [o["name"] for o in cross["outputs"]] == list(spec.output_names)  # no extra outputs on either side
     deployable = build_model(spec, wm, rtx, small=True, progress=False)
     assert len(plan.rtx_plan) > len(deployable)  # NVIDIA's engine carries the marks

@@ -47,7 +47,9 @@ class CrossCheckResult:
 
     def summary(self) -> str:
         return (f"built and cross-checked by TensorRT-RTX {self.rtx_version} for {target_list(self.targets)}: "
-                f"{len(self.outputs)} output(s) and {self.tensors_compared} tensors agree with the reference "
+                f"{len(self.outputs)} output(s)"
+                f"{f', {len(self.debug_tensors)} debug tensor mark(s)' if self.debug_tensors else ''} "
+                f"and {self.tensors_compared} tensors agree with the reference "
                 f"(engine {self.rtx_engine_bytes / 2**20:.1f} MiB, built in {self.rtx_build_seconds:.1f} s)")
 
     def to_dict(self) -> dict:
