@@ -595,3 +595,42 @@ def test_guard_finder_and_attribute_scan(tmp_path):
     assert found == {2: None, 6: "is_rtx(trt)"}
     assert [(u.line, u.owner) for u in uses["IPluginV3"]] == [(7, "_ref")]
     assert [(u.line, u.store) for u in uses["precision"]] == [(9, False)]
+
+
+#: TensorRT's debug-tensor API (layerwise parity without extra outputs), as TensorRT 10.x, 11.x and
+#: TensorRT-RTX define it; trtbuild.reference.debug mirrors all of it.
+DEBUG_API = {
+    "INetworkDefinition": ["mark_debug", "unmark_debug", "is_debug_tensor", "mark_unfused_tensors_as_debug_tensors",
+                           "unmark_unfused_tensors_as_debug_tensors"],
+    "ICudaEngine": ["is_debug_tensor"],
+    "IExecutionContext": ["set_debug_listener", "get_debug_listener", "set_tensor_debug_state", "get_debug_state",
+                          "set_all_tensors_debug_state", "unfused_tensors_debug_state"],
+    "IDebugListener": ["process_debug_tensor"],
+}
+
+
+def _debug_members(api: dict, cls: str) -> set[str]:
+    return {m for m in api["classes"][cls]["members"] if "debug" in m.lower() or "unfused" in m.lower()}
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_debug_tensor_api_is_mirrored(ref, real_api, version):
+    """Every debug-tensor member of the real classes is DEBUG_API (nothing missed), and the reference
+    defines each with the real kind and parameter names (process_debug_tensor's argument order)."""
+    api = real_api[version]
+    for cls, names in DEBUG_API.items():
+        assert _debug_members(api, cls) - {"debug_sync"} == set(names), f"TensorRT {version}: {cls}"
+        missing = [n for n in names if n not in ref["classes"][cls]["members"]]
+        assert not missing, f"trtbuild.reference.{cls} lacks {missing}"
+        problems = [p for n in names for p in _member_problems(ref, cls, n, real_api)]
+        assert not problems, "\n".join(problems)
+    params = [p[0] for p in ref["classes"]["IDebugListener"]["members"]["process_debug_tensor"]["params"]]
+    assert params == ["addr", "location", "type", "shape", "name", "stream"]
+
+
+def test_debug_tensor_api_exists_in_tensorrt_rtx(ref, rtx_api):
+    problems = [p for cls, names in DEBUG_API.items() for n in names
+                for p in compare.member_problems(cls, n, ref["classes"][cls]["members"][n], rtx_api["classes"].get(cls),
+                                                 "RTX", frozenset())]
+    assert not problems, "\n".join(problems)
+    assert all(_debug_members(rtx_api, cls) - {"debug_sync"} == set(names) for cls, names in DEBUG_API.items())

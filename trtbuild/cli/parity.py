@@ -80,6 +80,12 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--layerwise", action="store_true",
                    help="also compare every tensor of the model's layer_map with the PyTorch module outputs "
                         "(--against onnxruntime always compares every layer)")
+    p.add_argument("--layerwise-via", choices=("debug", "unfused", "outputs"), default="debug",
+                   help="how --layerwise reads the layer tensors: debug (default) marks them as debug tensors "
+                        "(mark_debug) read by an IDebugListener, so the engine checked has only the model outputs, "
+                        "like the deployed one; unfused marks the unfused tensors instead "
+                        "(mark_unfused_tensors_as_debug_tensors: fusions untouched, tensors fused away are listed); "
+                        "outputs marks them as extra engine outputs (blocks fusions on TensorRT)")
     p.add_argument("--range", type=range_type, default=None, metavar="LO,HI",
                    help="input value range (default: the model's); write --range=-1,1 when LO is negative")
     p.add_argument("--distribution", choices=("uniform", "normal", "large"), default=None,
@@ -205,7 +211,8 @@ def run(args) -> int:
                                 distribution=args.distribution or DEFAULT_DISTRIBUTION,
                                 large_scale=DEFAULT_SCALE if args.scale is None else args.scale, batch=args.batch,
                                 atol=args.atol, rtol=args.rtol, layerwise=args.layerwise,
-                                targets=targets, cross_check=cross_check, allow_nonfinite=args.allow_nonfinite)
+                                targets=targets, cross_check=cross_check, allow_nonfinite=args.allow_nonfinite,
+                                layerwise_via=LAYERWISE_VIA_OPTION[args.layerwise_via])
     if stand_in:
         report.meta.update(stand_in)
     if report.meta.get("cross_check"):
@@ -221,6 +228,10 @@ def run(args) -> int:
     print(report.to_table())
     write_outputs(report, args)
     return 0 if report.passed else 1
+
+
+#: --layerwise-via value -> check_model_parity's layerwise_via
+LAYERWISE_VIA_OPTION = {"debug": "debug tensors", "unfused": "unfused debug tensors", "outputs": "outputs"}
 
 
 def _rtx_stand_in(args, trt, targets):

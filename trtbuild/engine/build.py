@@ -25,6 +25,7 @@ from trtbuild.backend import backend_name, is_rtx, product_name
 from trtbuild.layers.common import out
 from trtbuild.reference.host_memory import IHostMemory, host_memory_of
 
+from .debug_marks import mark_debug_tensors
 from .errors import BuildError
 from .logging_bridge import exclusive, make_logger
 from .interrupts import calling_tensorrt
@@ -274,14 +275,27 @@ class DefinedNetwork:
     (keep it alive with the builder), the model name, the extra (layerwise) outputs, the names of
     the model's own outputs and the WeightMap the model read (None for a plain definition)."""
 
-    def __init__(self, builder, network, logger, model_name, extra, model_outputs=(), weights=None):
+    def __init__(self, builder, network, logger, model_name, extra, model_outputs=(), weights=None, debug=None):
         self.builder, self.network, self.logger = builder, network, logger
         self.model_name, self.extra = model_name, extra
         self.model_outputs, self.weights = list(model_outputs), weights
+        self.debug = dict(debug or {})  # requested name -> the tensor marked with mark_debug
+
+
+def _named_tensors(network, by_name: dict, names, what: str) -> dict:
+    """{name: tensor} of the named network tensors, in network order; BuildError for unknown names."""
+    names = list(dict.fromkeys(names))
+    unknown = [n for n in names if n not in by_name]
+    if unknown:
+        raise BuildError(f"{what} {unknown} are not tensors of network '{network.name}' "
+                         f"(it has {len(by_name)} tensors, e.g. {list(by_name)[:8]})")
+    names.sort(key=lambda n: by_name[n][0])  # network order
+    return {n: by_name[n][1] for n in names}
 
 
 def definition_step(define, *, weights=None, input_name=None, input_shape=None, precision="fp32",
-                    fp32_io=True, batch=None, extra_outputs=(), small=False, network_name=None):
+                    fp32_io=True, batch=None, extra_outputs=(), small=False, network_name=None, debug_tensors=(),
+                    debug_unfused=False):
     """`f(trt) -> DefinedNetwork`: build_plan's definition step (input, casts, the model, named and
     marked outputs) for any backend module, so the same definition can be replayed on another
     backend (the cross-check). Arguments as in build_plan."""
@@ -318,19 +332,15 @@ def definition_step(define, *, weights=None, input_name=None, input_shape=None, 
         else:
             outputs = define(network) or {}
         by_name = tensors_by_name(network)
-        extra_names = list(dict.fromkeys(extra_outputs))
-        unknown = [n for n in extra_names if n not in by_name]
-        if unknown:
-            raise BuildError(f"extra outputs {unknown} are not tensors of network '{network.name}' "
-                             f"(it has {len(by_name)} tensors, e.g. {list(by_name)[:8]})")
-        extra_names.sort(key=lambda n: by_name[n][0])  # network order
-        extra = {n: by_name[n][1] for n in extra_names}
+        extra = _named_tensors(network, by_name, extra_outputs, "extra outputs")
+        debug = _named_tensors(network, by_name, debug_tensors, "debug tensors")
         _finish_outputs(trt, network, dict(outputs), fp32_io and input_shape is not None, extra)
+        mark_debug_tensors(trt, network, debug, debug_unfused)
         errors = [e for e in logger.errors if not _NO_GPU_NOISE.search(e)]
         if errors:  # TensorRT logs many API misuses (a duplicate tensor name...) and carries on
             raise BuildError(f"{backend_name(trt)} reported errors while network '{network.name}' was defined: "
                              f"{'; '.join(errors)}")
-        return DefinedNetwork(builder, network, logger, model_name, extra, outputs, weights_map)
+        return DefinedNetwork(builder, network, logger, model_name, extra, outputs, weights_map, debug)
 
     return on
 
@@ -339,7 +349,8 @@ def build_plan(trt: ModuleType, define, *, weights=None, input_name: str | None 
                precision: str = "fp32", fp32_io: bool = True, batch=None, workspace: int | None = None,
                timing_cache: str | os.PathLike | None = None, progress: bool | None = True,
                extra_outputs: Iterable[str] = (), tf32: bool = False, small: bool = False,
-               network_name: str | None = None, targets=None, cross_check: bool = False) -> bytes:
+               network_name: str | None = None, targets=None, cross_check: bool = False,
+               debug_tensors: Iterable[str] = (), debug_unfused: bool = False) -> bytes:
     """Build and serialize a strongly typed network; return the plan bytes (a `Plan` with `.info`).
 
     define: one of
@@ -357,6 +368,10 @@ def build_plan(trt: ModuleType, define, *, weights=None, input_name: str | None 
         file is left alone.
     progress: True draws tqdm bars, None only on a terminal, False none.
     extra_outputs: names of intermediate tensors to mark as outputs too (layerwise parity).
+    debug_tensors: names of tensors to mark as debug tensors (mark_debug; layerwise parity without
+        extra outputs): the engine keeps only the model's outputs, and an IDebugListener gets them.
+    debug_unfused: mark with mark_unfused_tensors_as_debug_tensors() instead of mark_debug (which
+        blocks fusions on TensorRT); debug_tensors are then only named, and those fused away are not reported.
     tf32: allow TF32 for float32 math on real TensorRT (cleared by default for exact fp32).
     targets: TensorRT-RTX target compute capabilities (default 8.6, 8.9, 12.0); other backends refuse them.
     cross_check: also define and build the same network on the reference backend and with
@@ -364,13 +379,14 @@ def build_plan(trt: ModuleType, define, *, weights=None, input_name: str | None 
         unless both accept it and every output and shared tensor has the same name, shape and
         dtype. The result is in `plan.info["cross_check"]`.
     `plan.info["model_outputs"]` names the model's outputs, `["extra_outputs"]` maps each extra output
-    to the name it was marked under. For a ModelSpec, `plan.info["weight_tensors"]` counts the weights and `["unused_weights"]` lists
+    to the name it was marked under, `["debug_tensors"]` (when given) each debug tensor to its name. For a ModelSpec, `plan.info["weight_tensors"]` counts the weights and `["unused_weights"]` lists
     those the builder never read (BatchNorm num_batches_tracked counters left out).
     Raises BuildError quoting TensorRT's errors if the build fails; nothing is written then.
     """
     on = definition_step(define, weights=weights, input_name=input_name, input_shape=input_shape,
                          precision=precision, fp32_io=fp32_io, batch=batch, extra_outputs=extra_outputs,
-                         small=small, network_name=network_name)
+                         small=small, network_name=network_name, debug_tensors=debug_tensors,
+                         debug_unfused=debug_unfused)
     serialize = dict(batch=check_batch(batch), workspace=workspace, timing_cache=timing_cache, progress=progress,
                      tf32=tf32, targets=targets)
     if cross_check:
@@ -391,6 +407,8 @@ def build_plan(trt: ModuleType, define, *, weights=None, input_name: str | None 
         "workspace": workspace, "tf32": bool(tf32),
         "model_outputs": defined.model_outputs,
         "extra_outputs": {n: t.name for n, t in defined.extra.items()}, "build_phases": built["build_phases"],
+        **({"debug_tensors": {n: t.name for n, t in defined.debug.items()}} if defined.debug else {}),
+        **({"debug_unfused": True} if debug_unfused else {}),
         **({"targets": built["targets"]} if "targets" in built else {}),
         **({"cross_check": result.to_dict()} if result is not None else {}),
         **({"weight_tensors": usage[0], "unused_weights": usage[1]} if usage is not None else {}),

@@ -39,19 +39,24 @@ class CrossCheckResult:
     rtx_build_seconds: float
     rtx_engine_bytes: int
     notes: list[str] = field(default_factory=list)
+    #: the tensors both networks mark with mark_debug, in network order
+    debug_tensors: list[str] = field(default_factory=list)
     #: the TensorRT-RTX plan itself (not part of to_dict; a SpilledPlan when it is a by-product of
     #: another backend's build); build_plan completes its `.info`
     rtx_plan: object = field(default=None, repr=False, compare=False)
 
     def summary(self) -> str:
         return (f"built and cross-checked by TensorRT-RTX {self.rtx_version} for {target_list(self.targets)}: "
-                f"{len(self.outputs)} output(s) and {self.tensors_compared} tensors agree with the reference "
+                f"{len(self.outputs)} output(s)"
+                f"{f', {len(self.debug_tensors)} debug tensor mark(s)' if self.debug_tensors else ''} "
+                f"and {self.tensors_compared} tensors agree with the reference "
                 f"(engine {self.rtx_engine_bytes / 2**20:.1f} MiB, built in {self.rtx_build_seconds:.1f} s)")
 
     def to_dict(self) -> dict:
         return {"rtx_version": self.rtx_version, "targets": list(self.targets), "outputs": self.outputs,
                 "tensors_compared": self.tensors_compared, "rtx_build_seconds": round(self.rtx_build_seconds, 3),
-                "rtx_engine_bytes": self.rtx_engine_bytes, "notes": list(self.notes)}
+                "rtx_engine_bytes": self.rtx_engine_bytes, "notes": list(self.notes),
+                **({"debug_tensors": list(self.debug_tensors)} if self.debug_tensors else {})}
 
 
 class SpilledPlan(mmap.mmap):
@@ -126,10 +131,15 @@ def _layer_names(network) -> list[str]:
     return [network.get_layer(i).name for i in range(network.num_layers)]
 
 
+def debug_marks(network) -> list[str]:
+    """Names of the tensors marked with mark_debug, in network order."""
+    return [t.name for t, _ in _tensors_in_order(network) if network.is_debug_tensor(t)]
+
+
 def compare_networks(reference_network, rtx_network, rtx_label: str = "TensorRT-RTX") -> tuple[list[str], int, str]:
     """Compare two defined networks: ([differences, first in network order], tensors compared, note).
 
-    Compared: the marked outputs' names (in order); duplicate tensor names on either side are
+    Compared: the marked outputs' names (in order), the debug tensors' names (mark_debug); duplicate tensor names on either side are
     differences. Where both networks have the same layers (names, in order), every tensor of one
     must exist in the other with the same shape and dtype. Where they differ by design (rednet's
     involution: a plugin on the reference, native layers on TensorRT-RTX), the outputs and every
@@ -170,6 +180,9 @@ def compare_networks(reference_network, rtx_network, rtx_label: str = "TensorRT-
                         for n, (_, layer) in rtx_tensors.items() if n not in ref_names]
     if ref_out != rtx_out:
         differences.append(f"the marked outputs differ: reference {ref_out}, {rtx_label} {rtx_out}")
+    ref_debug, rtx_debug = debug_marks(reference_network), debug_marks(rtx_network)
+    if ref_debug != rtx_debug:
+        differences.append(f"the debug tensors (mark_debug) differ: reference {ref_debug}, {rtx_label} {rtx_debug}")
     return differences, compared, note
 
 
@@ -225,7 +238,8 @@ def cross_check_build(trt: ModuleType, on, serialize: dict):
     result = CrossCheckResult(
         rtx_version=str(rtx.__version__), targets=list(rtx_plan.info.get("targets", [])),
         outputs=rtx_plan.info["outputs"], tensors_compared=compared, rtx_build_seconds=rtx_seconds,
-        rtx_engine_bytes=len(rtx_plan), rtx_plan=rtx_plan, notes=[note] if note else [])
+        rtx_engine_bytes=len(rtx_plan), rtx_plan=rtx_plan, notes=[note] if note else [],
+        debug_tensors=debug_marks(ref_defined.network))
     if is_reference(trt):
         if serialize.get("timing_cache") is not None:  # the comparison passed: now build with the cache
             ref_plan = serialize_network(reference, ref_defined.builder, ref_defined.network, ref_defined.logger,

@@ -109,13 +109,14 @@ def load_model_weights(weights):
 def build_model(model, weights, trt: ModuleType, precision: str = "fp32", *, small: bool = False,
                 batch=None, workspace: int | None = None, timing_cache=None, progress: bool | None = True,
                 fp32_io: bool = True, extra_outputs=(), tf32: bool = False, targets=None,
-                cross_check: bool = False) -> Plan:
+                cross_check: bool = False, debug_tensors=(), debug_unfused: bool = False) -> Plan:
     """Build the registry model `model` (name or ModelSpec) with weights (path or WeightMap).
     targets (TensorRT-RTX only) and cross_check: as in build_plan."""
     spec = get_spec(model) if isinstance(model, str) else model
     plan = build_plan(trt, spec, weights=load_model_weights(weights), precision=precision, small=small, batch=batch,
                       workspace=workspace, timing_cache=timing_cache, progress=progress, fp32_io=fp32_io,
-                      extra_outputs=extra_outputs, tf32=tf32, targets=targets, cross_check=cross_check)
+                      extra_outputs=extra_outputs, tf32=tf32, targets=targets, cross_check=cross_check,
+                      debug_tensors=debug_tensors, debug_unfused=debug_unfused)
     return plan
 
 

@@ -14,7 +14,7 @@ from typing import Mapping, Sequence
 import torch
 
 from .compare import Report, check_tolerance, compare, default_tolerances
-from .layerwise import capture_module_outputs, find_jump, layerwise_rows
+from .layerwise import FUSED_AWAY, capture_module_outputs, find_jump, layerwise_rows
 
 DISTRIBUTIONS = ("uniform", "normal", "large")
 
@@ -70,7 +70,8 @@ def check_parity(engine, module: torch.nn.Module, inputs: Mapping[str, torch.Ten
                  output_names: Sequence[str] | None = None, atol: float | None = None, rtol: float | None = None,
                  layer_map: Mapping[str, str] | None = None, layer_order: Sequence[str] | None = None,
                  output_of: Mapping[str, str] | None = None, jump_factor: float = 10.0,
-                 meta: dict | None = None, allow_nonfinite: bool = False) -> Report:
+                 meta: dict | None = None, allow_nonfinite: bool = False,
+                 debug_tensors: Mapping[str, str] | None = None, debug_unfused: bool | None = None) -> Report:
     """Compare `engine` with `module` on `inputs` (float32 CPU tensors named like the engine inputs).
 
     atol/rtol default to default_tolerances(precision), the default atol being relative to each
@@ -84,6 +85,11 @@ def check_parity(engine, module: torch.nn.Module, inputs: Mapping[str, torch.Ten
     sidecar's "extra_outputs", which records the names build_plan marked them under).
     atol/rtol must be finite and >= 0. NaN/Inf in an engine output or layer tensor fail it unless
     allow_nonfinite (then they pass where PyTorch has the same).
+    debug_tensors (network tensor -> debug tensor name; default: the sidecar's "debug_tensors"):
+    the layer tensors are read with an IDebugListener from an engine that marked them with
+    mark_debug, not from extra outputs (trtbuild.parity.debug_tensors); one marked but never
+    reported gets a row "fused away (not compared)", listed in meta["fused_away"]. debug_unfused
+    (default: the sidecar's): the engine marked them with mark_unfused_tensors_as_debug_tensors.
     """
     side = getattr(engine, "sidecar", None) or {}
     meta = dict(meta or {})
@@ -115,7 +121,23 @@ def check_parity(engine, module: torch.nn.Module, inputs: Mapping[str, torch.Ten
     if output_names is None:
         extra = set(output_of.values()) | set(layer_map)
         output_names = [n for n in engine.output_names if n not in extra] or engine.output_names
-    actual = engine.run(feeds, synchronize=True)
+    debug_of = dict(debug_tensors if debug_tensors is not None else side.get("debug_tensors") or {})
+    layer_values = None
+    if layer_map and debug_of:
+        from .debug_tensors import VIA_DEBUG, VIA_UNFUSED, run_with_debug_tensors
+
+        unfused = bool(side.get("debug_unfused") if debug_unfused is None else debug_unfused)
+
+        unmarked = [n for n in layer_map if n not in debug_of]
+        if unmarked:
+            raise ValueError(f"layer tensors {unmarked} are not debug tensors of engine {engine.name}; build it "
+                             "with debug_tensors including them")
+        actual, layer_values, _ = run_with_debug_tensors(engine, feeds, [debug_of[n] for n in layer_map], unfused)
+        meta["layerwise_via"], output_of = VIA_UNFUSED if unfused else VIA_DEBUG, debug_of
+    else:
+        actual = engine.run(feeds, synchronize=True)
+        if layer_map:
+            meta["layerwise_via"] = "outputs"
     try:
         result, captured, calls = capture_module_outputs(module, list(layer_map.values()), *torch_inputs)
     except RuntimeError as e:  # typically an engine built for other input shapes than the module takes
@@ -129,8 +151,11 @@ def check_parity(engine, module: torch.nn.Module, inputs: Mapping[str, torch.Ten
         report.meta["allow_nonfinite"] = True
     if layer_map:
         order = list(layer_order) if layer_order is not None else list(layer_map)
-        report.layers = layerwise_rows(actual, captured, layer_map, order, output_of, atol, rtol, calls,
-                                       atol_relative, allow_nonfinite)
+        report.layers = layerwise_rows(actual if layer_values is None else layer_values, captured, layer_map, order,
+                                       output_of, atol, rtol, calls, atol_relative, allow_nonfinite,
+                                       fused_away_ok=layer_values is not None)
+        if layer_values is not None:
+            report.meta["fused_away"] = [r.name for r in report.layers if r.note == FUSED_AWAY]
         report.first_jump = find_jump(report.layers, jump_factor, floor=rtol / 10)
         report.first_failure = next((r.name for r in report.layers if not r.passed), None)
         report.meta.setdefault("jump_factor", jump_factor)
@@ -258,13 +283,18 @@ def check_model_parity(model: str, trt, *, weights=None, engine=None, precision:
                        distribution: str = "uniform", large_scale: float = 1e4, batch: int | None = None,
                        atol: float | None = None, rtol: float | None = None, layerwise: bool = False,
                        progress: bool | None = False, module: torch.nn.Module | None = None,
-                       targets=None, cross_check: bool = False, allow_nonfinite: bool = False) -> Report:
+                       targets=None, cross_check: bool = False, allow_nonfinite: bool = False,
+                       layerwise_via: str = "debug tensors") -> Report:
     """Parity of a registry model (name or ModelSpec): engine (a path, an Engine, or built in memory) vs PyTorch.
 
     weights: path or WeightMap used for the engine build and loaded into the PyTorch model
     (None: for a given engine and no `module`, the weight file its sidecar records if it is there
     with the recorded sha256, else the PyTorch model's own seeded weights, `weights_seed`). Layerwise mode builds an
-    engine in memory with the ModelSpec.layer_map tensors marked as extra outputs.
+    engine in memory with the ModelSpec.layer_map tensors marked as debug tensors (layerwise_via="debug
+    tensors", the default: the engine has only the model's outputs, as the deployed one; "unfused debug
+    tensors": marked with mark_unfused_tensors_as_debug_tensors, which leaves fusions alone on TensorRT,
+    tensors fused away being listed) or as extra outputs (layerwise_via="outputs", which blocks fusions on
+    real TensorRT); meta["layerwise_via"] says which.
     precision / batch: None means "not requested": fp32 / batch 1 for an engine built in memory,
     the engine's own for a given engine. A given engine whose sidecar names another model, small
     variant or precision than requested, or whose batch cannot be the requested one, raises
@@ -275,8 +305,11 @@ def check_model_parity(model: str, trt, *, weights=None, engine=None, precision:
     from trtbuild.models import registry
     from trtbuild.weights import WeightMap
 
+    from .debug_tensors import VIA_OUTPUTS, VIA_UNFUSED, check_layerwise_via
+
+    check_layerwise_via(layerwise_via)
     spec = get_spec(model) if isinstance(model, str) else model
-    output_of, order, source = {}, None, "(built in memory)"
+    output_of, order, source, debug_of = {}, None, "(built in memory)", None
     if engine is not None and not layerwise:
         if isinstance(engine, (str, os.PathLike)):
             source = str(engine)
@@ -290,8 +323,8 @@ def check_model_parity(model: str, trt, *, weights=None, engine=None, precision:
         check_engine_input_fits(engine, spec, small, source)
         precision = engine_precision(engine, precision)
     elif engine is not None:
-        raise ValueError("--layerwise builds its own engine with the layer tensors marked as outputs; "
-                         "omit --engine (a saved engine has only the model outputs)")
+        raise ValueError("--layerwise builds its own engine with the layer tensors marked (as debug tensors, or "
+                         "outputs); omit --engine (a saved engine has no such marks)")
     if batch is not None and int(batch) < 1:
         raise ValueError(f"batch must be >= 1, got {batch}")
     weights_note = (str(weights) if isinstance(weights, (str, os.PathLike)) else weights.source if weights is not None
@@ -313,11 +346,15 @@ def check_model_parity(model: str, trt, *, weights=None, engine=None, precision:
         build_batch = int(batch or 1)
         if wm is None:
             wm = WeightMap.from_module(module)
+        via_debug = layerwise_via != VIA_OUTPUTS
         plan = build_model(spec, wm, trt, precision, small=small, progress=progress,
                            batch=(1, build_batch, build_batch) if build_batch > 1 else None,
-                           extra_outputs=list(layer_map), targets=targets, cross_check=cross_check)
+                           extra_outputs=[] if via_debug else list(layer_map), targets=targets,
+                           cross_check=cross_check, debug_tensors=list(layer_map) if via_debug else [],
+                           debug_unfused=layerwise_via == VIA_UNFUSED)
         output_of = plan.info["extra_outputs"]
-        order = list(output_of)
+        debug_of = plan.info.get("debug_tensors", {}) if via_debug else None
+        order = list(debug_of if via_debug else output_of)
         engine = Engine(plan, trt, sidecar=plan.info, name=f"{spec.name} ({precision}, in memory)")
     if weights is not None:  # after the build, so that the build's record of unused weights is its own
         load_weights_into(module, wm)
@@ -334,4 +371,4 @@ def check_model_parity(model: str, trt, *, weights=None, engine=None, precision:
     meta.update(automap_meta)
     return check_parity(engine, module, inputs, output_names=list(spec.output_names), atol=atol, rtol=rtol,
                         layer_map=layer_map, layer_order=order, output_of=output_of, meta=meta,
-                        allow_nonfinite=allow_nonfinite)
+                        allow_nonfinite=allow_nonfinite, debug_tensors=debug_of)

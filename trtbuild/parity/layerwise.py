@@ -13,6 +13,9 @@ import torch
 
 from .compare import TensorStats, compare_tensor
 
+#: the note of a layer row whose tensor the engine never reported (debug tensors fused or optimised away)
+FUSED_AWAY = "fused away (not compared)"
+
 
 def capture_module_outputs(module: torch.nn.Module, module_names: Sequence[str], *inputs):
     """Run `module(*inputs)` with forward hooks on the named submodules.
@@ -55,6 +58,8 @@ def find_jump(rows: Sequence[TensorStats], factor: float = 10.0, floor: float = 
     (errors below `floor` count as `floor`, so noise at machine precision is not a jump)."""
     prev = floor
     for row in rows:
+        if row.note == FUSED_AWAY:
+            continue
         err = row.rel_l2
         if math.isnan(err) or err > factor * max(prev, floor):
             return row.name
@@ -65,17 +70,25 @@ def find_jump(rows: Sequence[TensorStats], factor: float = 10.0, floor: float = 
 def layerwise_rows(engine_outputs: Mapping[str, torch.Tensor], captured: Mapping[str, torch.Tensor],
                    layer_map: Mapping[str, str], order: Sequence[str], output_of: Mapping[str, str],
                    atol: float, rtol: float, calls: Mapping[str, int] | None = None,
-                   atol_relative: bool = False, allow_nonfinite: bool = False) -> list[TensorStats]:
+                   atol_relative: bool = False, allow_nonfinite: bool = False,
+                   fused_away_ok: bool = False) -> list[TensorStats]:
     """One TensorStats per network tensor in `order` (network order).
 
     layer_map: network tensor name -> torch module name. output_of: network tensor name ->
     engine output name (they differ when a final output was renamed or cast). A layer tensor with
-    NaN/Inf fails unless allow_nonfinite.
+    NaN/Inf fails unless allow_nonfinite. fused_away_ok (debug tensors): a tensor absent from
+    `engine_outputs` gets a row noted FUSED_AWAY (not compared) instead of a ValueError.
     """
     rows = []
     for tensor_name in order:
         mod = layer_map[tensor_name]
         out_name = output_of.get(tensor_name, tensor_name)
+        if out_name not in engine_outputs and fused_away_ok:
+            row = TensorStats(tensor_name, [], 0, atol, rtol, True, max_abs=math.nan, rel_l2=math.nan,
+                              cosine=math.nan, note=FUSED_AWAY)
+            row.module = mod
+            rows.append(row)
+            continue
         if out_name not in engine_outputs:
             raise ValueError(f"layer '{tensor_name}' is not an output of the engine (marked outputs: "
                              f"{list(engine_outputs)}); build it with extra_outputs including it")

@@ -94,6 +94,11 @@ def render_table(report: Report) -> str:
         suspect = report.suspect_layer
         lines.append(f"first layer where the error jumps or fails: {suspect}" if suspect else
                      "no layer shows an error jump or a failure")
+        if report.meta.get("layerwise_via"):
+            lines.append(f"layer tensors read through: {report.meta['layerwise_via']}")
+        if report.meta.get("fused_away"):
+            lines.append(f"fused away ({len(report.meta['fused_away'])}, marked as debug tensors but never reported "
+                         f"by the engine; not compared): {', '.join(report.meta['fused_away'])}")
         if report.meta.get("unmapped_layers") is not None:  # an automatic layer map
             lines.append(f"unmapped layers ({len(report.meta['unmapped_layers'])}, no torch module found by name "
                          f"and shape): {', '.join(report.meta['unmapped_layers']) or 'none'}")

@@ -23,6 +23,7 @@ from .layers import (IActivationLayer, ICastLayer, IConcatenationLayer, IConstan
                      INormalizationLayer, IPaddingLayer, IPluginV3Layer, IPoolingLayer, IReduceLayer, IScaleLayer,
                      IShuffleLayer, ISliceLayer, ISoftMaxLayer, IUnaryLayer)
 from .layers import IDequantizeLayer, IQuantizeLayer
+from .debug import IDebugListener
 from .network import INetworkDefinition
 from .plugins import IPluginCreatorV3One, IPluginRegistry, IPluginV3, PluginField, PluginFieldCollection, get_plugin_registry
 from .runtime import ICudaEngine, IExecutionContext, Runtime
@@ -43,5 +44,5 @@ __all__ = [
     "INormalizationLayer", "IPaddingLayer", "IPluginV3Layer", "IPoolingLayer", "IReduceLayer", "IScaleLayer",
     "IShuffleLayer", "ISliceLayer", "IQuantizeLayer", "IDequantizeLayer", "ISoftMaxLayer", "IUnaryLayer", "INetworkDefinition",
     "IPluginCreatorV3One", "IPluginRegistry", "IPluginV3", "PluginField", "PluginFieldCollection",
-    "get_plugin_registry", "ICudaEngine", "IExecutionContext", "Runtime",
+    "get_plugin_registry", "ICudaEngine", "IExecutionContext", "Runtime", "IDebugListener",
 ]

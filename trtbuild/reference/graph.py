@@ -120,7 +120,9 @@ class PlanGraph:
                 for _, _, w, _ in self.layers]
         return self._device_weights[device]
 
-    def run(self, feeds: dict[str, torch.Tensor], device) -> dict[str, torch.Tensor]:
+    def run(self, feeds: dict[str, torch.Tensor], device, on_value=None) -> dict[str, torch.Tensor]:
+        """on_value(tensor entry, value): called for each tensor a layer computes, once computed
+        (debug tensors, trtbuild.reference.debug)."""
         values = {}
         for t in self.header["inputs"]:
             values[t["id"]] = feeds[t["name"]].to(device)
@@ -130,6 +132,8 @@ class PlanGraph:
                              arithmetic=self.arithmetic)
             for o, v in zip(entry["outputs"], outs):
                 values[o["id"]] = v
+                if on_value is not None:
+                    on_value(o, v)
         return {t["name"]: values[t["id"]] for t in self.header["outputs"]}
 
 

@@ -8,6 +8,7 @@ from .enums import (ActivationType, DataType, LayerType, MatrixOperation, Networ
                     SampleMode)
 from . import layers as L
 from .quantize import validate as validate_quantization
+from .debug import NetworkDebugMarks
 
 _IDENTITY = tuple(range(Dims.MAX_DIMS))
 _FLT_MAX = 3.4028234663852886e38
@@ -29,7 +30,7 @@ QUANTIZED_INPUT = ("holds quantized values that only Q/DQ layers interpret (Tens
                    "between its quantize and dequantize layers and has no storage for 4-bit types")
 
 
-class INetworkDefinition:
+class INetworkDefinition(NetworkDebugMarks):
     """A strongly typed network under construction."""
 
     def __init__(self, flags: int = 0, builder=None):

@@ -20,6 +20,7 @@ from .core import NetworkError
 from .host_memory import IHostMemory, host_memory_from_parts
 from .safetensors_blob import safetensors_parts, safetensors_views
 from .layers import _is_int
+from .debug import check_debug_header, debug_header, debug_roots
 
 MAGIC = b"TRTBREF\x01"
 FORMAT_VERSION = 1
@@ -48,7 +49,7 @@ def _topological(network) -> list:
                 visit(produced_by[id(t)])
         order.append(layer)
 
-    for t in network._outputs:
+    for t in network._outputs + debug_roots(network):
         if id(t) in produced_by:
             visit(produced_by[id(t)])
     needed.update(id(lay) for lay in order)
@@ -92,7 +93,7 @@ def serialize_network(network, profiles: list[dict], extra: dict) -> IHostMemory
         out_layers.append(entry)
     outputs = [{"id": tid(t), "name": t.name, "dtype": int(t.dtype), "shape": list(t.shape)} for t in network._outputs]
     header = {"format": FORMAT_VERSION, "name": network.name, "inputs": inputs, "outputs": outputs,
-              "layers": out_layers, "profiles": profiles, **extra}
+              "layers": out_layers, "profiles": profiles, **extra, **debug_header(network, ids)}
     hj = json.dumps(header, separators=(",", ":")).encode()
     blob = safetensors_parts(arrays, at=len(MAGIC) + 16 + len(hj)) if arrays else []
     parts = [MAGIC, struct.pack("<Q", len(hj)), hj, struct.pack("<Q", sum(len(b) for b in blob)), *blob]
@@ -221,6 +222,7 @@ def check_header(header: dict) -> None:
         _need(t["id"] in defined, f"outputs[{i}] ('{t['name']}') is tensor id {t['id']}, which nothing defines")
         _need(t["name"] not in names, f"outputs[{i}] reuses the I/O tensor name '{t['name']}'")
         names.add(t["name"])
+    check_debug_header(header, _need)
     inputs = {t["name"]: t for t in header["inputs"]}
     for k, prof in enumerate(header["profiles"]):
         _need(isinstance(prof, dict), f"profiles[{k}] is a {type(prof).__name__}, not an object")

@@ -14,6 +14,7 @@ import mmap
 import torch
 
 from .core import Dims, ILogger, NetworkError
+from .debug import ContextDebugState, EngineDebugTensors
 from .enums import DataType, TensorIOMode, TensorLocation
 from .execute import TORCH_DTYPE
 from .graph import PlanGraph
@@ -38,7 +39,7 @@ def _wrap(address: int, shape, dtype: DataType, dev: torch.device) -> torch.Tens
     return raw.view(TORCH_DTYPE[dtype]).reshape(tuple(shape))
 
 
-class ICudaEngine:
+class ICudaEngine(EngineDebugTensors):
     def __init__(self, header: dict, graph: PlanGraph, logger: ILogger, plan: bytes):
         self._logger = logger
         self._plan = plan
@@ -108,7 +109,7 @@ class ICudaEngine:
         return host_memory_of(self._plan)
 
 
-class IExecutionContext:
+class IExecutionContext(ContextDebugState):
     def __init__(self, engine: ICudaEngine):
         self.engine = engine
         self.name = ""
@@ -176,7 +177,7 @@ class IExecutionContext:
         with torch.cuda.stream(stream) if stream is not None else _null():
             feeds = {t["name"]: _wrap(self._addresses[t["name"]], self._shapes[t["name"]], DataType(t["dtype"]), dev)
                      for t in self.engine._header["inputs"]}
-            results = self.engine._graph.run(feeds, dev)
+            results = self.engine._graph.run(feeds, dev, self._debug_callback(dev, stream_handle))
             for t in self.engine._header["outputs"]:
                 out = _wrap(self._addresses[t["name"]], self._out_shapes[t["name"]], DataType(t["dtype"]), dev)
                 out.copy_(results[t["name"]])
