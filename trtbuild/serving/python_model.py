@@ -26,18 +26,23 @@ from pathlib import Path
 ENGINE_FILE = "model.engine"
 
 
-def load_plugins(trt, sidecar: dict, model_dir: Path) -> None:
-    """Register the plugins the sidecar lists before the engine is deserialized: trtbuild's
-    Involution from the library copied beside the model (real TensorRT), or its reference twin."""
+def load_plugins(trt, model_dir: Path) -> None:
+    """Register the plugins the engine needs before it is deserialized: on real TensorRT the plugin
+    libraries export-triton copied beside the model (``*.so`` in `model_dir`); on the reference,
+    trtbuild's Involution twin."""
     from trtbuild.backend import is_reference, is_rtx
     from trtbuild.layers import involution
 
     if is_rtx(trt):
         return  # TensorRT-RTX has no plugins
-    wanted = {p.get("plugin") for p in sidecar.get("plugins") or []}
-    if is_reference(trt) or f"{involution.PLUGIN_NAMESPACE}::{involution.PLUGIN_NAME}" in wanted:
-        library = model_dir / involution.PLUGIN_LIBRARY
-        involution.load_plugin_library(trt, library if library.is_file() else None)
+    if is_reference(trt):
+        involution.load_plugin_library(trt)
+        return
+    for library in sorted(model_dir.glob("*.so")):
+        if library.name == involution.PLUGIN_LIBRARY:
+            involution.load_plugin_library(trt, library)  # checks that the creator got registered
+        else:
+            trt.get_plugin_registry().load_library(str(library))
 
 
 def load_model_engine(version_dir: str | os.PathLike):
@@ -50,7 +55,7 @@ def load_model_engine(version_dir: str | os.PathLike):
     sidecar = read_sidecar(path) or {}
     trt = load_trt(sidecar_backend(sidecar)) if sidecar else None
     if trt is not None:
-        load_plugins(trt, sidecar, Path(version_dir).parent)
+        load_plugins(trt, Path(version_dir).parent)
     return load_engine(path, trt)
 
 
