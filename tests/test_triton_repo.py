@@ -82,16 +82,21 @@ def test_static_engine_has_max_batch_size_0_and_no_dynamic_batching(engines, tmp
     assert warm.batch_size == 0 and list(warm.inputs["input"].dims) == [1, 3, 64, 64] and warm.inputs["input"].random_data
 
 
-def test_user_network(engines, tmp_path):
+def test_user_network(engines, tmp_path, capsys):
     """MODEL as net.py:FUNCTION; its input is taken from the engine's sidecar (no --input needed)."""
     repo = tmp_path / "repo"
     assert export(engines["user_ref"], "--engine", engines["user"], "--repo", repo, "--kind", "python",
-                  "--max-batch", "4", "--batching", "concatenate") == 0
+                  "--max-batch", "4", "--batching", "concatenate", "--instances", "2") == 0
     cfg = parse(repo / "smallnet")
+    assert [(mc.ModelInstanceGroup.Kind.Name(g.kind), g.count) for g in cfg.instance_group] == [("KIND_CPU", 2)]
     assert cfg.max_batch_size == 4 and list(cfg.dynamic_batching.preferred_batch_size) == [4]
     assert tensors(cfg.input) == [("input", "TYPE_FP32", [3, 16, 16])]
     assert tensors(cfg.output) == [("scores", "TYPE_FP32", [5])]
     assert cfg.parameters["trtbuild_batching"].string_value == "concatenate"
+    net = repo / "smallnet" / "net.py"  # the model's own file inside the directory export-triton would replace
+    shutil.copy(engines["user_ref"].rpartition(":")[0], net)
+    assert export(f"{net}:smallnet", "--engine", engines["user"], "--repo", repo, "--kind", "python") == 1
+    assert "lies inside" in capsys.readouterr().err and net.is_file()
 
 
 def _fake_tensorrt_engine(engines, tmp_path, plugin_library=None) -> Path:

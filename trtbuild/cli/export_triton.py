@@ -39,6 +39,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                    help="max_batch_size (default: the profile's max batch; 0 for a static-batch engine)")
     p.add_argument("--version-policy", default=None, metavar="POLICY",
                    help="latest:N, all or specific:V1,V2 (default: Triton's, the latest version)")
+    p.add_argument("--instances", type=int, default=1, metavar="N",
+                   help="model instances per GPU (or CPU), Triton's instance_group count (default 1)")
     p.add_argument("--warmup", action="store_true", help="add a model_warmup sample (random inputs, batch 1)")
     p.add_argument("--batching", choices=BATCHING, default=None,
                    help="--kind python: run a batch of requests as one engine run (concatenate) or one run per "
@@ -70,6 +72,7 @@ def run(args) -> int:
     from trtbuild.models.user import is_user_reference
     from trtbuild.serving.repository import export_model
 
+    from ._outputs import model_file_input
     from .build import resolve_cli_model
 
     if args.input is None and is_user_reference(args.model):
@@ -82,7 +85,8 @@ def run(args) -> int:
         raise ValueError(f"{e} (--input was taken from the sidecar of {args.engine}: {args.input})") from None
     result = export_model(args.engine, args.repo, args.name or spec.name, args.kind, max_batch=args.max_batch,
                           version_policy=args.version_policy, warmup=args.warmup, batching=args.batching,
-                          plugin_library=args.plugin_library, model=spec.name)
+                          instances=args.instances, plugin_library=args.plugin_library, model=spec.name,
+                          inputs=[path for _, path in model_file_input(args)])
     print(f"{'replaced' if result.replaced else 'wrote'} Triton model {result.path} (--kind {result.kind}): "
           + ", ".join(result.files))
     for lib in result.plugin_libraries:

@@ -111,13 +111,15 @@ def _warmup(inputs: list[dict], batched: bool) -> str:
 
 def config_text(sidecar: dict, name: str, kind: str = "tensorrt", *, max_batch: int | None = None,
                 version_policy: str | None = None, warmup: bool = False, instance_kind: str = "KIND_GPU",
-                batching: str = "concatenate", max_queue_delay_us: int = 100) -> str:
+                instances: int = 1, batching: str = "concatenate", max_queue_delay_us: int = 100) -> str:
     """The config.pbtxt text of model `name` (kind "tensorrt": platform tensorrt_plan; "python":
     backend python running trtbuild's Engine, with `batching` as a parameter its model.py reads)."""
     if kind not in KINDS:
         raise ConfigError(f"--kind {kind!r}: expected one of {', '.join(KINDS)}")
     if batching not in BATCHING:
         raise ConfigError(f"--batching {batching!r}: expected one of {', '.join(BATCHING)}")
+    if instances < 1:
+        raise ConfigError(f"--instances {instances}: must be at least 1 (model instances per device)")
     max_batch_size, preferred = batch_limits(sidecar, max_batch)
     batched = max_batch_size > 0
     policy = parse_version_policy(version_policy)
@@ -130,7 +132,7 @@ def config_text(sidecar: dict, name: str, kind: str = "tensorrt", *, max_batch: 
     if batched:
         text += (f"dynamic_batching {{\n  preferred_batch_size: [ {', '.join(map(str, preferred))} ]\n"
                  f"  max_queue_delay_microseconds: {int(max_queue_delay_us)}\n}}\n")
-    text += f"instance_group [\n  {{\n    kind: {instance_kind}\n    count: 1\n  }}\n]\n"
+    text += f"instance_group [\n  {{\n    kind: {instance_kind}\n    count: {int(instances)}\n  }}\n]\n"
     if kind == "python":
         text += (f'parameters {{\n  key: "{BATCHING_PARAMETER}"\n  value: {{ string_value: "{batching}" }}\n}}\n')
     if warmup:

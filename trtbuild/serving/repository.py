@@ -146,11 +146,13 @@ def _install(staging: Path, target: Path, replace: bool) -> None:
 
 def export_model(engine_path, repo, name: str, kind: str = "tensorrt", *, max_batch: int | None = None,
                  version_policy: str | None = None, warmup: bool = False, batching: str | None = None,
-                 plugin_library=(), model: str | None = None) -> ExportResult:
+                 instances: int = 1, plugin_library=(), model: str | None = None, inputs=()) -> ExportResult:
     """Write `engine_path` (checked against its sidecar's sha256) as model `name` of repository
     `repo` (see the module docstring). `model`, if given, must be the model the sidecar names.
     batching (--kind python): "concatenate" or "per-request" (default: per-request for reference
     plans, whose responses are then bit-identical to direct runs; concatenate otherwise).
+    instances: model instances per device (instance_group count). inputs: other files the caller
+    reads (the model's net.py), which must not lie inside a model directory about to be replaced.
     Raises RepositoryError / ConfigError / EngineFileError in one sentence; nothing is written then."""
     engine_path, repo = Path(engine_path), Path(repo)
     check_name(name)
@@ -167,11 +169,12 @@ def export_model(engine_path, repo, name: str, kind: str = "tensorrt", *, max_ba
     if batching is None:
         batching = "per-request" if backend == "reference" else "concatenate"
     text = config_text(sidecar, name, kind, max_batch=max_batch, version_policy=version_policy, warmup=warmup,
-                       instance_kind="KIND_GPU" if kind == "tensorrt" else instance_kind(backend), batching=batching)
+                       instance_kind="KIND_GPU" if kind == "tensorrt" else instance_kind(backend), instances=instances,
+                       batching=batching)
     if repo.exists() and not repo.is_dir():
         raise RepositoryError(f"--repo {repo} exists and is not a directory")
     target = repo / name
-    replace = _check_target(target, [engine_path, sidecar_path(engine_path), *libraries])
+    replace = _check_target(target, [engine_path, sidecar_path(engine_path), *libraries, *map(Path, inputs)])
     repo.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{name}.tmp-", dir=repo))
     try:
