@@ -11,8 +11,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 from triton_models import build_user, build_zoo, skip_or_fail
+
 from trtbuild.cli import main
 
 try:
@@ -162,8 +162,8 @@ def test_sidecar_records_plugins(engines):
 
 
 @pytest.mark.parametrize("case, message", [
-    ("reference", "Triton's TensorRT backend cannot load a trtbuild reference plan; use --kind python or build "
-                  "with --backend tensorrt"),
+    ("reference", ("Triton's TensorRT backend cannot load a trtbuild reference plan; use --kind python or build "
+                   "with --backend tensorrt")),
     ("tampered", "does not match the sha256 in its sidecar"),
     ("other model", "was built for model 'resnet18' (its sidecar says so), not 'alexnet'"),
     ("max batch", "--max-batch 9: must be between 1 and the engine profile's maximum batch 8"),

@@ -13,8 +13,8 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 import torch
-
 from triton_models import build_user, build_zoo, skip_or_fail
+
 from trtbuild.cli import main
 
 CLIENTS = 32
@@ -25,7 +25,7 @@ TIMEOUT_S = 60
 
 def _stub_problem() -> str | None:
     try:
-        import tritonclient.grpc  # noqa: F401
+        import tritonclient.grpc
         import tritonclient.http  # noqa: F401
     except ImportError as e:
         return f"tritonclient is not installed ({e}); `pip install -e .[test]` installs it"
@@ -36,7 +36,7 @@ def _stub_problem() -> str | None:
 
 def _still_running(repo) -> list[str]:
     """Processes whose command line names the repository (the server; its stubs name the models)."""
-    found = subprocess.run(["pgrep", "-af", str(repo)], capture_output=True, text=True).stdout
+    found = subprocess.run(["pgrep", "-af", str(repo)], capture_output=True, text=True, check=False).stdout
     return [line for line in found.splitlines() if "pgrep" not in line]
 
 
@@ -77,8 +77,8 @@ def _infer(module, url: str, model: str, inputs: list, input_name: str, output: 
     """Send `inputs` from CLIENTS threads, each with its own client; return the responses in order."""
 
     http = module.__name__.endswith("http")
-    timeouts = dict(connection_timeout=TIMEOUT_S, network_timeout=TIMEOUT_S) if http else {}
-    per_call = {} if http else dict(client_timeout=TIMEOUT_S)
+    timeouts = {"connection_timeout": TIMEOUT_S, "network_timeout": TIMEOUT_S} if http else {}
+    per_call = {} if http else {"client_timeout": TIMEOUT_S}
 
     def one(i):
         client = module.InferenceServerClient(url, **timeouts)

@@ -19,8 +19,11 @@ differently at another batch size).
 from __future__ import annotations
 
 import json
+import logging
 import os
 from pathlib import Path
+
+log = logging.getLogger("trtbuild.serving")
 
 #: the engine's file name inside the version directory (its sidecar is ENGINE_FILE + ".json").
 ENGINE_FILE = "model.engine"
@@ -120,8 +123,8 @@ class EngineModel:
                 for (i, _), response in zip(feeds, self._run_concatenated([f for _, f in feeds])):
                     responses[i] = response
                 return responses
-            except Exception:  # noqa: BLE001 - run them one by one, so each request gets its own answer
-                pass
+            except Exception as e:  # noqa: BLE001 - run them one by one, so each request gets its own answer
+                log.warning("one engine run for %d requests failed (%s); running them one by one", len(feeds), e)
         for i, feed in feeds:
             try:
                 responses[i] = self._response(self.engine.run(feed))

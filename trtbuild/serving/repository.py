@@ -194,4 +194,4 @@ def export_model(engine_path, repo, name: str, kind: str = "tensorrt", *, max_ba
     return ExportResult(target, kind, text, files, [target / lib.name for lib in libraries], replace)
 
 
-__all__ = ["ConfigError", "ExportResult", "MARKER", "RepositoryError", "export_model"]
+__all__ = ["MARKER", "ConfigError", "ExportResult", "RepositoryError", "export_model"]

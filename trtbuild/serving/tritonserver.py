@@ -90,7 +90,7 @@ class TritonServer:
                 f"--metrics-address={LOOPBACK}", f"--metrics-port={self.metrics_port}",
                 "--allow-gpu-metrics=false", f"--exit-timeout-secs={max(1, int(self.stop_timeout) - 2)}", *self.args]
 
-    def start(self) -> "TritonServer":
+    def start(self) -> TritonServer:
         """Start the server and wait until it is ready; TritonServerError (quoting the log) otherwise."""
         if not self.repository.is_dir():
             raise TritonServerError(f"model repository {self.repository} is not a directory")
@@ -154,7 +154,7 @@ class TritonServer:
         self.process = None
         return code
 
-    def __enter__(self) -> "TritonServer":
+    def __enter__(self) -> TritonServer:
         return self.start()
 
     def __exit__(self, *exc) -> None:
