@@ -240,3 +240,11 @@ def test_engine_inside_the_model_directory_is_not_replaced(engines, tmp_path, ca
     inside = repo / "resnet18" / "1" / "model.engine"
     assert export("resnet18", "--engine", inside, "--repo", repo, "--kind", "python") == 1
     assert "lies inside" in capsys.readouterr().err and inside.is_file()
+
+
+def test_server_entry_point_refuses_a_missing_repository(tmp_path, capsys):
+    from trtbuild.serving.tritonserver import main as serve
+
+    assert serve([str(tmp_path / "nowhere")]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("trtbuild: error: model repository") and "is not a directory" in err

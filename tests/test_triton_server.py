@@ -7,7 +7,6 @@ server for the module."""
 from __future__ import annotations
 
 import subprocess
-import time
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -19,7 +18,7 @@ from trtbuild.cli import main
 
 CLIENTS = 32
 REQUESTS = 64  # per protocol and model
-REQUEST_BATCH = 3  # requests carry 1..3 samples (the engines take up to 8)
+REQUEST_BATCH = 2  # requests carry 1 or 2 samples (the engines take up to 8)
 TIMEOUT_S = 60
 
 
@@ -58,12 +57,11 @@ def served(tmp_path_factory):
         assert main(["export-triton", model, "--engine", str(engine), "--repo", str(repo), "--kind", "python",
                      *more]) == 0
     server = TritonServer(repo, ready_timeout=TIMEOUT_S)
-    start = time.perf_counter()
-    server.start()
+    server.start()  # TritonServerError unless ready (all four models loaded) within TIMEOUT_S
     from trtbuild.engine import load_engine
 
     direct = {name: load_engine(path) for name, path in engines.items()}
-    yield {"server": server, "repo": repo, "direct": direct, "startup_s": time.perf_counter() - start}
+    yield {"server": server, "repo": repo, "direct": direct, "expected": {}}
     server.stop()
 
 
@@ -117,11 +115,11 @@ def test_concurrent_requests_equal_direct_runs(served, protocol, model, input_na
     url = server.http_url if protocol == "http" else server.grpc_url
     shape = engine.tensors[input_name].max_shape if max_batch else engine.tensors[input_name].shape
     count = REQUESTS if model != "rednet" else CLIENTS  # rednet: slower, 32 requests of its static batch 1
-    inputs = _requests(model, shape, count, max_batch, seed=hash((protocol, model)) % 1000)
+    inputs = _requests(model, shape, count, max_batch, seed=len(model))  # the same over HTTP and gRPC
     answers = _infer(module, url, model, inputs, input_name, output)
-    for x, answer in zip(inputs, answers):
-        expected = engine(x)[output]
-        assert torch.equal(torch.from_numpy(answer), expected), f"{model} over {protocol}: batch {tuple(x.shape)}"
+    expected = served["expected"].setdefault(model, [engine(x)[output] for x in inputs])  # direct runs, once
+    for x, answer, want in zip(inputs, answers, expected):
+        assert torch.equal(torch.from_numpy(answer), want), f"{model} over {protocol}: batch {tuple(x.shape)}"
 
 
 def test_dynamic_batching_concatenates_requests(served):
@@ -130,7 +128,7 @@ def test_dynamic_batching_concatenates_requests(served):
     import tritonclient.http
 
     server, engine = served["server"], served["direct"]["resnet18"]
-    inputs = _requests("resnet18_concat", (8, 3, 64, 64), REQUESTS, 1, seed=7)
+    inputs = _requests("resnet18_concat", (8, 3, 64, 64), CLIENTS, 1, seed=7)  # one request per client, at once
     answers = _infer(tritonclient.http, server.http_url, "resnet18_concat", inputs, "input", "logits")
     for x, answer in zip(inputs, answers):
         torch.testing.assert_close(torch.from_numpy(answer), engine(x)["logits"], rtol=1e-5, atol=1e-5)
@@ -156,10 +154,6 @@ def test_bad_request_fails_alone(served):
         assert client.is_server_ready()
     finally:
         client.close()
-
-
-def test_startup_under_time_limit(served):
-    assert served["startup_s"] < TIMEOUT_S
 
 
 def test_server_stops_cleanly(served):

@@ -5,7 +5,11 @@
         ...
     # stopped: SIGINT, then SIGKILL of its process group after `stop_timeout` seconds
 
-HTTP, gRPC and metrics listen on 127.0.0.1 only, on free ports. The server runs in its own process
+From a shell (serves until Ctrl-C; ports 8000/8001/8002 unless given, still on 127.0.0.1)::
+
+    python -m trtbuild.serving.tritonserver models [--http-port 8000 --grpc-port 8001 --metrics-port 8002]
+
+HTTP, gRPC and metrics listen on 127.0.0.1 only, on free ports by default. The server runs in its own process
 group with the environment of trtbuild.serving.python_env, so its Python backend embeds this
 interpreter (torch and trtbuild importable). Its log goes to a file in a private work directory;
 :class:`TritonServerError` quotes its error lines in one sentence when it fails to start or to load a model.
@@ -57,11 +61,13 @@ class TritonServer:
     ready_timeout: seconds to wait for readiness (models loaded); stop_timeout: seconds between
     SIGINT and SIGKILL; args: more tritonserver options (e.g. ``["--log-verbose=1"]``)."""
 
-    def __init__(self, repository, *, ready_timeout: float = 60.0, stop_timeout: float = 10.0, args=()):
+    def __init__(self, repository, *, ready_timeout: float = 60.0, stop_timeout: float = 10.0, args=(),
+                 ports: tuple | None = None):
         self.repository = Path(repository).resolve()
         self.ready_timeout, self.stop_timeout, self.args = ready_timeout, stop_timeout, list(args)
         self.process: subprocess.Popen | None = None
         self.workdir: Path | None = None
+        self.ports = ports  # (http, grpc, metrics); None: free ports
         self.http_port = self.grpc_port = self.metrics_port = None
 
     @property
@@ -96,7 +102,7 @@ class TritonServer:
             raise TritonServerError(f"model repository {self.repository} is not a directory")
         env = server_environment()  # StubError (one sentence) where the Python backend cannot run here
         self.workdir = Path(tempfile.mkdtemp(prefix="trtbuild-triton-"))
-        self.http_port, self.grpc_port, self.metrics_port = free_port(), free_port(), free_port()
+        self.http_port, self.grpc_port, self.metrics_port = self.ports or (free_port(), free_port(), free_port())
         with open(self.log_path, "wb") as log:
             self.process = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT,
                                             stdin=subprocess.DEVNULL, env=env, start_new_session=True)
@@ -159,3 +165,41 @@ class TritonServer:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+def main(argv=None) -> int:
+    """python -m trtbuild.serving.tritonserver REPO: serve a model repository until Ctrl-C."""
+    import argparse
+    import sys
+
+    from .python_env import StubError
+
+    p = argparse.ArgumentParser(prog="python -m trtbuild.serving.tritonserver", description=main.__doc__)
+    p.add_argument("repository", help="model repository (trtbuild export-triton --repo DIR)")
+    p.add_argument("--http-port", type=int, default=8000)
+    p.add_argument("--grpc-port", type=int, default=8001)
+    p.add_argument("--metrics-port", type=int, default=8002)
+    p.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for the models to load")
+    p.add_argument("args", nargs="*", help="more tritonserver options, after --")
+    args = p.parse_args(argv)
+    server = TritonServer(args.repository, ready_timeout=args.timeout, args=args.args,
+                          ports=(args.http_port, args.grpc_port, args.metrics_port))
+    try:
+        server.start()
+        print(f"tritonserver ready on {args.repository}: HTTP {server.http_url}, gRPC {server.grpc_url}, "
+              f"metrics {LOOPBACK}:{server.metrics_port} (Ctrl-C stops it)", flush=True)
+        while server.process.poll() is None:
+            time.sleep(0.5)
+        print(f"tritonserver exited with code {server.process.returncode}", file=sys.stderr)
+        return 1
+    except (StubError, TritonServerError) as e:
+        print(f"trtbuild: error: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        server.stop()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())
