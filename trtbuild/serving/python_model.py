@@ -107,7 +107,7 @@ class EngineModel:
 
         sizes = [int(next(iter(f.values())).shape[0]) for f in feeds]
         stacked = {name: torch.cat([f[name] for f in feeds]) for name in feeds[0]}
-        outputs = self.engine.run(stacked)
+        outputs = self.engine.run(stacked, synchronize=True)  # Triton reads GPU outputs after execute returns
         parts = {name: torch.split(value, sizes) for name, value in outputs.items()}
         return [self._response({name: parts[name][i] for name in parts}) for i in range(len(feeds))]
 
@@ -127,7 +127,7 @@ class EngineModel:
                 log.warning("one engine run for %d requests failed (%s); running them one by one", len(feeds), e)
         for i, feed in feeds:
             try:
-                responses[i] = self._response(self.engine.run(feed))
+                responses[i] = self._response(self.engine.run(feed, synchronize=True))
             except Exception as e:  # noqa: BLE001 - answered to the client that sent it
                 responses[i] = self._error(e)
         return responses

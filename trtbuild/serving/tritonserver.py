@@ -33,6 +33,8 @@ from .python_env import python_backend_dir, server_environment, tritonserver_bin
 
 LOOPBACK = "127.0.0.1"
 _ERROR_LINE = re.compile(r"^E\d{4} |error|failed|Traceback|Error:", re.IGNORECASE)
+#: error lines that every start on a machine without a GPU logs, and that say nothing about the models
+_NOISE = re.compile(r"CudaDriverHelper has not been initialized")
 
 
 class TritonServerError(RuntimeError):
@@ -50,7 +52,7 @@ def error_lines(log: str, limit: int = 6) -> list[str]:
     found = []
     for line in log.splitlines():
         line = line.strip()
-        if line and _ERROR_LINE.search(line) and line not in found:
+        if line and _ERROR_LINE.search(line) and not _NOISE.search(line) and line not in found:
             found.append(line[:300])
     return found[:limit]
 
