@@ -6,7 +6,11 @@ server for the module."""
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
+import sys
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -183,3 +187,29 @@ def test_model_that_fails_to_load_is_reported_in_one_sentence(served, tmp_path):
     assert "failed to load 'smallnet'" in message and "does not match the sha256" in message
     assert "\n" not in message.split(": ", 1)[0]
     assert _still_running(repo) == []
+
+
+def test_server_dies_with_the_process_that_started_it(tmp_path):
+    """A test run killed with SIGKILL leaves no tritonserver behind (PR_SET_PDEATHSIG)."""
+    problem = _stub_problem()
+    if problem:
+        skip_or_fail(problem)
+    repo = tmp_path / "empty-repo"
+    repo.mkdir()
+    script = ("import sys, time\nfrom trtbuild.serving.tritonserver import TritonServer\n"
+              f"s = TritonServer({str(repo)!r}, ready_timeout={TIMEOUT_S}).start()\n"
+              "print(s.process.pid, flush=True)\ntime.sleep(600)\n")
+    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        pid = int(parent.stdout.readline())
+        assert _still_running(repo)
+    finally:
+        parent.kill()
+        parent.wait()
+    deadline = time.monotonic() + 20
+    while _still_running(repo) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    left = _still_running(repo)
+    if left:
+        os.killpg(pid, signal.SIGKILL)  # its own process group (the server and its stubs)
+    assert left == [], f"tritonserver {pid} outlived the process that started it"

@@ -23,6 +23,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 import urllib.error
@@ -39,6 +40,17 @@ _NOISE = re.compile(r"CudaDriverHelper has not been initialized")
 
 class TritonServerError(RuntimeError):
     """tritonserver did not start, or did not become ready (one sentence quoting its log)."""
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: SIGTERM it when the process that started it dies (Linux
+    PR_SET_PDEATHSIG), so that no tritonserver outlives a killed test run or command."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGTERM))  # PR_SET_PDEATHSIG = 1
+    except (OSError, AttributeError):
+        pass
 
 
 def free_port() -> int:
@@ -61,7 +73,9 @@ class TritonServer:
     """A tritonserver process on `repository` (see the module docstring).
 
     ready_timeout: seconds to wait for readiness (models loaded); stop_timeout: seconds between
-    SIGINT and SIGKILL; args: more tritonserver options (e.g. ``["--log-verbose=1"]``)."""
+    SIGINT and SIGKILL; args: more tritonserver options (e.g. ``["--log-verbose=1"]``); ports:
+    (http, grpc, metrics), default free ones. On Linux the server gets SIGTERM when the thread
+    that started it ends (PR_SET_PDEATHSIG): start it from a thread that outlives it."""
 
     def __init__(self, repository, *, ready_timeout: float = 60.0, stop_timeout: float = 10.0, args=(),
                  ports: tuple | None = None):
@@ -107,7 +121,8 @@ class TritonServer:
         self.http_port, self.grpc_port, self.metrics_port = self.ports or (free_port(), free_port(), free_port())
         with open(self.log_path, "wb") as log:
             self.process = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT,
-                                            stdin=subprocess.DEVNULL, env=env, start_new_session=True)
+                                            stdin=subprocess.DEVNULL, env=env, start_new_session=True,
+                                            preexec_fn=_die_with_parent if sys.platform == "linux" else None)  # noqa: PLW1509
         try:
             self._wait_ready()
         except BaseException:
@@ -172,7 +187,6 @@ class TritonServer:
 def main(argv=None) -> int:
     """python -m trtbuild.serving.tritonserver REPO: serve a model repository until Ctrl-C."""
     import argparse
-    import sys
 
     from .python_env import StubError
 
