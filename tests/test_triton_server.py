@@ -7,6 +7,7 @@ server for the module."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -171,8 +172,6 @@ def test_server_stops_cleanly(served):
 def test_model_that_fails_to_load_is_reported_in_one_sentence(served, tmp_path):
     """A tampered engine: the model's initialize fails (sha256 mismatch), Triton exits, and the error
     quotes the server log's lines."""
-    import shutil
-
     from trtbuild.serving.tritonserver import TritonServer, TritonServerError
 
     repo = tmp_path / "repo"
@@ -198,10 +197,11 @@ def test_server_dies_with_the_process_that_started_it(tmp_path):
     repo.mkdir()
     script = ("import sys, time\nfrom trtbuild.serving.tritonserver import TritonServer\n"
               f"s = TritonServer({str(repo)!r}, ready_timeout={TIMEOUT_S}).start()\n"
-              "print(s.process.pid, flush=True)\ntime.sleep(600)\n")
+              "print(s.process.pid, s.workdir, flush=True)\ntime.sleep(600)\n")
     parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
     try:
-        pid = int(parent.stdout.readline())
+        pid, workdir = parent.stdout.readline().split()
+        pid = int(pid)
         assert _still_running(repo)
     finally:
         parent.kill()
@@ -210,6 +210,7 @@ def test_server_dies_with_the_process_that_started_it(tmp_path):
     while _still_running(repo) and time.monotonic() < deadline:
         time.sleep(0.2)
     left = _still_running(repo)
+    shutil.rmtree(workdir, ignore_errors=True)  # the killed starter could not remove it
     if left:
         os.killpg(pid, signal.SIGKILL)  # its own process group (the server and its stubs)
     assert left == [], f"tritonserver {pid} outlived the process that started it"
