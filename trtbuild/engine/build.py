@@ -29,6 +29,7 @@ from .debug_marks import mark_debug_tensors
 from .errors import BuildError
 from .logging_bridge import exclusive, make_logger
 from .interrupts import calling_tensorrt
+from .plugins import plugins_used
 from .progress import make_progress_monitor
 from .timing_cache import load_timing_cache
 from .rtx import set_targets, target_list
@@ -266,6 +267,7 @@ def serialize_network(trt: ModuleType, builder, network, logger, *, batch=None, 
         "inputs": [describe_tensor(network.get_input(i)) for i in range(network.num_inputs)],
         "outputs": [describe_tensor(network.get_output(i)) for i in range(network.num_outputs)],
         "profile": profile_info, "workspace": workspace, "tf32": bool(tf32), "build_phases": list(monitor.phases),
+        "plugins": plugins_used(trt, network),
         **({"targets": list(built_targets)} if built_targets else {}),
     })
 
@@ -404,7 +406,7 @@ def build_plan(trt: ModuleType, define, *, weights=None, input_name: str | None 
         "precision": precision, "fp32_io": bool(fp32_io),
         "small": bool(small) if hasattr(define, "build_network") else None,
         "inputs": built["inputs"], "outputs": built["outputs"], "profile": built["profile"],
-        "workspace": workspace, "tf32": bool(tf32),
+        "plugins": built["plugins"], "workspace": workspace, "tf32": bool(tf32),
         "model_outputs": defined.model_outputs,
         "extra_outputs": {n: t.name for n, t in defined.extra.items()}, "build_phases": built["build_phases"],
         **({"debug_tensors": {n: t.name for n, t in defined.debug.items()}} if defined.debug else {}),
@@ -415,6 +417,7 @@ def build_plan(trt: ModuleType, define, *, weights=None, input_name: str | None 
     }
     if result is not None and result.rtx_plan is not plan:  # keep the TensorRT-RTX engine, described alike
         rtx_info = result.rtx_plan.info
-        result.rtx_plan.info = {**plan.info, **{k: rtx_info[k] for k in ("inputs", "outputs", "build_phases", "targets")}}
+        result.rtx_plan.info = {**plan.info, **{k: rtx_info[k] for k in ("inputs", "outputs", "plugins", "build_phases",
+                                                                    "targets")}}
         plan.rtx_plan = result.rtx_plan
     return plan

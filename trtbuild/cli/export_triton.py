@@ -1,0 +1,96 @@
+"""``trtbuild export-triton``: write an engine into a Triton Inference Server model repository.
+
+    trtbuild export-triton resnet18 --engine engines/resnet18-fp16.engine --repo models
+    trtbuild export-triton resnet18 --engine engines/resnet18-small-fp32.engine --repo models --kind python
+    trtbuild export-triton net.py:tinynet --engine engines/tinynet-fp32.engine --repo models --kind python
+
+Writes DIR/<name>/config.pbtxt and DIR/<name>/1/model.plan (--kind tensorrt, for Triton's TensorRT
+backend: TensorRT 10/11 engines only) or DIR/<name>/1/model.py + the engine (--kind python: Triton's
+Python backend runs it with trtbuild's Engine, on any trtbuild backend). The configuration comes from
+the engine's sidecar: tensor names, Triton data types, dims without the batch dimension and
+max_batch_size from a --batch profile (0 for a static batch), dynamic batching preferring the
+profile's opt and max. Plugin libraries are copied beside the model. The model directory is written
+atomically, and an existing one is replaced only if trtbuild wrote it.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+NAME = "export-triton"
+
+
+def add_parser(subparsers) -> argparse.ArgumentParser:
+    """Register ``export-triton``."""
+    from trtbuild.serving.config import BATCHING, KINDS
+
+    from .build import MODEL_HELP, add_user_model_options
+
+    p = subparsers.add_parser(NAME, help="write an engine into a Triton Inference Server model repository",
+                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("model", help=MODEL_HELP + "; must be the model the engine's sidecar names")
+    p.add_argument("--engine", required=True, help="engine file built by `trtbuild build` (its .json sidecar beside it)")
+    p.add_argument("--repo", required=True, metavar="DIR", help="Triton model repository (created if missing)")
+    p.add_argument("--kind", choices=KINDS, default="tensorrt",
+                   help="tensorrt: Triton's TensorRT backend (model.plan; TensorRT 10/11 engines); python: Triton's "
+                        "Python backend running trtbuild's Engine (any backend, CPU included); default tensorrt")
+    p.add_argument("--name", default=None, help="model name in the repository (default: the model's name)")
+    p.add_argument("--max-batch", type=int, default=None, metavar="N",
+                   help="max_batch_size (default: the profile's max batch; 0 for a static-batch engine)")
+    p.add_argument("--version-policy", default=None, metavar="POLICY",
+                   help="latest:N, all or specific:V1,V2 (default: Triton's, the latest version)")
+    p.add_argument("--instances", type=int, default=1, metavar="N",
+                   help="model instances per GPU (or CPU), Triton's instance_group count (default 1)")
+    p.add_argument("--warmup", action="store_true", help="add a model_warmup sample (random inputs, batch 1)")
+    p.add_argument("--batching", choices=BATCHING, default=None,
+                   help="--kind python: run a batch of requests as one engine run (concatenate) or one run per "
+                        "request (per-request: responses bit-identical to a direct Engine run); default "
+                        "per-request for reference plans, concatenate otherwise")
+    p.add_argument("--plugin-library", action="append", default=[], metavar="LIB.so",
+                   help="plugin library to copy beside the model (default: the one the sidecar records)")
+    add_user_model_options(p)
+    p.set_defaults(func=run)
+    return p
+
+
+def _input_from_sidecar(engine) -> str | None:
+    """--input NAME:SHAPE for a network function, taken from the engine's sidecar (batch >= 1)."""
+    from trtbuild.engine import read_sidecar
+
+    try:
+        sidecar = read_sidecar(engine) or {}
+    except ValueError:
+        return None
+    inputs = sidecar.get("inputs") or []
+    if len(inputs) != 1:
+        return None
+    shape = [max(int(d), 1) for d in inputs[0]["shape"]]
+    return f"{inputs[0]['name']}:{'x'.join(map(str, shape))}"
+
+
+def run(args) -> int:
+    from trtbuild.models.user import is_user_reference
+    from trtbuild.serving.repository import export_model
+
+    from ._outputs import model_file_input
+    from .build import resolve_cli_model
+
+    if args.input is None and is_user_reference(args.model):
+        args.input = _input_from_sidecar(args.engine)
+    try:
+        spec = resolve_cli_model(args)
+    except ValueError as e:
+        if args.input is None:
+            raise
+        raise ValueError(f"{e} (--input was taken from the sidecar of {args.engine}: {args.input})") from None
+    result = export_model(args.engine, args.repo, args.name or spec.name, args.kind, max_batch=args.max_batch,
+                          version_policy=args.version_policy, warmup=args.warmup, batching=args.batching,
+                          instances=args.instances, plugin_library=args.plugin_library, model=spec.name,
+                          inputs=[path for _, path in model_file_input(args)])
+    print(f"{'replaced' if result.replaced else 'wrote'} Triton model {result.path} (--kind {result.kind}): "
+          + ", ".join(result.files))
+    for lib in result.plugin_libraries:
+        print(f"plugin library: {lib}; start Triton with --backend-config=tensorrt,plugins={lib} "
+              f"(or LD_PRELOAD={lib})")
+    print(f"serve it: tritonserver --model-repository {result.path.parent}")
+    return 0

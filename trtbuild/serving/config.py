@@ -1,0 +1,140 @@
+"""A Triton model configuration (``config.pbtxt``) from an engine's sidecar.
+
+    text = config_text(sidecar, "resnet18", kind="tensorrt")     # platform: "tensorrt_plan" ...
+    text = config_text(sidecar, "resnet18", kind="python", instance_kind="KIND_CPU")
+
+Everything comes from the sidecar (trtbuild.engine.serialize.make_sidecar): tensor names, shapes
+and dtypes, and the batch profile. An engine built with ``--batch MIN,OPT,MAX`` (batch dimension -1
+on every I/O tensor) becomes ``max_batch_size: MAX`` with dims *without* the batch dimension and
+dynamic batching preferring OPT and MAX; a static engine becomes ``max_batch_size: 0`` with full
+dims and no dynamic batching (Triton only batches models with max_batch_size > 0). The text is
+protobuf text format for Triton's ``inference.ModelConfig`` (tests parse it with tritonclient's
+model_config_pb2).
+"""
+
+from __future__ import annotations
+
+import json
+
+#: TensorRT DataType name (sidecar "dtype") -> Triton data type.
+TRITON_DTYPES = {"FLOAT": "TYPE_FP32", "HALF": "TYPE_FP16", "BF16": "TYPE_BF16", "INT32": "TYPE_INT32",
+                 "INT64": "TYPE_INT64", "INT8": "TYPE_INT8", "UINT8": "TYPE_UINT8", "BOOL": "TYPE_BOOL"}
+KINDS = ("tensorrt", "python")
+#: --batching of --kind python: one engine run on the requests stacked along the batch dimension,
+#: or one run per request (responses bit-identical to a direct Engine run on each request's input).
+BATCHING = ("concatenate", "per-request")
+BATCHING_PARAMETER = "trtbuild_batching"
+
+
+class ConfigError(ValueError):
+    """The engine cannot be described to Triton as asked (one sentence)."""
+
+
+def triton_dtype(name: str, tensor: str) -> str:
+    if name not in TRITON_DTYPES:
+        raise ConfigError(f"tensor '{tensor}' has TensorRT type {name}, which Triton's model configuration cannot "
+                          f"express (supported: {', '.join(TRITON_DTYPES)})")
+    return TRITON_DTYPES[name]
+
+
+def parse_version_policy(text: str | None) -> str | None:
+    """"latest:N" | "all" | "specific:1,2" -> the ModelVersionPolicy text; None -> None (Triton's default, latest 1)."""
+    if text is None:
+        return None
+    kind, _, rest = text.partition(":")
+    try:
+        if kind == "all" and not rest:
+            return "{ all: {} }"
+        if kind == "latest":
+            n = int(rest)
+            if n >= 1:
+                return f"{{ latest: {{ num_versions: {n} }} }}"
+        if kind == "specific":
+            versions = [int(v) for v in rest.split(",")]
+            if versions and all(v >= 1 for v in versions):
+                return f"{{ specific: {{ versions: [ {', '.join(map(str, versions))} ] }} }}"
+    except ValueError:
+        pass
+    raise ConfigError(f"--version-policy {text!r}: expected latest:N, all or specific:V1,V2 (positive integers)")
+
+
+def batch_limits(sidecar: dict, max_batch: int | None = None) -> tuple[int, list[int]]:
+    """(max_batch_size, preferred batch sizes) for the engine the sidecar describes (see module doc);
+    `max_batch` (--max-batch) lowers the maximum. ConfigError in one sentence where it does not fit."""
+    tensors = [*(sidecar.get("inputs") or []), *(sidecar.get("outputs") or [])]
+    profile = sidecar.get("profile") or {}
+    dynamic = bool(tensors) and all(t["shape"] and int(t["shape"][0]) == -1 for t in tensors)
+    if not dynamic or not profile:
+        if max_batch not in (None, 0):
+            raise ConfigError(f"--max-batch {max_batch}: the engine has a static batch (no --batch profile), so "
+                              "Triton cannot batch it (max_batch_size 0); rebuild it with --batch 1,OPT,MAX")
+        return 0, []
+    mins = {int(p["min"][0]) for p in profile.values()}
+    opt = min(int(p["opt"][0]) for p in profile.values())
+    top = min(int(p["max"][0]) for p in profile.values())
+    if max(mins) > 1:
+        raise ConfigError(f"the engine's batch profile starts at {max(mins)}, but Triton sends batches from 1 up to "
+                          "max_batch_size; rebuild it with --batch 1,OPT,MAX")
+    if max_batch is not None:
+        if not 1 <= max_batch <= top:
+            raise ConfigError(f"--max-batch {max_batch}: must be between 1 and the engine profile's maximum batch {top}")
+        top = max_batch
+    return top, sorted({b for b in (opt, top) if b <= top})
+
+
+def _dims(shape, batched: bool) -> str:
+    dims = [int(d) for d in shape][1 if batched else 0:]
+    return f"[ {', '.join(map(str, dims))} ]"
+
+
+def _tensors(kind: str, tensors: list[dict], batched: bool) -> str:
+    rows = [f'  {{\n    name: {json.dumps(t["name"])}\n    data_type: {triton_dtype(t["dtype"], t["name"])}\n'
+            f'    dims: {_dims(t["shape"], batched)}\n  }}' for t in tensors]
+    return f"{kind} [\n" + ",\n".join(rows) + "\n]\n"
+
+
+def _warmup(inputs: list[dict], batched: bool) -> str:
+    entries = []
+    for t in inputs:
+        dims = [int(d) for d in t["shape"]][1 if batched else 0:]
+        if any(d < 0 for d in dims):
+            raise ConfigError(f"--warmup: input '{t['name']}' has dynamic dimensions besides the batch "
+                              f"({t['shape']}), so Triton cannot make warmup data for it; leave out --warmup")
+        data = "random_data" if t["dtype"] in ("FLOAT", "HALF", "BF16") else "zero_data"
+        entries.append(f'    inputs {{\n      key: {json.dumps(t["name"])}\n      value: {{\n'
+                       f'        data_type: {triton_dtype(t["dtype"], t["name"])}\n'
+                       f'        dims: {_dims([1, *dims] if batched else dims, batched)}\n        {data}: true\n'
+                       "      }\n    }")
+    batch = "    batch_size: 1\n" if batched else ""
+    return 'model_warmup [\n  {\n    name: "trtbuild_warmup"\n' + batch + "\n".join(entries) + "\n  }\n]\n"
+
+
+def config_text(sidecar: dict, name: str, kind: str = "tensorrt", *, max_batch: int | None = None,
+                version_policy: str | None = None, warmup: bool = False, instance_kind: str = "KIND_GPU",
+                instances: int = 1, batching: str = "concatenate", max_queue_delay_us: int = 100) -> str:
+    """The config.pbtxt text of model `name` (kind "tensorrt": platform tensorrt_plan; "python":
+    backend python running trtbuild's Engine, with `batching` as a parameter its model.py reads)."""
+    if kind not in KINDS:
+        raise ConfigError(f"--kind {kind!r}: expected one of {', '.join(KINDS)}")
+    if batching not in BATCHING:
+        raise ConfigError(f"--batching {batching!r}: expected one of {', '.join(BATCHING)}")
+    if instances < 1:
+        raise ConfigError(f"--instances {instances}: must be at least 1 (model instances per device)")
+    max_batch_size, preferred = batch_limits(sidecar, max_batch)
+    batched = max_batch_size > 0
+    policy = parse_version_policy(version_policy)
+    head = 'platform: "tensorrt_plan"\n' if kind == "tensorrt" else 'backend: "python"\n'
+    text = f"name: {json.dumps(name)}\n{head}max_batch_size: {max_batch_size}\n"
+    if policy:
+        text += f"version_policy: {policy}\n"
+    text += _tensors("input", sidecar.get("inputs") or [], batched)
+    text += _tensors("output", sidecar.get("outputs") or [], batched)
+    if batched:
+        text += (f"dynamic_batching {{\n  preferred_batch_size: [ {', '.join(map(str, preferred))} ]\n"
+                 f"  max_queue_delay_microseconds: {int(max_queue_delay_us)}\n}}\n")
+    text += f"instance_group [\n  {{\n    kind: {instance_kind}\n    count: {int(instances)}\n  }}\n]\n"
+    if kind == "python":
+        text += (f'parameters {{\n  key: "{BATCHING_PARAMETER}"\n  value: {{ string_value: "{batching}" }}\n}}\n')
+    if warmup:
+        text += _warmup(sidecar.get("inputs") or [], batched)
+    return text
