@@ -28,7 +28,10 @@ import numpy as np
 import pytest
 import torch
 
-REPO = Path(__file__).resolve().parents[1]
+import trtbuild
+
+#: the checkout whose trtbuild this test process imported: the subprocess runs the same code
+REPO = Path(trtbuild.__file__).resolve().parents[1]
 CLIENTS, REQUESTS, MAX_BATCH = 32, 64, 4
 START_TIMEOUT_S = 90
 
