@@ -89,7 +89,11 @@ def load_or_build(trt, spec, args):
     if args.weights is not None:
         weights, source = WeightMap.load(args.weights), args.weights
     else:
-        weights = WeightMap.from_module(registry.get_torch_model(spec.name, seed=args.seed, small=args.small))
+        try:
+            module = registry.get_torch_model(spec.name, seed=args.seed, small=args.small)
+        except ValueError as e:
+            raise ValueError(f"{e}; or serve it from a weight file with --weights FILE") from None
+        weights = WeightMap.from_module(module)
         source = f"the seeded PyTorch model (seed {args.seed})"
     top = args.max_batch or DEFAULT_MAX_BATCH
     plan = build_model(spec, weights, trt, precision, small=args.small, batch=(1, top, top), progress=False)
