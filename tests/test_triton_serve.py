@@ -67,7 +67,7 @@ def free_ports(n: int) -> list[int]:
 class Served:
     """`trtbuild serve ARGS` in a subprocess (its own session) with its output lines collected."""
 
-    def __init__(self, args: list[str], cwd: Path):
+    def __init__(self, args: list[str], cwd: Path, sigint_ignored: bool = False):
         self.http, self.grpc, self.metrics = free_ports(3)
         env = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
                "TRTBUILD_BACKEND": "reference"}
@@ -75,7 +75,8 @@ class Served:
         self.proc = subprocess.Popen(
             [sys.executable, "-c", code, "serve", *args, "--http-port", str(self.http), "--grpc-port",
              str(self.grpc), "--metrics-port", str(self.metrics)], cwd=cwd, env=env, stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+            stderr=subprocess.STDOUT, text=True, start_new_session=True,
+            preexec_fn=(lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if sigint_ignored else None)
         self.lines: list[str] = []
         self._queue: queue.Queue = queue.Queue()
         threading.Thread(target=self._read, daemon=True).start()
@@ -177,7 +178,7 @@ def stop_and_check(served: Served, group: bool) -> None:
     time.sleep(0.2)
     output = "\n".join(served.lines)
     assert code == 130, output
-    assert "serve: Ctrl-C: Triton Inference Server stopped" in output and "trtbuild: interrupted" in output, output
+    assert "serve: SIGINT (Ctrl-C): Triton Inference Server stopped" in output and "trtbuild: interrupted" in output, output
     left = subprocess.run(["pgrep", "-f", workspace], capture_output=True, text=True).stdout.split()
     assert left == [], f"processes of {workspace} left after SIGINT: {left}"
     assert served.server_pids() == []
@@ -209,7 +210,8 @@ def test_rows_depend_on_batch_size_only():
 def test_serve_zoo_engine_with_dynamic_batching(triton_ok, tmp_path):
     """resnet18 --small engine file (profile 1..4), dynamic batching: 64 requests of batch 1 and 2 from
     32 concurrent HTTP and gRPC clients all succeed, each equals a direct run bit for bit, and Triton's
-    own counters show that requests were merged into fewer executions."""
+    own counters show that requests were merged into fewer executions. Started with SIGINT ignored
+    (a background job of a non-interactive shell), `kill -INT` still stops it cleanly."""
     from trtbuild.engine import build_and_save, load_engine
     from trtbuild.models import registry
     from trtbuild.weights import export_weights
@@ -218,7 +220,8 @@ def test_serve_zoo_engine_with_dynamic_batching(triton_ok, tmp_path):
     export_weights(registry.get_torch_model("resnet18", small=True), tmp_path / "r18.wts")
     path, _ = build_and_save("resnet18", tmp_path / "r18.wts", tmp_path / "r18.engine", trt, small=True,
                              batch=(1, 2, MAX_BATCH), progress=False)
-    served = Served(["resnet18", "--small", "--engine", str(path)], tmp_path)
+    # as a background job of a non-interactive shell starts it: SIGINT ignored; `kill -INT` must still stop it
+    served = Served(["resnet18", "--small", "--engine", str(path)], tmp_path, sigint_ignored=True)
     try:
         served.wait_serving()
         assert served.lines[0].startswith("backend: reference"), served.lines

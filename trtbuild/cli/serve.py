@@ -11,8 +11,8 @@ TensorRT where it runs, else the reference backend (the first line says which). 
 --engine, the model is built in memory with a batch profile 1..--max-batch (default 8) from
 --weights or the seeded PyTorch model. Triton's dynamic batcher merges concurrent requests into
 one execution of up to --max-batch (default: the engine's profile max); a static-batch engine
-is served unbatched (requests carry its full shape). Ctrl-C stops the server (the tritonserver
-process is gone when the command exits, with code 130). Needs `pip install "trtbuild[serve]"`.
+is served unbatched (requests carry its full shape). Ctrl-C (SIGINT) or SIGTERM stops the server
+(the tritonserver process is gone when the command exits, with code 130). Needs `pip install "trtbuild[serve]"`.
 """
 
 from __future__ import annotations
@@ -135,18 +135,48 @@ def run(args) -> int:
                                       f"{t.dtype.__name__}" for t in tensors))
     print(layout.describe(), flush=True)
     server = PytritonServer(engine, name, layout, ports, verbose=getattr(args, "verbose", False))
-    with server:
-        from importlib.metadata import version
+    received, restore = stop_on_signals()
+    try:
+        with server:
+            from importlib.metadata import version
 
-        h = ports.host
-        print(f"serving '{name}' with Triton Inference Server (nvidia-pytriton {version('nvidia-pytriton')}): "
-              f"HTTP {h}:{ports.http}, gRPC {h}:{ports.grpc}, metrics http://{h}:{ports.metrics}/metrics; "
-              "Ctrl-C stops", flush=True)
-        try:
-            server.wait()
-        except KeyboardInterrupt:
-            server.__exit__()
-            print("serve: Ctrl-C: Triton Inference Server stopped", flush=True)
-            raise
-        log = server.log_tail()
+            h = ports.host
+            print(f"serving '{name}' with Triton Inference Server (nvidia-pytriton {version('nvidia-pytriton')}): "
+                  f"HTTP {h}:{ports.http}, gRPC {h}:{ports.grpc}, metrics http://{h}:{ports.metrics}/metrics; "
+                  "Ctrl-C stops", flush=True)
+            try:
+                server.wait()
+            except KeyboardInterrupt:
+                server.__exit__()
+                print(f"serve: {received[0] if received else 'SIGINT (Ctrl-C)'}: Triton Inference Server stopped",
+                      flush=True)
+                raise
+            log = server.log_tail()
+    finally:
+        restore()
     raise RuntimeError("Triton Inference Server exited on its own" + (f"; the end of its log:\n{log}" if log else ""))
+
+
+def stop_on_signals():
+    """([name of the signal received], restore): SIGINT and SIGTERM raise KeyboardInterrupt in the main
+    thread, once (a second one while stopping is ignored), also where SIGINT was ignored at start (a
+    background job of a non-interactive shell), so `kill -INT` and `kill -TERM` stop the server cleanly."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return [], lambda: None
+    received: list[str] = []
+
+    def handler(signum, _frame):
+        if not received:
+            received.append("SIGINT (Ctrl-C)" if signum == signal.SIGINT else signal.Signals(signum).name)
+            raise KeyboardInterrupt
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+
+    def restore():
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+    return received, restore
