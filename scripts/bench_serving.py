@@ -7,11 +7,14 @@ The engine (default resnet18 --small, batch profile 1..--max-batch) is built onc
 temp dir; `trtbuild serve --engine` runs it in a subprocess (a real tritonserver from
 nvidia-pytriton; the engine executes in the serve process). --clients concurrent tritonclient
 clients (threads of this process) send --requests batch-1 requests per configuration after a
-warm-up. Direct calls run in this process: batch 1 one call after another (the baseline of the
+warm-up; one client alone gives the round trip's own cost (latency with no queueing). Direct calls run in this process: batch 1 one call after another (the baseline of the
 ratios), and batch --max-batch (the best any batching can reach, in rows/s). Client and server
-share this machine's cores, so the figures include that contention.
+share this machine's cores, so the figures include that contention. PyTorch runs --threads
+intra-op threads (default 1) here and in the server: with more, on a busy shared machine, one
+descheduled thread stalls every operator.
 
     python scripts/bench_serving.py [--model resnet18] [--full] [--clients 16] [--requests 300] [--max-batch 8]
+                                    [--threads 1]
 """
 
 from __future__ import annotations
@@ -70,9 +73,9 @@ def free_ports(n: int) -> list[int]:
 class Server:
     """`python -m trtbuild serve ARGS` on free loopback ports, until stop()."""
 
-    def __init__(self, args: list[str]):
+    def __init__(self, args: list[str], threads: int):
         self.http, self.grpc, metrics = free_ports(3)
-        env = {**os.environ, "PYTHONPATH": str(ROOT), "TRTBUILD_BACKEND": "reference"}
+        env = {**os.environ, "PYTHONPATH": str(ROOT), "TRTBUILD_BACKEND": "reference", "OMP_NUM_THREADS": str(threads)}
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "trtbuild", "serve", *args, "--http-port", str(self.http), "--grpc-port",
              str(self.grpc), "--metrics-port", str(metrics)], env=env, stdout=subprocess.PIPE,
@@ -131,7 +134,9 @@ def main() -> int:
     ap.add_argument("--clients", type=int, default=16)
     ap.add_argument("--requests", type=int, default=300, help="requests per configuration (default 300)")
     ap.add_argument("--max-batch", type=int, default=8)
+    ap.add_argument("--threads", type=int, default=1, help="PyTorch intra-op threads, here and in the server")
     args = ap.parse_args()
+    torch.set_num_threads(args.threads)
     problem = stub_problem()
     if problem:
         print(f"cannot benchmark Triton here: {problem}")
@@ -146,7 +151,7 @@ def main() -> int:
         shape = tuple(engine.tensors[engine.input_names[0]].max_shape[1:])
         x1 = torch.rand(1, *shape, generator=torch.Generator().manual_seed(0))
         print(f"model: {args.model}{' (small)' if small else ''} fp32, input {shape}; backend: reference (PyTorch) on "
-              f"CPU, torch {torch.__version__}, {torch.get_num_threads()} threads, {os.cpu_count()} cores; "
+              f"CPU, torch {torch.__version__}, {torch.get_num_threads()} PyTorch thread(s) here and in the server, {os.cpu_count()} cores; "
               f"{args.clients} concurrent clients x {args.requests} batch-1 requests per Triton configuration")
         rows = [("direct Engine, batch 1, sequential", direct(engine, x1, args.requests)),
                 (f"direct Engine, batch {args.max_batch}, sequential",
@@ -154,9 +159,12 @@ def main() -> int:
         del engine
         for dynamic in (False, True):
             server = Server([args.model, *([] if args.full else ["--small"]), "--engine", str(path),
-                             *([] if dynamic else ["--no-dynamic-batching"])])
+                             *([] if dynamic else ["--no-dynamic-batching"])], args.threads)
             try:
                 for proto in ("http", "grpc"):
+                    if not dynamic:  # one client: the per-request cost of the round trip through Triton
+                        rows.append((f"Triton {proto.upper():4s} 1 client", through_triton(
+                            server, proto, args.model, x1.numpy(), 1, args.requests)))
                     label = f"Triton {proto.upper():4s} dynamic batching {'on ' if dynamic else 'off'}"
                     rows.append((label, through_triton(server, proto, args.model, x1.numpy(), args.clients,
                                                        args.requests)))
