@@ -161,24 +161,25 @@ def direct_runs(engine, x: np.ndarray, sizes) -> dict[int, torch.Tensor]:
             for n in sizes}
 
 
-def stop_and_check(served: Served, group: bool) -> None:
-    """SIGINT (to the process only, or to its whole group as a terminal's Ctrl-C does): exit 130, the
+def stop_and_check(served: Served, group: bool, sig=signal.SIGINT) -> None:
+    """`sig` (to the process only, or to its whole group as a terminal's Ctrl-C does): exit 130, the
     stop line printed, no tritonserver or stub of this server left, its directory removed."""
     workspace = served.workspace()
     assert Path(workspace).is_dir()
     if group:
-        os.killpg(served.proc.pid, signal.SIGINT)
+        os.killpg(served.proc.pid, sig)
     else:
-        served.proc.send_signal(signal.SIGINT)
+        served.proc.send_signal(sig)
     try:
         code = served.proc.wait(timeout=40)
     except subprocess.TimeoutExpired:
         served.kill()
-        pytest.fail("trtbuild serve did not exit within 40 s of SIGINT:\n" + "\n".join(served.lines))
+        pytest.fail(f"trtbuild serve did not exit within 40 s of {sig.name}:\n" + "\n".join(served.lines))
     time.sleep(0.2)
     output = "\n".join(served.lines)
     assert code == 130, output
-    assert "serve: SIGINT (Ctrl-C): Triton Inference Server stopped" in output and "trtbuild: interrupted" in output, output
+    said = "SIGINT (Ctrl-C)" if sig == signal.SIGINT else sig.name
+    assert f"serve: {said}: Triton Inference Server stopped" in output and "trtbuild: interrupted" in output, output
     left = subprocess.run(["pgrep", "-f", workspace], capture_output=True, text=True).stdout.split()
     assert left == [], f"processes of {workspace} left after SIGINT: {left}"
     assert served.server_pids() == []
@@ -312,3 +313,45 @@ def test_serve_refusals_name_the_option(triton_ok, tmp_path, capsys):
                  str(grpc), "--metrics-port", str(metrics)]) == 1
     err = capsys.readouterr().err
     assert "--max-batch 3: engine" in err and "runs batches of 1 to 2" in err, err
+
+
+def test_serve_static_batch_engine_and_sigterm(triton_ok, tmp_path):
+    """A static-batch engine (batch 1, no profile) is served unbatched: the batching line says so, a
+    request of its shape over HTTP and gRPC equals the direct run, another batch is refused by Triton
+    naming the shape; SIGTERM (what Docker and Kubernetes send) stops it as cleanly as Ctrl-C."""
+    import tritonclient.grpc as grpcclient
+    import tritonclient.http as httpclient
+    from tritonclient.utils import InferenceServerException
+
+    from trtbuild.engine import build_and_save, load_engine
+    from trtbuild.models import registry
+    from trtbuild.weights import export_weights
+    import trtbuild.reference as trt
+
+    export_weights(registry.get_torch_model("resnet18", small=True), tmp_path / "r18.wts")
+    path, _ = build_and_save("resnet18", tmp_path / "r18.wts", tmp_path / "static.engine", trt, small=True,
+                             progress=False)
+    served = Served(["resnet18", "--small", "--engine", str(path), "--name", "r18_static"], tmp_path)
+    x = np.random.default_rng(2).random((1, 3, 64, 64), dtype=np.float32)
+    try:
+        served.wait_serving()
+        assert any(line.startswith("batching: none: the engine has a static batch of 1") for line in served.lines)
+        outputs = []
+        for lib, port in ((httpclient, served.http), (grpcclient, served.grpc)):
+            client = lib.InferenceServerClient(f"127.0.0.1:{port}")
+            try:
+                feed = lib.InferInput("input", [1, 3, 64, 64], "FP32")
+                feed.set_data_from_numpy(x)
+                outputs.append(client.infer("r18_static", [feed]).as_numpy("logits"))
+                wrong = lib.InferInput("input", [2, 3, 64, 64], "FP32")
+                wrong.set_data_from_numpy(np.concatenate([x, x]))
+                with pytest.raises(InferenceServerException, match=r"unexpected shape for input 'input'"):
+                    client.infer("r18_static", [wrong])
+            finally:
+                client.close()
+        stop_and_check(served, group=False, sig=signal.SIGTERM)
+    finally:
+        served.kill()
+    expected = load_engine(path, trt).run({"input": torch.from_numpy(x)})["logits"]
+    for y in outputs:
+        assert torch.equal(torch.from_numpy(y), expected)
