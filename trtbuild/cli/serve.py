@@ -53,6 +53,10 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--metrics-port", type=port, default=8002, help="Prometheus metrics port (default 8002)")
     p.add_argument("--seed", type=int, default=0,
                    help="seed of the PyTorch model whose weights an in-memory build takes without --weights")
+    for action in p._actions:  # the shared help describes build's default, which serve does not have
+        if action.dest == "weights":
+            action.help = ("weight file (.wts/.safetensors/.pt) of the engine built in memory (default: the seeded "
+                           "PyTorch model's weights, nothing written); not with --engine")
     p.set_defaults(func=run)
     return p
 
