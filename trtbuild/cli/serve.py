@@ -1,0 +1,186 @@
+"""``trtbuild serve``: serve an engine through a real Triton Inference Server (PyTriton).
+
+    trtbuild serve resnet18 --small                           # build in memory (batch 1..8), serve on 127.0.0.1
+    trtbuild serve resnet50 --engine engines/r50.engine --http-port 9000 --grpc-port 9001 --metrics-port 9002
+    trtbuild serve net.py:tinynet --input input:1x3x32x32 --weights weights/tinynet.wts --max-batch 16
+    trtbuild serve resnet18 --small --host 0.0.0.0            # reachable from other machines
+
+Triton (the tritonserver that nvidia-pytriton bundles) answers HTTP/REST and gRPC (KServe v2
+protocol) and Prometheus metrics; the engine runs in this process with trtbuild's Engine:
+TensorRT where it runs, else the reference backend (the first line says which). Without
+--engine, the model is built in memory with a batch profile 1..--max-batch (default 8) from
+--weights or the seeded PyTorch model. Triton's dynamic batcher merges concurrent requests into
+one execution of up to --max-batch (default: the engine's profile max); a static-batch engine
+is served unbatched (requests carry its full shape). Ctrl-C (SIGINT) or SIGTERM stops the server
+(the tritonserver process is gone when the command exits, with code 130). Needs `pip install "trtbuild[serve]"`.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from .build import add_model_command, backend_and_model
+from .parity import positive_int
+
+DEFAULT_MAX_BATCH = 8
+
+
+def port(text: str) -> int:
+    """argparse type of the port options: an integer in 1..65535."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a port number, got {text!r}") from None
+    if not 1 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"a port is a number from 1 to 65535, got {value}")
+    return value
+
+
+def add_parser(subparsers) -> argparse.ArgumentParser:
+    """Register ``serve``."""
+    p = add_model_command(subparsers, "serve", "serve an engine through Triton Inference Server (PyTriton)", __doc__)
+    p.add_argument("--engine", default=None, help="engine file to serve (default: build one in memory)")
+    p.add_argument("--max-batch", type=positive_int, default=None, metavar="N",
+                   help=f"largest batch Triton's dynamic batcher forms (default: the engine's profile max; "
+                        f"{DEFAULT_MAX_BATCH} for an engine built in memory, whose profile is 1..N)")
+    p.add_argument("--no-dynamic-batching", action="store_true",
+                   help="run every request alone (Triton still accepts batched requests up to --max-batch)")
+    p.add_argument("--name", default=None, help="Triton model name (default: the model's name)")
+    p.add_argument("--host", default="127.0.0.1",
+                   help="address the server listens on (default 127.0.0.1, this machine only; 0.0.0.0: all)")
+    p.add_argument("--http-port", type=port, default=8000, help="HTTP/REST port (default 8000)")
+    p.add_argument("--grpc-port", type=port, default=8001, help="gRPC port (default 8001)")
+    p.add_argument("--metrics-port", type=port, default=8002, help="Prometheus metrics port (default 8002)")
+    p.add_argument("--seed", type=int, default=0,
+                   help="seed of the PyTorch model whose weights an in-memory build takes without --weights")
+    for action in p._actions:  # the shared help describes build's default, which serve does not have
+        if action.dest == "weights":
+            action.help = ("weight file (.wts/.safetensors/.pt) of the engine built in memory (default: the seeded "
+                           "PyTorch model's weights, nothing written); not with --engine")
+    p.set_defaults(func=run)
+    return p
+
+
+def _check_engine(engine, spec, args) -> None:
+    """ValueError if the --engine's sidecar says it was built for another model, variant or precision."""
+    from trtbuild.parity.check import check_engine_input_fits
+
+    side = engine.sidecar or {}
+    for key, wanted, flag in (("model", spec.name, "MODEL"), ("small", bool(args.small), "--small"),
+                              ("precision", args.precision, "--precision")):
+        built = side.get(key)
+        if wanted is not None and built is not None and built != wanted:
+            raise ValueError(f"--engine {args.engine} was built with {key} {built!r} but {flag} asks for {wanted!r}; "
+                             "serve the engine with matching options or build another")
+    check_engine_input_fits(engine, spec, args.small, args.engine)
+
+
+def load_or_build(trt, spec, args):
+    """(Engine, one line saying where it comes from): --engine loaded, or built in memory."""
+    from trtbuild.engine import Engine, build_model, load_engine
+
+    if args.engine is not None:
+        if args.weights is not None:
+            raise ValueError(f"--weights applies to an engine built in memory; --engine {args.engine} was built "
+                             "already (its sidecar records its weights)")
+        engine = load_engine(args.engine, trt)
+        _check_engine(engine, spec, args)
+        return engine, f"engine: {args.engine}"
+    from trtbuild.models import registry
+    from trtbuild.weights import WeightMap
+
+    precision = args.precision or "fp32"
+    if args.weights is not None:
+        weights, source = WeightMap.load(args.weights), args.weights
+    else:
+        try:
+            module = registry.get_torch_model(spec.name, seed=args.seed, small=args.small)
+        except ValueError as e:
+            raise ValueError(f"{e}; or serve it from a weight file with --weights FILE") from None
+        weights = WeightMap.from_module(module)
+        source = f"the seeded PyTorch model (seed {args.seed})"
+    top = args.max_batch or DEFAULT_MAX_BATCH
+    plan = build_model(spec, weights, trt, precision, small=args.small, batch=(1, top, top), progress=False)
+    variant = " (small)" if args.small else ""
+    engine = Engine(plan, trt, sidecar=plan.info, name=f"{spec.name}{variant} ({precision}, in memory)")
+    return engine, f"engine: {spec.name}{variant} [{precision}] built in memory, batch 1..{top}, weights from {source}"
+
+
+def _check_runs_here(trt) -> None:
+    from trtbuild.backend import is_rtx
+
+    if is_rtx(trt):
+        from trtbuild.engine.rtx import can_run_here
+
+        runs, why = can_run_here(trt)
+        if not runs:
+            raise ValueError(f"--backend tensorrt-rtx: {why}, so TensorRT-RTX engines cannot run here and cannot be "
+                             "served; serve with --backend reference, or on a GPU among the engine's targets")
+
+
+def run(args) -> int:
+    """Start Triton, print where it listens, serve until Ctrl-C (exit 130) or the server dies (exit 1)."""
+    from trtbuild.serving.pyt_serve import Ports, PytritonServer, check_model_name, triton_layout
+    from trtbuild.serving.python_env import server_environment
+
+    trt, spec = backend_and_model(args)
+    name = check_model_name(args.name or spec.name)
+    ports = Ports(args.http_port, args.grpc_port, args.metrics_port, args.host)
+    ports.check()
+    server_environment()  # refuse in one sentence where Triton's Python-backend stub cannot run this Python
+    _check_runs_here(trt)
+    engine, origin = load_or_build(trt, spec, args)
+    layout = triton_layout(engine, None if args.engine is None else args.max_batch,
+                           dynamic_batching=not args.no_dynamic_batching)
+    print(origin)
+    for kind, tensors in (("inputs", layout.inputs), ("outputs", layout.outputs)):
+        batch = ["-1"] if layout.max_batch_size else []
+        print(f"{kind}: " + ", ".join(f"{t.name} [{', '.join(batch + [str(d) for d in t.dims])}] "
+                                      f"{t.dtype.__name__}" for t in tensors))
+    print(layout.describe(), flush=True)
+    server = PytritonServer(engine, name, layout, ports, verbose=getattr(args, "verbose", False))
+    received, restore = stop_on_signals()
+    try:
+        with server:
+            from importlib.metadata import version
+
+            h = ports.host
+            print(f"serving '{name}' with Triton Inference Server (nvidia-pytriton {version('nvidia-pytriton')}): "
+                  f"HTTP {h}:{ports.http}, gRPC {h}:{ports.grpc}, metrics http://{h}:{ports.metrics}/metrics; "
+                  "Ctrl-C stops", flush=True)
+            try:
+                server.wait()
+            except KeyboardInterrupt:
+                server.__exit__()
+                print(f"serve: {received[0] if received else 'SIGINT (Ctrl-C)'}: Triton Inference Server stopped",
+                      flush=True)
+                raise
+            log = server.log_tail()
+    finally:
+        restore()
+    raise RuntimeError("Triton Inference Server exited on its own" + (f"; the end of its log:\n{log}" if log else ""))
+
+
+def stop_on_signals():
+    """([name of the signal received], restore): SIGINT and SIGTERM raise KeyboardInterrupt in the main
+    thread, once (a second one while stopping is ignored), also where SIGINT was ignored at start (a
+    background job of a non-interactive shell), so `kill -INT` and `kill -TERM` stop the server cleanly."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return [], lambda: None
+    received: list[str] = []
+
+    def handler(signum, _frame):
+        if not received:
+            received.append("SIGINT (Ctrl-C)" if signum == signal.SIGINT else signal.Signals(signum).name)
+            raise KeyboardInterrupt
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+
+    def restore():
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+    return received, restore
