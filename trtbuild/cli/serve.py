@@ -134,7 +134,7 @@ def run(args) -> int:
                            dynamic_batching=not args.no_dynamic_batching)
     print(origin)
     for kind, tensors in (("inputs", layout.inputs), ("outputs", layout.outputs)):
-        batch = ["-1"] if layout.max_batch_size else []
+        batch = ["-1"] if layout.triton_max_batch else []
         print(f"{kind}: " + ", ".join(f"{t.name} [{', '.join(batch + [str(d) for d in t.dims])}] "
                                       f"{t.dtype.__name__}" for t in tensors))
     print(layout.describe(), flush=True)

@@ -53,7 +53,7 @@ class Layout:
 
     inputs: tuple
     outputs: tuple
-    max_batch_size: int
+    triton_max_batch: int  # Triton's max_batch_size (0: no batching)
     min_batch: int = 1
     dynamic_batching: bool = True
     static_batch: int | None = None
@@ -67,11 +67,11 @@ class Layout:
                     "for dynamic batching")
         lo, hi = self.profile
         if not self.dynamic_batching:
-            return (f"batching: dynamic batching off: each request runs alone (1..{self.max_batch_size} per "
+            return (f"batching: dynamic batching off: each request runs alone (1..{self.triton_max_batch} per "
                     f"request; engine profile {lo}..{hi})")
         pad = f"; executions smaller than {lo} are zero-padded to the profile's min" if lo > 1 else ""
         return (f"batching: dynamic (Triton's dynamic batcher merges concurrent requests into executions of up to "
-                f"{self.max_batch_size}, waiting at most {QUEUE_DELAY_US} µs; engine profile {lo}..{hi}){pad}")
+                f"{self.triton_max_batch}, waiting at most {QUEUE_DELAY_US} µs; engine profile {lo}..{hi}){pad}")
 
 
 @dataclass(frozen=True)
@@ -140,7 +140,7 @@ def infer_function(engine, layout: Layout):
 
     @batch
     def infer(**inputs):
-        n = next(iter(inputs.values())).shape[0] if layout.max_batch_size else None
+        n = next(iter(inputs.values())).shape[0] if layout.triton_max_batch else None
         pad = layout.min_batch - n if n is not None and n < layout.min_batch else 0
         feeds = {}
         for name, value in inputs.items():
@@ -198,7 +198,7 @@ class PytritonServer:
                 model_name=self.name, infer_func=infer_function(self.engine, layout),
                 inputs=[Tensor(name=t.name, dtype=t.dtype, shape=t.dims) for t in layout.inputs],
                 outputs=[Tensor(name=t.name, dtype=t.dtype, shape=t.dims) for t in layout.outputs],
-                config=ModelConfig(batching=layout.max_batch_size > 0, max_batch_size=layout.max_batch_size,
+                config=ModelConfig(batching=layout.triton_max_batch > 0, max_batch_size=layout.triton_max_batch,
                                    batcher=batcher), strict=True)
             self._triton.run()
             if not self._triton.is_alive():

@@ -41,6 +41,16 @@ def load_plugins(trt, model_dir: Path) -> None:
     if is_reference(trt):
         involution.load_plugin_library(trt)
         return
+    load_plugin_libraries(trt, model_dir)
+
+
+def load_plugin_libraries(trt, model_dir: Path) -> None:
+    """Load the plugin libraries beside the model (``*.so`` in `model_dir`) into real TensorRT's registry."""
+    from trtbuild.backend import is_rtx
+    from trtbuild.layers import involution
+
+    if is_rtx(trt):
+        raise ValueError(f"{model_dir}: TensorRT-RTX has no plugins, so no plugin library can be loaded")
     for library in sorted(model_dir.glob("*.so")):
         if library.name == involution.PLUGIN_LIBRARY:
             involution.load_plugin_library(trt, library)  # checks that the creator got registered
