@@ -20,6 +20,8 @@ input of the block's add (qadd). Nothing after the last layer is quantized.
 
 from __future__ import annotations
 
+import statistics
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -101,29 +103,31 @@ class DigitsNet(nn.Module):
 
 def train(data: Split, steps: int = STEPS, seed: int = SEED) -> DigitsNet:
     """Adam (lr 1e-2) on minibatches of 128 of the training split, `steps` steps, seeded, with
-    deterministic algorithms; returned in eval mode."""
-    was_deterministic = torch.are_deterministic_algorithms_enabled()
+    deterministic algorithms; returned in eval mode. The caller's global RNG state and
+    deterministic-algorithms setting are left as they were."""
+    saved = torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled()
     torch.use_deterministic_algorithms(True)
     try:
-        gen = torch.Generator().manual_seed(seed)
-        torch.manual_seed(seed)
-        model = DigitsNet()
-        opt = torch.optim.Adam(model.parameters(), lr=1e-2)
-        n = len(data.y_train)
-        order = torch.randperm(n, generator=gen)
-        model.train()
-        for step in range(steps):
-            start = (step * 128) % n
-            if start + 128 > n:
-                order = torch.randperm(n, generator=gen)
-                start = 0
-            idx = order[start:start + 128]
-            loss = nn.functional.cross_entropy(model(data.x_train[idx]), data.y_train[idx])
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            model = DigitsNet()
+            gen = torch.Generator().manual_seed(seed)
+            opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+            n = len(data.y_train)
+            order = torch.randperm(n, generator=gen)
+            model.train()
+            for step in range(steps):
+                start = (step * 128) % n
+                if start + 128 > n:
+                    order = torch.randperm(n, generator=gen)
+                    start = 0
+                idx = order[start:start + 128]
+                loss = nn.functional.cross_entropy(model(data.x_train[idx]), data.y_train[idx])
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
     finally:
-        torch.use_deterministic_algorithms(was_deterministic)
+        torch.use_deterministic_algorithms(saved[0], warn_only=saved[1])
     return model.eval()
 
 
@@ -194,10 +198,17 @@ def kept_layers(calib, precision: str, keep=()) -> list[str]:
 
 
 def engine_logits(model: DigitsNet, x: torch.Tensor, calib=None, precision: str = "fp32", keep=(),
-                  trt=reference, **build_args) -> tuple[torch.Tensor, dict]:
+                  trt=reference, runs: int = 1, **build_args) -> tuple[torch.Tensor, dict]:
     """Build the digits network (fp32, or int8/fp8 from `calib` with --keep-style `keep` pairs) for
-    a static batch of len(x) on `trt` and run it on `x`: (logits, the plan's info)."""
+    a static batch of len(x) on `trt` and run it on `x` `runs` times: (logits, the plan's info plus
+    ``run_ms``, the median time of one run in milliseconds)."""
     plan = None if precision == "fp32" else QuantPlan.build(calib, precision, keep)
     wm = WeightMap.from_module(model)
     built = build_plan(trt, digits_network(wm, plan), input_shape=tuple(x.shape), progress=False, **build_args)
-    return Engine(built, trt)(x)["logits"].float().cpu(), built.info
+    engine = Engine(built, trt)
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        logits = engine(x)["logits"]
+        times.append(1000 * (time.perf_counter() - start))
+    return logits.float().cpu(), dict(built.info, run_ms=statistics.median(times))
