@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import os
 import queue
-import socket
 import subprocess
 import sys
 import tempfile
@@ -40,6 +39,7 @@ import trtbuild.reference as trt  # noqa: E402
 from trtbuild.engine import build_and_save, export_seeded_weights, load_engine  # noqa: E402
 from trtbuild.models import registry  # noqa: E402
 from trtbuild.serving.python_env import stub_problem  # noqa: E402
+from trtbuild.serving.tritonserver import free_ports  # noqa: E402
 
 
 def stats(latencies: list[float], wall: float, rows_per_request: int = 1) -> dict:
@@ -58,16 +58,6 @@ def direct(engine, x: torch.Tensor, n: int) -> dict:
         engine.run({name: x})
         latencies.append(time.perf_counter() - t)
     return stats(latencies, time.perf_counter() - start, len(x))
-
-
-def free_ports(n: int) -> list[int]:
-    socks = [socket.socket() for _ in range(n)]
-    for s in socks:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return ports
 
 
 class Server:

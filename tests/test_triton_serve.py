@@ -29,6 +29,7 @@ import pytest
 import torch
 
 import trtbuild
+from trtbuild.serving.tritonserver import free_ports
 
 #: the checkout whose trtbuild this test process imported: the subprocess runs the same code
 REPO = Path(trtbuild.__file__).resolve().parents[1]
@@ -52,16 +53,6 @@ def triton_ok():
         if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
             pytest.fail(f"CI must run the Triton serving tests, but: {problem}")
         pytest.skip(problem)
-
-
-def free_ports(n: int) -> list[int]:
-    socks = [socket.socket() for _ in range(n)]
-    for s in socks:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return ports
 
 
 class Served:

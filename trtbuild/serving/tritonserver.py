@@ -53,10 +53,16 @@ def _die_with_parent() -> None:
         pass
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((LOOPBACK, 0))
-        return s.getsockname()[1]
+def free_ports(n: int) -> list[int]:
+    """`n` distinct loopback ports that were free a moment ago (all bound at once, then released)."""
+    socks = [socket.socket(socket.AF_INET, socket.SOCK_STREAM) for _ in range(n)]
+    try:
+        for s in socks:
+            s.bind((LOOPBACK, 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
 
 
 def error_lines(log: str, limit: int = 6) -> list[str]:
@@ -118,7 +124,7 @@ class TritonServer:
             raise TritonServerError(f"model repository {self.repository} is not a directory")
         env = server_environment()  # StubError (one sentence) where the Python backend cannot run here
         self.workdir = Path(tempfile.mkdtemp(prefix="trtbuild-triton-"))
-        self.http_port, self.grpc_port, self.metrics_port = self.ports or (free_port(), free_port(), free_port())
+        self.http_port, self.grpc_port, self.metrics_port = self.ports or tuple(free_ports(3))
         with open(self.log_path, "wb") as log:
             self.process = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT,
                                             stdin=subprocess.DEVNULL, env=env, start_new_session=True,
