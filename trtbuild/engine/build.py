@@ -36,7 +36,10 @@ from .serialize import atomic_write_bytes
 
 log = logging.getLogger("trtbuild.engine")
 
-PRECISIONS = {"fp32": "FLOAT", "fp16": "HALF", "bf16": "BF16"}
+#: precision -> the float type the network computes in. int8/fp8: explicit quantization (Q/DQ from a
+#: trtbuild.quant.QuantPlan around convolutions, matmuls and residual adds); every other layer stays FLOAT
+PRECISIONS = {"fp32": "FLOAT", "fp16": "HALF", "bf16": "BF16", "int8": "FLOAT", "fp8": "FLOAT"}
+QUANTIZED = ("int8", "fp8")
 #: what TensorRT-RTX logs as an error on a machine without a CUDA driver, on the way to reporting a
 #: real error; its ahead-of-time builds need no GPU, so it says nothing about the network
 _NO_GPU_NOISE = re.compile(r"cudaError 35|CUDA driver version is insufficient")
@@ -61,10 +64,32 @@ class Plan(IHostMemory):
 
 
 def check_precision(precision: str) -> str:
-    """Return the precision if it is one of fp32/fp16/bf16, else raise ValueError."""
+    """Return the precision if it is one of fp32/fp16/bf16/int8/fp8, else raise ValueError."""
     if precision not in PRECISIONS:
         raise ValueError(f"precision {precision!r} is not supported; choose one of {', '.join(PRECISIONS)}")
     return precision
+
+
+def check_quant(precision: str, quant, spec=None, fp32_io: bool = True) -> None:
+    """Refuse (ValueError, one sentence) a quantization plan that does not fit the build: int8/fp8
+    need one made for that precision and a model whose builder takes ``quant``; native I/O makes no
+    sense for them (their float type is already fp32)."""
+    if precision in QUANTIZED and quant is None:
+        raise ValueError(f"--precision {precision} needs a calibration (--calibration calib.json, written by "
+                         "`trtbuild calibrate`; in Python: quant=QuantPlan.build(...))")
+    if precision in QUANTIZED and not fp32_io:
+        raise ValueError(f"--native-io does not apply to --precision {precision}: its non-quantized layers and its "
+                         "I/O are float32 already (Q/DQ layers quantize inside the network)")
+    if quant is None:
+        return
+    if quant.precision != precision:
+        raise ValueError(f"the quantization plan is for {quant.precision}, not --precision {precision}")
+    if spec is None:
+        raise ValueError("a quantization plan (quant=) applies to registry models (a ModelSpec); a plain network "
+                         "definition quantizes with trtbuild.layers.quantize or trtbuild.layers.planned itself")
+    if "quant" not in inspect.signature(spec.build_network).parameters:
+        raise ValueError(f"model '{spec.name}': its build_network takes no quant= parameter, so it cannot be built "
+                         f"in {precision} or with --keep")
 
 
 def check_batch(batch) -> tuple[int, int, int] | None:
@@ -270,6 +295,19 @@ def serialize_network(trt: ModuleType, builder, network, logger, *, batch=None, 
     })
 
 
+def quant_info(quant) -> dict:
+    """What the sidecar records of a quantization plan: precision, kept modules (``fp32:layer4.*``),
+    and the calibration's model, method and data hash (its file's path and sha256 are added by
+    whoever read the file, trtbuild.engine.model.quant_plan)."""
+    info = {"precision": quant.precision, "keep": [f"{p}:{pattern}" for pattern, p in quant.keep]}
+    calib = quant.calibration
+    if calib is not None:
+        info["calibration"] = {"model": calib.model, "method": dict(calib.method),
+                               "data_sha256": (calib.data or {}).get("sha256"),
+                               **getattr(quant, "calibration_file", {})}
+    return info
+
+
 class DefinedNetwork:
     """A network defined by build_plan's definition step, not built yet: builder, network, logger
     (keep it alive with the builder), the model name, the extra (layerwise) outputs, the names of
@@ -295,13 +333,15 @@ def _named_tensors(network, by_name: dict, names, what: str) -> dict:
 
 def definition_step(define, *, weights=None, input_name=None, input_shape=None, precision="fp32",
                     fp32_io=True, batch=None, extra_outputs=(), small=False, network_name=None, debug_tensors=(),
-                    debug_unfused=False):
+                    debug_unfused=False, quant=None):
     """`f(trt) -> DefinedNetwork`: build_plan's definition step (input, casts, the model, named and
     marked outputs) for any backend module, so the same definition can be replayed on another
     backend (the cross-check). Arguments as in build_plan."""
     check_precision(precision)
     batch = check_batch(batch)
     spec = define if hasattr(define, "build_network") else None
+    check_quant(precision, quant, spec, fp32_io)
+    quant_kw = {"quant": quant} if quant is not None else {}
     model_name = None
     if spec is not None:
         from trtbuild.weights import WeightMap
@@ -313,7 +353,7 @@ def definition_step(define, *, weights=None, input_name=None, input_shape=None, 
         input_shape = spec.input_shape(small)
 
         def define(network, x, _spec=spec, _wm=wm):  # noqa: F811 - the spec becomes a plain definition
-            return check_spec_outputs(_spec, _spec.build_network(network, _wm, x))
+            return check_spec_outputs(_spec, _spec.build_network(network, _wm, x, **quant_kw))
     elif input_shape is None and _takes_input(define):
         raise ValueError("build_plan: a definition f(network, x) needs input_shape (NCHW with batch 1)")
 
@@ -350,7 +390,7 @@ def build_plan(trt: ModuleType, define, *, weights=None, input_name: str | None 
                timing_cache: str | os.PathLike | None = None, progress: bool | None = True,
                extra_outputs: Iterable[str] = (), tf32: bool = False, small: bool = False,
                network_name: str | None = None, targets=None, cross_check: bool = False,
-               debug_tensors: Iterable[str] = (), debug_unfused: bool = False) -> bytes:
+               debug_tensors: Iterable[str] = (), debug_unfused: bool = False, quant=None) -> bytes:
     """Build and serialize a strongly typed network; return the plan bytes (a `Plan` with `.info`).
 
     define: one of
@@ -359,7 +399,11 @@ def build_plan(trt: ModuleType, define, *, weights=None, input_name: str | None 
         input (and its cast), and names, casts and marks the returned outputs;
       * `f(network) -> {name: ITensor} | None`: f adds inputs and handles types itself; returned
         tensors are marked (f may also mark outputs itself).
-    precision: "fp32" | "fp16" | "bf16", the type the model computes in. fp32_io: see module doc.
+    precision: "fp32" | "fp16" | "bf16", the type the model computes in; "int8" | "fp8": explicit
+        quantization by `quant` (its other layers in fp32). fp32_io: see module doc.
+    quant: a trtbuild.quant.QuantPlan for a ModelSpec whose build_network takes ``quant`` (required
+        for int8/fp8; for fp16/bf16 it only keeps modules in fp32). Described in
+        `plan.info["quantization"]`.
     batch: (min, opt, max) for a dynamic batch dimension (input declared with -1), or None.
     workspace: memory-pool limit for MemoryPoolType.WORKSPACE in bytes.
     timing_cache: file loaded if present and rewritten atomically after a successful build; an
@@ -386,7 +430,7 @@ def build_plan(trt: ModuleType, define, *, weights=None, input_name: str | None 
     on = definition_step(define, weights=weights, input_name=input_name, input_shape=input_shape,
                          precision=precision, fp32_io=fp32_io, batch=batch, extra_outputs=extra_outputs,
                          small=small, network_name=network_name, debug_tensors=debug_tensors,
-                         debug_unfused=debug_unfused)
+                         debug_unfused=debug_unfused, quant=quant)
     serialize = dict(batch=check_batch(batch), workspace=workspace, timing_cache=timing_cache, progress=progress,
                      tf32=tf32, targets=targets)
     if cross_check:
@@ -412,6 +456,7 @@ def build_plan(trt: ModuleType, define, *, weights=None, input_name: str | None 
         **({"targets": built["targets"]} if "targets" in built else {}),
         **({"cross_check": result.to_dict()} if result is not None else {}),
         **({"weight_tensors": usage[0], "unused_weights": usage[1]} if usage is not None else {}),
+        **({"quantization": quant_info(quant)} if quant is not None else {}),
     }
     if result is not None and result.rtx_plan is not plan:  # keep the TensorRT-RTX engine, described alike
         rtx_info = result.rtx_plan.info

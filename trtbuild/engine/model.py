@@ -106,17 +106,51 @@ def load_model_weights(weights):
     return weights if isinstance(weights, WeightMap) else WeightMap.load(weights)
 
 
+def quant_plan(model, precision: str, calibration=None, keep=(), small: bool = False):
+    """The trtbuild.quant.QuantPlan of registry model `model` (name or ModelSpec) for `precision`,
+    or None when there is nothing to plan (no int8/fp8, no keep).
+
+    calibration: a calibration file (checked against the model with load_calibration: made for
+    another model, size or network is refused in one sentence; its path and sha256 are recorded in
+    the sidecar), or a trtbuild.quant.Calibration; required for int8/fp8 and refused otherwise.
+    keep: ``["fp32:conv4_3_norm,layer4.*", "fp16:..."]`` (--keep) or (pattern, precision) pairs:
+    PyTorch module names or globs kept out of quantization (or out of fp16) with casts."""
+    from trtbuild.quant import QuantPlan, load_calibration, parse_keep
+    from trtbuild.quant.plan import QUANTIZED_PRECISIONS
+
+    from .serialize import sha256_file
+
+    spec = get_spec(model) if isinstance(model, str) else model
+    quantized = precision in QUANTIZED_PRECISIONS
+    if not quantized and calibration is not None:
+        raise ValueError(f"--calibration applies to --precision int8 or fp8 only, not {precision}")
+    keep = [k for k in keep if isinstance(k, tuple)] + parse_keep([k for k in keep if not isinstance(k, tuple)])
+    if not quantized and not keep:
+        return None
+    source = {}
+    if isinstance(calibration, (str, os.PathLike)):
+        source = {"file": str(calibration), "sha256": sha256_file(calibration)}
+        calibration = load_calibration(calibration, spec, small=small)
+    modules = None
+    if calibration is None:  # fp16/bf16 with --keep: the module names come from the PyTorch model
+        modules = [n for n, _ in spec.torch_factory(0, small).named_modules() if n]
+    plan = QuantPlan.build(calibration, precision, keep, modules=modules)
+    plan.calibration_file = source  # recorded in the sidecar (trtbuild.engine.build.quant_info)
+    return plan
+
+
 def build_model(model, weights, trt: ModuleType, precision: str = "fp32", *, small: bool = False,
                 batch=None, workspace: int | None = None, timing_cache=None, progress: bool | None = True,
                 fp32_io: bool = True, extra_outputs=(), tf32: bool = False, targets=None,
-                cross_check: bool = False, debug_tensors=(), debug_unfused: bool = False) -> Plan:
+                cross_check: bool = False, debug_tensors=(), debug_unfused: bool = False, quant=None) -> Plan:
     """Build the registry model `model` (name or ModelSpec) with weights (path or WeightMap).
-    targets (TensorRT-RTX only) and cross_check: as in build_plan."""
+    targets (TensorRT-RTX only) and cross_check: as in build_plan. quant: a QuantPlan (see
+    :func:`quant_plan`), required for precision int8/fp8."""
     spec = get_spec(model) if isinstance(model, str) else model
     plan = build_plan(trt, spec, weights=load_model_weights(weights), precision=precision, small=small, batch=batch,
                       workspace=workspace, timing_cache=timing_cache, progress=progress, fp32_io=fp32_io,
                       extra_outputs=extra_outputs, tf32=tf32, targets=targets, cross_check=cross_check,
-                      debug_tensors=debug_tensors, debug_unfused=debug_unfused)
+                      debug_tensors=debug_tensors, debug_unfused=debug_unfused, quant=quant)
     return plan
 
 
