@@ -1,0 +1,238 @@
+"""Every zoo model (--small) built in INT8 and FP8 from a calibration file made here, on the
+reference backend: parity against the fp32 PyTorch model within the quantization-error budget the
+README states, a much tighter match against a PyTorch fake-quant model written here with the same
+scales (the strong test), NVIDIA's placement of the Q/DQ layers, --keep, the refusals, and the
+builds accepted by TensorRT-RTX's builder (FP8 needs sm89 or newer, so targets 8.9 and 12.0)."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+from torch import nn
+from torch.nn.utils.fusion import fuse_conv_bn_eval
+from torch.overrides import TorchFunctionMode
+
+import trtbuild.reference as ref_trt
+from trtbuild.engine import Engine, build_model, quant_plan
+from trtbuild.engine.build import build_plan, definition_step
+from trtbuild.models import registry
+from trtbuild.parity.check import check_model_parity, make_inputs
+from trtbuild.quant import CalibrationFileError, calibrate_data, random_source, write_calibration
+from trtbuild.weights import WeightMap
+
+MODELS = ["alexnet", "vgg16_ssd", "vgg16_refinedet", "resnet18", "resnet50", "repvgg_a0", "rednet"]
+#: cosine similarity to the fp32 PyTorch outputs every quantized build must reach (README)
+MIN_COSINE = 0.99
+
+
+def _spec(name):
+    spec = registry.get(name)
+    return spec.with_options(involution_impl="composed") if name == "rednet" else spec
+
+
+@pytest.fixture(scope="module")
+def calib_file(tmp_path_factory):
+    """calibration file per model (seeded random data, 2 batches of 4), made once per model."""
+    made = {}
+
+    def get(name):
+        if name not in made:
+            spec = registry.get(name)
+            model = registry.get_torch_model(name, small=True)
+            source = random_source(spec.input_shape(True)[1:], 2, 4, spec.value_range, seed=0)
+            calib = calibrate_data(model, source, "max", model_name=name, small=True)
+            made[name] = write_calibration(calib, tmp_path_factory.mktemp("calib") / f"{name}.json")
+        return made[name]
+    return get
+
+
+@pytest.mark.parametrize("precision", ["int8", "fp8"])
+@pytest.mark.parametrize("name", MODELS)
+def test_zoo_model_passes_parity_quantized(name, precision, calib_file):
+    spec = _spec(name)
+    quant = quant_plan(spec, precision, calib_file(name), small=True)
+    report = check_model_parity(spec, ref_trt, precision=precision, small=True, seed=1, quant=quant)
+    assert report.passed, report.to_table()
+    for stats in report.outputs:
+        assert stats.cosine > MIN_COSINE, (stats.name, stats.cosine)
+    assert report.meta["quantization"]["precision"] == precision
+
+
+# --- the strong test: a PyTorch fake-quant model with the same scales ---------------------------
+
+def _int8(x, amax):
+    return torch.fake_quantize_per_tensor_affine(x, float(amax) / 127, 0, -128, 127)
+
+
+def _fp8(x, scale):
+    return torch.clamp(x / scale, -448, 448).to(torch.float8_e4m3fn).to(torch.float32) * scale
+
+
+def _fake(dtype, x, amax):
+    return _int8(x, amax) if dtype == "int8" else _fp8(x, float(amax) / 448)
+
+
+def _fake_weight(dtype, w):
+    amax = w.abs().reshape(w.shape[0], -1).amax(1)
+    scale = torch.where(amax > 0, amax, torch.ones_like(amax)) / (127 if dtype == "int8" else 448)
+    if dtype == "int8":
+        return torch.fake_quantize_per_channel_affine(w, scale, torch.zeros(len(scale), dtype=torch.int32), 0,
+                                                      -128, 127)
+    return _fp8(w, scale.reshape(-1, *[1] * (w.dim() - 1)))
+
+
+def _fold_resnet_bn(m):
+    """Fold each BatchNorm into its conv (conv1/bn1, convK/bnK, downsample.0/.1), BN -> Identity."""
+    pairs = [(m, "conv1", "bn1")]
+    for stage in (m.layer1, m.layer2, m.layer3, m.layer4):
+        for block in stage:
+            pairs += [(block, f"conv{k}", f"bn{k}") for k in (1, 2, 3) if hasattr(block, f"conv{k}")]
+            if block.downsample is not None:
+                pairs.append((block.downsample, "0", "1"))
+    for parent, c, b in pairs:
+        setattr(parent, c, fuse_conv_bn_eval(getattr(parent, c), getattr(parent, b)))
+        setattr(parent, b, nn.Identity())
+
+
+class _QuantizeResidualAdds(TorchFunctionMode):
+    """Fake-quantize the second operand of each residual add (same-shape tensor add), the i-th add
+    with the amax of the calibration's i-th add (forward order)."""
+
+    ADDS = {torch.add, torch.Tensor.add, torch.Tensor.add_, torch.Tensor.__add__, torch.Tensor.__iadd__}
+
+    def __init__(self, amaxes, dtype):
+        super().__init__()
+        self.amaxes, self.dtype, self.i = amaxes, dtype, 0
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if (func in self.ADDS and len(args) >= 2 and isinstance(args[1], torch.Tensor)
+                and args[0].shape == args[1].shape):
+            args = (args[0], _fake(self.dtype, args[1], self.amaxes[self.i]), *args[2:])
+            self.i += 1
+        return func(*args, **(kwargs or {}))
+
+
+def _fake_quant_forward(name, model, calib, dtype, x):
+    m = copy.deepcopy(model)
+    if name.startswith("resnet"):
+        _fold_resnet_bn(m)
+    for mod_name, module in m.named_modules():
+        if isinstance(module, (nn.Conv2d, nn.Linear)):
+            with torch.no_grad():
+                module.weight.copy_(_fake_weight(dtype, module.weight))
+            amax = calib.activations[f"{mod_name}.input"]
+            module.register_forward_pre_hook(lambda mod, args, a=amax: (_fake(dtype, args[0], a),))
+    amaxes = [calib.activations[keys[1]] for keys in calib.adds.values()]
+    with torch.no_grad(), _QuantizeResidualAdds(amaxes, dtype) as mode:
+        y = m(x)
+    assert mode.i == len(amaxes)
+    return y
+
+
+@pytest.mark.parametrize("precision", ["int8", "fp8"])
+@pytest.mark.parametrize("name", ["resnet18", "alexnet"])
+def test_engine_matches_a_pytorch_fake_quant_model_with_the_same_scales(name, precision, calib_file):
+    from trtbuild.quant import load_calibration
+
+    spec = _spec(name)
+    model = registry.get_torch_model(name, small=True)
+    calib = load_calibration(calib_file(name), spec, small=True)
+    plan = build_model(spec, WeightMap.from_module(model), ref_trt, precision, small=True, progress=False,
+                       quant=quant_plan(spec, precision, calib_file(name), small=True))
+    x = make_inputs({"input": spec.input_shape(True)}, seed=1, value_range=spec.value_range)["input"]
+    got = Engine(plan, ref_trt, sidecar=plan.info)(input=x)["logits"].float()
+    fake = _fake_quant_forward(name, model, calib, precision, x)
+    with torch.no_grad():
+        fp32 = model(x)
+    scale = fp32.abs().max()
+    quant_error = (fake - fp32).abs().max() / scale
+    engine_vs_fake = (got - fake).abs().max() / scale
+    assert quant_error > 1e-3  # the fake-quant model really quantizes
+    assert engine_vs_fake < quant_error / 10, (float(engine_vs_fake), float(quant_error))
+    assert engine_vs_fake < 5e-3
+
+
+# --- placement, --keep, refusals ------------------------------------------------------------------
+
+def _network(name, precision, quant):
+    model = registry.get_torch_model(name, small=True)
+    defined = definition_step(_spec(name), weights=WeightMap.from_module(model), precision=precision, small=True,
+                              quant=quant)(ref_trt)
+    net = defined.network
+    return {net.get_layer(i).name: net.get_layer(i) for i in range(net.num_layers)}
+
+
+def _is(layer, kind):  # by class: IActivationLayer.type is its ActivationType, as in TensorRT
+    return type(layer).__name__ == f"I{kind}Layer"
+
+
+def test_int8_resnet18_follows_nvidias_placement_rules(calib_file):
+    layers = _network("resnet18", "int8", quant_plan("resnet18", "int8", calib_file("resnet18"), small=True))
+    convs = [n for n, layer in layers.items() if _is(layer, "Convolution")]
+    assert len(convs) == 20  # conv1, 16 block convs, 3 downsamples
+    for conv in convs:  # both inputs: the activation per tensor, the weight per output channel (axis 0)
+        assert f"{conv}/input_q/quantize" in layers and f"{conv}/weight_q" in layers, conv
+        assert layers[f"{conv}/weight_q"].axis == 0
+        assert layers[conv].get_input(0).name == f"{conv}/input_q"
+    assert "fc/input_q/quantize" in layers and "fc/weight_q" in layers  # the matmul too
+    adds = [f"layer{s}.{b}.add" for s in range(1, 5) for b in range(2)]
+    for add in adds:  # the residual (identity) input quantized, so the add fuses into the conv before it
+        assert layers[add].get_input(1).name == f"{add}/residual_q", add
+    assert "conv1/bn" not in " ".join(layers)  # BN folded, not simulated
+    last = list(layers.values())[-1]
+    assert not _is(last, "Dequantize") and last.name == "fc"  # no Q/DQ after the last layer
+
+
+def test_keep_keeps_named_layers_out_of_quantization_with_casts(calib_file):
+    quant = quant_plan("resnet18", "int8", calib_file("resnet18"), ["fp16:layer4.*", "fp32:conv1"], small=True)
+    layers = _network("resnet18", "int8", quant)
+    kept = [n for n in layers if n.startswith("layer4.") and _is(layers[n], "Convolution")]
+    assert kept and all(n.endswith("/fp16") for n in kept)
+    for conv in kept:
+        base = conv[: -len("/fp16")]
+        assert not any(n.startswith(f"{base}/input_q") or n.startswith(f"{base}/weight_q") for n in layers)
+        cast = layers[f"{base}/to_fp16"]
+        assert cast.get_output(0).dtype == ref_trt.DataType.HALF and layers[conv].get_input(0).name == cast.name
+        assert layers[base].get_output(0).dtype == ref_trt.DataType.FLOAT  # cast back to the network's type
+    assert "layer4.0.add/residual_q" not in layers  # the add in layer4 is kept too
+    assert "conv1/input_q/quantize" not in layers and layers["conv1"].get_input(0).dtype == ref_trt.DataType.FLOAT
+    assert "layer3.1.conv2/input_q/quantize" in layers  # the others are still quantized
+
+
+def test_fp16_build_keeps_modules_in_fp32_and_passes_parity():
+    quant = quant_plan("vgg16_ssd", "fp16", keep=["fp32:L2Norm,features.0"], small=True)
+    layers = _network("vgg16_ssd", "fp16", quant)
+    assert layers["conv4_3_norm/to_fp32"].get_output(0).dtype == ref_trt.DataType.FLOAT
+    assert layers["features.0/fp32"].get_input(0).dtype == ref_trt.DataType.FLOAT
+    assert layers["features.2"].get_input(0).dtype == ref_trt.DataType.HALF  # the rest stays fp16
+    report = check_model_parity("vgg16_ssd", ref_trt, precision="fp16", small=True, quant=quant)
+    assert report.passed, report.to_table()
+
+
+def test_calibration_of_another_model_is_refused(calib_file):
+    with pytest.raises(CalibrationFileError, match="was made for model 'resnet18', not 'resnet50'"):
+        quant_plan("resnet50", "int8", calib_file("resnet18"), small=True)
+
+
+def test_int8_without_calibration_is_refused_and_calibration_without_int8_too(calib_file):
+    wm = WeightMap.from_module(registry.get_torch_model("alexnet", small=True))
+    with pytest.raises(ValueError, match="--precision int8 needs a calibration"):
+        build_model("alexnet", wm, ref_trt, "int8", small=True, progress=False)
+    with pytest.raises(ValueError, match="--calibration applies to --precision int8 or fp8 only"):
+        quant_plan("alexnet", "fp16", calib_file("alexnet"), small=True)
+    with pytest.raises(ValueError, match="--native-io does not apply"):
+        build_model("alexnet", wm, ref_trt, "int8", small=True, fp32_io=False, progress=False,
+                    quant=quant_plan("alexnet", "int8", calib_file("alexnet"), small=True))
+
+
+@pytest.mark.parametrize("precision", ["int8", "fp8"])
+@pytest.mark.parametrize("name", ["resnet18", "alexnet"])
+def test_tensorrt_rtx_builds_the_quantized_networks(rtx, name, precision, calib_file):
+    model = registry.get_torch_model(name, small=True)
+    plan = build_plan(ref_trt, _spec(name), weights=WeightMap.from_module(model), precision=precision, small=True,
+                      quant=quant_plan(name, precision, calib_file(name), small=True), progress=False,
+                      cross_check=True, targets=("8.9", "12.0"))
+    cross = plan.info["cross_check"]  # CrossCheckError otherwise: TensorRT-RTX refused it or disagreed
+    assert cross["targets"] == ["8.9", "12.0"] and cross["tensors_compared"] > 20 and cross["rtx_engine_bytes"] > 0
