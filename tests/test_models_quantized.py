@@ -236,3 +236,65 @@ def test_tensorrt_rtx_builds_the_quantized_networks(rtx, name, precision, calib_
                       cross_check=True, targets=("8.9", "12.0"))
     cross = plan.info["cross_check"]  # CrossCheckError otherwise: TensorRT-RTX refused it or disagreed
     assert cross["targets"] == ["8.9", "12.0"] and cross["tensors_compared"] > 20 and cross["rtx_engine_bytes"] > 0
+
+
+def test_fp8_cross_check_targets_sm89_and_newer_by_default(rtx, calib_file):
+    model = registry.get_torch_model("alexnet", small=True)
+    quant = quant_plan("alexnet", "fp8", calib_file("alexnet"), small=True)
+    plan = build_plan(ref_trt, _spec("alexnet"), weights=WeightMap.from_module(model), precision="fp8", small=True,
+                      quant=quant, progress=False, cross_check=True)
+    assert plan.info["cross_check"]["targets"] == ["8.9", "12.0"]  # not the default sm86
+    with pytest.raises(ValueError, match="compiles FP8 for sm89 and newer only, not for sm86"):
+        build_plan(ref_trt, _spec("alexnet"), weights=WeightMap.from_module(model), precision="fp8", small=True,
+                   quant=quant, progress=False, cross_check=True, targets=("8.6", "8.9"))
+
+
+# --- the command line -----------------------------------------------------------------------------
+
+def _cli(capsys, *argv):
+    from trtbuild.cli import main
+
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_cli_builds_int8_with_keep_and_parity_reads_the_sidecar(tmp_path, monkeypatch, capsys, calib_file):
+    import hashlib
+    import json
+    import shutil
+
+    monkeypatch.chdir(tmp_path)
+    shutil.copy(calib_file("resnet18"), "calib.json")
+    ref = ["--small", "--backend", "reference", "--no-progress"]
+    code, out, err = _cli(capsys, "build", "resnet18", *ref, "--precision", "int8", "--calibration", "calib.json",
+                          "--keep", "fp32:layer4.*")
+    assert code == 0, err
+    side = json.load(open("engines/resnet18-small-int8.engine.json"))
+    assert side["precision"] == "int8"
+    q = side["quantization"]
+    assert q["keep"] == ["fp32:layer4.*"] and q["calibration"]["method"] == {"name": "max"}
+    assert q["calibration"]["sha256"] == hashlib.sha256(open("calib.json", "rb").read()).hexdigest()
+    code, out, err = _cli(capsys, "parity", "resnet18", "--small", "--backend", "reference", "--engine",
+                          "engines/resnet18-small-int8.engine")
+    assert code == 0, out + err
+    assert "precision=int8" in out and "atol=0.1*max|expected|" in out
+    assert "quantization (from the sidecar): int8; calibration calib.json" in out and "fp32:layer4.*" in out
+    code, out, err = _cli(capsys, "parity", "resnet18", "--small", "--backend", "reference", "--engine",
+                          "engines/resnet18-small-int8.engine", "--calibration", "calib.json")
+    assert code == 1 and "--calibration and --keep apply to an engine built in memory" in err
+
+
+def test_cli_refuses_int8_without_calibration_and_another_models_file(tmp_path, monkeypatch, capsys, calib_file):
+    monkeypatch.chdir(tmp_path)
+    ref = ["--small", "--backend", "reference", "--no-progress"]
+    code, _, err = _cli(capsys, "build", "alexnet", *ref, "--precision", "int8")
+    assert code == 1 and err.strip().endswith("--precision int8 needs a calibration file (--calibration calib.json, "
+                                              "written by `trtbuild calibrate`)")
+    code, _, err = _cli(capsys, "build", "alexnet", *ref, "--precision", "fp8", "--calibration",
+                        str(calib_file("resnet18")))
+    assert code == 1 and "was made for model 'resnet18', not 'alexnet'" in err
+    code, _, err = _cli(capsys, "parity", "alexnet", "--small", "--backend", "reference", "--precision", "fp16",
+                        "--keep", "fp32:nosuchlayer")
+    assert code == 1 and "--keep: nosuchlayer matches no module" in err
+    assert not (tmp_path / "engines").exists()  # refused before anything was written

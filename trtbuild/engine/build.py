@@ -31,7 +31,7 @@ from .logging_bridge import exclusive, make_logger
 from .interrupts import calling_tensorrt
 from .progress import make_progress_monitor
 from .timing_cache import load_timing_cache
-from .rtx import set_targets, target_list
+from .rtx import set_targets, target_list, targets_for_precision
 from .serialize import atomic_write_bytes
 
 log = logging.getLogger("trtbuild.engine")
@@ -417,7 +417,8 @@ def build_plan(trt: ModuleType, define, *, weights=None, input_name: str | None 
     debug_unfused: mark with mark_unfused_tensors_as_debug_tensors() instead of mark_debug (which
         blocks fusions on TensorRT); debug_tensors are then only named, and those fused away are not reported.
     tf32: allow TF32 for float32 math on real TensorRT (cleared by default for exact fp32).
-    targets: TensorRT-RTX target compute capabilities (default 8.6, 8.9, 12.0); other backends refuse them.
+    targets: TensorRT-RTX target compute capabilities (default 8.6, 8.9, 12.0; for fp8 8.9, 12.0, as
+        TensorRT-RTX compiles FP8 for sm89 and newer only); other backends refuse them.
     cross_check: also define and build the same network on the reference backend and with
         TensorRT-RTX, and raise CrossCheckError (naming the first differing tensor and its layer)
         unless both accept it and every output and shared tensor has the same name, shape and
@@ -431,6 +432,8 @@ def build_plan(trt: ModuleType, define, *, weights=None, input_name: str | None 
                          precision=precision, fp32_io=fp32_io, batch=batch, extra_outputs=extra_outputs,
                          small=small, network_name=network_name, debug_tensors=debug_tensors,
                          debug_unfused=debug_unfused, quant=quant)
+    if is_rtx(trt) or cross_check:  # fp8: sm89 and newer (TensorRT-RTX cannot compile FP8 for sm86)
+        targets = targets_for_precision(precision, targets)
     serialize = dict(batch=check_batch(batch), workspace=workspace, timing_cache=timing_cache, progress=progress,
                      tf32=tf32, targets=targets)
     if cross_check:
