@@ -94,7 +94,9 @@ def test_bad_batch_profile(net, batch):
 
 
 def test_bad_precision(net):
-    with pytest.raises(ValueError, match="precision 'int8'"):
+    with pytest.raises(ValueError, match="precision 'int4'"):
+        build_plan(trt, tiny_define(net), input_shape=TINY_SHAPE, precision="int4")
+    with pytest.raises(ValueError, match="--precision int8 needs a calibration"):  # int8/fp8: a quantization plan
         build_plan(trt, tiny_define(net), input_shape=TINY_SHAPE, precision="int8")
 
 
