@@ -32,6 +32,16 @@ def _spec(name):
     return spec.with_options(involution_impl="composed") if name == "rednet" else spec
 
 
+_MODULES = {}
+
+
+def _torch(name):
+    """The seeded small PyTorch model, built once per model (not modified by the tests)."""
+    if name not in _MODULES:
+        _MODULES[name] = registry.get_torch_model(name, small=True)
+    return _MODULES[name]
+
+
 @pytest.fixture(scope="module")
 def calib_file(tmp_path_factory):
     """calibration file per model (seeded random data, 2 batches of 4), made once per model."""
@@ -40,7 +50,7 @@ def calib_file(tmp_path_factory):
     def get(name):
         if name not in made:
             spec = registry.get(name)
-            model = registry.get_torch_model(name, small=True)
+            model = _torch(name)
             source = random_source(spec.input_shape(True)[1:], 2, 4, spec.value_range, seed=0)
             calib = calibrate_data(model, source, "max", model_name=name, small=True)
             made[name] = write_calibration(calib, tmp_path_factory.mktemp("calib") / f"{name}.json")
@@ -52,8 +62,9 @@ def calib_file(tmp_path_factory):
 @pytest.mark.parametrize("name", MODELS)
 def test_zoo_model_passes_parity_quantized(name, precision, calib_file):
     spec = _spec(name)
-    quant = quant_plan(spec, precision, calib_file(name), small=True)
-    report = check_model_parity(spec, ref_trt, precision=precision, small=True, seed=1, quant=quant)
+    quant = quant_plan(spec, precision, calib_file(name), small=True, module=_torch(name))
+    report = check_model_parity(spec, ref_trt, precision=precision, small=True, seed=1, quant=quant,
+                                module=_torch(name))
     assert report.passed, report.to_table()
     for stats in report.outputs:
         assert stats.cosine > MIN_COSINE, (stats.name, stats.cosine)
@@ -137,10 +148,10 @@ def test_engine_matches_a_pytorch_fake_quant_model_with_the_same_scales(name, pr
     from trtbuild.quant import load_calibration
 
     spec = _spec(name)
-    model = registry.get_torch_model(name, small=True)
-    calib = load_calibration(calib_file(name), spec, small=True)
+    model = _torch(name)
+    calib = load_calibration(calib_file(name), spec, small=True, module=model)
     plan = build_model(spec, WeightMap.from_module(model), ref_trt, precision, small=True, progress=False,
-                       quant=quant_plan(spec, precision, calib_file(name), small=True))
+                       quant=quant_plan(spec, precision, calib_file(name), small=True, module=model))
     x = make_inputs({"input": spec.input_shape(True)}, seed=1, value_range=spec.value_range)["input"]
     got = Engine(plan, ref_trt, sidecar=plan.info)(input=x)["logits"].float()
     fake = _fake_quant_forward(name, model, calib, precision, x)
@@ -157,7 +168,7 @@ def test_engine_matches_a_pytorch_fake_quant_model_with_the_same_scales(name, pr
 # --- placement, --keep, refusals ------------------------------------------------------------------
 
 def _network(name, precision, quant):
-    model = registry.get_torch_model(name, small=True)
+    model = _torch(name)
     defined = definition_step(_spec(name), weights=WeightMap.from_module(model), precision=precision, small=True,
                               quant=quant)(ref_trt)
     net = defined.network
@@ -217,7 +228,7 @@ def test_calibration_of_another_model_is_refused(calib_file):
 
 
 def test_int8_without_calibration_is_refused_and_calibration_without_int8_too(calib_file):
-    wm = WeightMap.from_module(registry.get_torch_model("alexnet", small=True))
+    wm = WeightMap.from_module(_torch("alexnet"))
     with pytest.raises(ValueError, match="--precision int8 needs a calibration"):
         build_model("alexnet", wm, ref_trt, "int8", small=True, progress=False)
     with pytest.raises(ValueError, match="--calibration applies to --precision int8 or fp8 only"):
@@ -230,7 +241,7 @@ def test_int8_without_calibration_is_refused_and_calibration_without_int8_too(ca
 @pytest.mark.parametrize("precision", ["int8", "fp8"])
 @pytest.mark.parametrize("name", ["resnet18", "alexnet"])
 def test_tensorrt_rtx_builds_the_quantized_networks(rtx, name, precision, calib_file):
-    model = registry.get_torch_model(name, small=True)
+    model = _torch(name)
     plan = build_plan(ref_trt, _spec(name), weights=WeightMap.from_module(model), precision=precision, small=True,
                       quant=quant_plan(name, precision, calib_file(name), small=True), progress=False,
                       cross_check=True, targets=("8.9", "12.0"))
@@ -239,7 +250,7 @@ def test_tensorrt_rtx_builds_the_quantized_networks(rtx, name, precision, calib_
 
 
 def test_fp8_cross_check_targets_sm89_and_newer_by_default(rtx, calib_file):
-    model = registry.get_torch_model("alexnet", small=True)
+    model = _torch("alexnet")
     quant = quant_plan("alexnet", "fp8", calib_file("alexnet"), small=True)
     plan = build_plan(ref_trt, _spec("alexnet"), weights=WeightMap.from_module(model), precision="fp8", small=True,
                       quant=quant, progress=False, cross_check=True)

@@ -106,7 +106,7 @@ def load_model_weights(weights):
     return weights if isinstance(weights, WeightMap) else WeightMap.load(weights)
 
 
-def quant_plan(model, precision: str, calibration=None, keep=(), small: bool = False):
+def quant_plan(model, precision: str, calibration=None, keep=(), small: bool = False, module=None):
     """The trtbuild.quant.QuantPlan of registry model `model` (name or ModelSpec) for `precision`,
     or None when there is nothing to plan (no int8/fp8, no keep).
 
@@ -114,7 +114,8 @@ def quant_plan(model, precision: str, calibration=None, keep=(), small: bool = F
     another model, size or network is refused in one sentence; its path and sha256 are recorded in
     the sidecar), or a trtbuild.quant.Calibration; required for int8/fp8 and refused otherwise.
     keep: ``["fp32:conv4_3_norm,layer4.*", "fp16:..."]`` (--keep) or (pattern, precision) pairs:
-    PyTorch module names or globs kept out of quantization (or out of fp16) with casts."""
+    PyTorch module names or globs kept out of quantization (or out of fp16) with casts.
+    module: the model's PyTorch module, if at hand (else built from the spec to check the file)."""
     from trtbuild.quant import QuantPlan, load_calibration, parse_keep
     from trtbuild.quant.plan import QUANTIZED_PRECISIONS
 
@@ -130,10 +131,10 @@ def quant_plan(model, precision: str, calibration=None, keep=(), small: bool = F
     source = {}
     if isinstance(calibration, (str, os.PathLike)):
         source = {"file": str(calibration), "sha256": sha256_file(calibration)}
-        calibration = load_calibration(calibration, spec, small=small)
+        calibration = load_calibration(calibration, spec, small=small, module=module)
     modules = None
     if calibration is None:  # fp16/bf16 with --keep: the module names come from the PyTorch model
-        modules = [n for n, _ in spec.torch_factory(0, small).named_modules() if n]
+        modules = [n for n, _ in (module or spec.torch_factory(0, small)).named_modules() if n]
     plan = QuantPlan.build(calibration, precision, keep, modules=modules)
     plan.calibration_file = source  # recorded in the sidecar (trtbuild.engine.build.quant_info)
     return plan
