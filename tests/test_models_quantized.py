@@ -68,7 +68,11 @@ def test_zoo_model_passes_parity_quantized(name, precision, calib_file):
     assert report.passed, report.to_table()
     for stats in report.outputs:
         assert stats.cosine > MIN_COSINE, (stats.name, stats.cosine)
-    assert report.meta["quantization"]["precision"] == precision
+    q = report.meta["quantization"]
+    assert q["precision"] == precision and q["quantized_layers"]
+    if name == "rednet":  # the involutions' own convs make per-pixel kernels: never quantized
+        assert not [n for n in q["quantized_layers"] if ".conv2." in n or n.startswith("stem.1")]
+        assert len(q["quantized_adds"]) == 8
 
 
 # --- the strong test: a PyTorch fake-quant model with the same scales ---------------------------
@@ -285,12 +289,17 @@ def test_cli_builds_int8_with_keep_and_parity_reads_the_sidecar(tmp_path, monkey
     assert side["precision"] == "int8"
     q = side["quantization"]
     assert q["keep"] == ["fp32:layer4.*"] and q["calibration"]["method"] == {"name": "max"}
+    # 20 convs + fc, less layer4's 5 convs; 8 residual adds, less layer4's 2
+    assert len(q["quantized_layers"]) == 16 and "layer4.0.conv1" not in q["quantized_layers"]
+    assert len(q["quantized_adds"]) == 6 and "16 convolutions/matmuls and 6 residual adds quantized" in out
     assert q["calibration"]["sha256"] == hashlib.sha256(open("calib.json", "rb").read()).hexdigest()
     code, out, err = _cli(capsys, "parity", "resnet18", "--small", "--backend", "reference", "--engine",
                           "engines/resnet18-small-int8.engine")
     assert code == 0, out + err
     assert "precision=int8" in out and "atol=0.1*max|expected|" in out
-    assert "quantization (from the sidecar): int8; calibration calib.json" in out and "fp32:layer4.*" in out
+    assert ("quantization (from the sidecar): int8; 16 convolutions/matmuls and 6 residual adds quantized; "
+            "calibration calib.json") in out
+    assert "kept: fp32:layer4.*" in out
     code, out, err = _cli(capsys, "parity", "resnet18", "--small", "--backend", "reference", "--engine",
                           "engines/resnet18-small-int8.engine", "--calibration", "calib.json")
     assert code == 1 and "--calibration and --keep apply to an engine built in memory" in err

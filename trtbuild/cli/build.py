@@ -180,6 +180,9 @@ def quantization_line(info: dict) -> str:
     """One line from a sidecar's "quantization" record."""
     calib = info.get("calibration") or {}
     parts = [info["precision"]]
+    if "quantized_layers" in info and info["precision"] in ("int8", "fp8"):
+        parts.append(f"{len(info['quantized_layers'])} convolutions/matmuls and {len(info['quantized_adds'])} "
+                     "residual adds quantized")
     if calib:
         parts.append(f"calibration {calib.get('file', '(in memory)')} (method {calib['method'].get('name')}"
                      + (f", sha256 {calib['sha256'][:12]}…" if calib.get("sha256") else "") + ")")
@@ -189,15 +192,10 @@ def quantization_line(info: dict) -> str:
 
 def quant_from_args(args, spec, precision: str):
     """The QuantPlan of --precision/--calibration/--keep (None when there is nothing to plan), the
-    calibration file checked against the model; printed in one line."""
+    calibration file checked against the model."""
     from trtbuild.engine import quant_plan
 
-    quant = quant_plan(spec, precision, args.calibration, args.keep, small=args.small)
-    if quant is not None:
-        print(f"quantization: {quant.summary()}" + (f" (calibration {args.calibration}, method "
-                                                    f"{quant.calibration.method['name']})" if args.calibration else ""),
-              flush=True)
-    return quant
+    return quant_plan(spec, precision, args.calibration, args.keep, small=args.small)
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:

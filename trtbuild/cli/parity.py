@@ -227,8 +227,9 @@ def run(args) -> int:
         print(CrossCheckResult(**report.meta["cross_check"]).summary(), flush=True)
     if report.meta.get("weights"):
         print(f"pytorch model weights: {report.meta['weights']}")
-    if args.engine is not None and report.meta.get("quantization"):
-        print(f"quantization (from the sidecar): {quantization_line(report.meta['quantization'])}")
+    if report.meta.get("quantization"):
+        source = " (from the sidecar)" if args.engine is not None else ""
+        print(f"quantization{source}: {quantization_line(report.meta['quantization'])}")
     print(weights_usage_line(report.meta, getattr(args, "verbose", False)))
     for name, count in (report.meta.get("nonfinite_inputs") or {}).items():
         print(f"inputs: {count} values of '{name}' are NaN/Inf in the engine's input type (the range times --scale "

@@ -295,11 +295,17 @@ def serialize_network(trt: ModuleType, builder, network, logger, *, batch=None, 
     })
 
 
-def quant_info(quant) -> dict:
+def quant_info(quant, network=None) -> dict:
     """What the sidecar records of a quantization plan: precision, kept modules (``fp32:layer4.*``),
-    and the calibration's model, method and data hash (its file's path and sha256 are added by
-    whoever read the file, trtbuild.engine.model.quant_plan)."""
+    the calibration's model, method and data hash (its file's path and sha256 are added by
+    whoever read the file, trtbuild.engine.model.quant_plan), and, from `network`, the layers whose
+    inputs were quantized (``quantized_layers``: convolutions/matmuls, ``quantized_adds``: residual adds)."""
     info = {"precision": quant.precision, "keep": [f"{p}:{pattern}" for pattern, p in quant.keep]}
+    if network is not None:
+        names = [network.get_layer(i).name for i in range(network.num_layers)]
+        info["quantized_layers"] = [n[: -len("/input_q/quantize")] for n in names if n.endswith("/input_q/quantize")]
+        info["quantized_adds"] = [n[: -len("/residual_q/quantize")] for n in names
+                                  if n.endswith("/residual_q/quantize")]
     calib = quant.calibration
     if calib is not None:
         info["calibration"] = {"model": calib.model, "method": dict(calib.method),
@@ -459,7 +465,7 @@ def build_plan(trt: ModuleType, define, *, weights=None, input_name: str | None 
         **({"targets": built["targets"]} if "targets" in built else {}),
         **({"cross_check": result.to_dict()} if result is not None else {}),
         **({"weight_tensors": usage[0], "unused_weights": usage[1]} if usage is not None else {}),
-        **({"quantization": quant_info(quant)} if quant is not None else {}),
+        **({"quantization": quant_info(quant, defined.network)} if quant is not None else {}),
     }
     if result is not None and result.rtx_plan is not plan:  # keep the TensorRT-RTX engine, described alike
         rtx_info = result.rtx_plan.info
