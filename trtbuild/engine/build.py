@@ -72,9 +72,10 @@ def check_precision(precision: str) -> str:
 
 def check_quant(precision: str, quant, spec=None, fp32_io: bool = True) -> None:
     """Refuse (ValueError, one sentence) a quantization plan that does not fit the build: int8/fp8
-    need one made for that precision and a model whose builder takes ``quant``; native I/O makes no
-    sense for them (their float type is already fp32)."""
-    if precision in QUANTIZED and quant is None:
+    models (`spec`) need one made for that precision and a builder taking ``quant``; a plain
+    definition (no `spec`) places its own Q/DQ (trtbuild.layers.quantize / planned) and takes none;
+    native I/O makes no sense for int8/fp8 (their float type is already fp32)."""
+    if precision in QUANTIZED and quant is None and spec is not None:
         raise ValueError(f"--precision {precision} needs a calibration (--calibration calib.json, written by "
                          "`trtbuild calibrate`; in Python: quant=QuantPlan.build(...))")
     if precision in QUANTIZED and not fp32_io:
@@ -409,7 +410,8 @@ def build_plan(trt: ModuleType, define, *, weights=None, input_name: str | None 
         quantization by `quant` (its other layers in fp32). fp32_io: see module doc.
     quant: a trtbuild.quant.QuantPlan for a ModelSpec whose build_network takes ``quant`` (required
         for int8/fp8; for fp16/bf16 it only keeps modules in fp32). Described in
-        `plan.info["quantization"]`.
+        `plan.info["quantization"]`. A plain definition built as int8/fp8 places its own Q/DQ
+        (trtbuild.layers.quantize or planned) in a FLOAT network and takes no `quant`.
     batch: (min, opt, max) for a dynamic batch dimension (input declared with -1), or None.
     workspace: memory-pool limit for MemoryPoolType.WORKSPACE in bytes.
     timing_cache: file loaded if present and rewritten atomically after a successful build; an
