@@ -323,3 +323,49 @@ def test_cli_refuses_int8_without_calibration_and_another_models_file(tmp_path, 
                         "--keep", "fp32:nosuchlayer")
     assert code == 1 and "--keep: nosuchlayer matches no module" in err
     assert not (tmp_path / "engines").exists()  # refused before anything was written
+
+
+# --- trtbuild.layers.planned in your own network ---------------------------------------------------
+
+class _Tiny(nn.Module):
+    """conv-relu, conv + residual, linear: every kind of layer a plan quantizes."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.conv1, self.conv2 = nn.Conv2d(3, 8, 3, padding=1), nn.Conv2d(8, 8, 3, padding=1)
+        self.relu, self.fc = nn.ReLU(), nn.Linear(8 * 6 * 6, 5)
+
+    def forward(self, x):
+        y = self.relu(self.conv1(x))
+        return self.fc(torch.flatten(self.conv2(y) + y, 1))
+
+
+def test_planned_helpers_quantize_a_user_network_as_a_fake_quant_pytorch_model():
+    from conftest import RefNet
+
+    from trtbuild.layers.basic import relu
+    from trtbuild.layers.planned import planned_add, planned_conv, planned_linear
+    from trtbuild.quant import QuantPlan, calibrate
+
+    model = _Tiny().eval()
+    gen = torch.Generator().manual_seed(0)
+    calib = calibrate(model, [torch.randn(4, 3, 6, 6, generator=gen) for _ in range(2)], "max", model_name="tiny")
+    assert list(calib.adds) == ["add"]
+    quant = QuantPlan.build(calib, "int8")
+    refnet = RefNet()
+    net = refnet.network
+    params = {k: v.detach().numpy() for k, v in model.state_dict().items()}
+    x = refnet.input("x", (2, 3, 6, 6))
+    y = relu(net, planned_conv(net, x, params["conv1.weight"], params["conv1.bias"], "conv1", quant, padding=1),
+             "relu")
+    z = planned_conv(net, y, params["conv2.weight"], params["conv2.bias"], "conv2", quant, padding=1)
+    out = planned_linear(net, planned_add(net, z, y, "add", quant), params["fc.weight"], params["fc.bias"], "fc",
+                         quant)
+    xt = torch.randn(2, 3, 6, 6, generator=gen)
+    got = refnet.run({"x": xt}, out=out)["out"]
+    want = _fake_quant_forward("tiny", model, calib, "int8", xt)
+    with torch.no_grad():
+        fp32 = model(xt)
+    assert (want - fp32).abs().max() > 1e-3  # quantization shows
+    torch.testing.assert_close(got, want, atol=1e-5 * float(fp32.abs().max()), rtol=0)
