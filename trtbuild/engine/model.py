@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import logging
 import os
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import ModuleType
 
 from trtbuild.backend import BackendError, is_reference, is_rtx, load_trt, requested_backend
 from trtbuild.models import registry as model_registry
+from trtbuild.quant import QuantPlan
 from trtbuild.weights.atomic import ensure_parent_dir
 
 from .build import Plan, build_plan
@@ -106,6 +108,13 @@ def load_model_weights(weights):
     return weights if isinstance(weights, WeightMap) else WeightMap.load(weights)
 
 
+@dataclass
+class _FilePlan(QuantPlan):
+    """A QuantPlan that remembers the calibration file it came from ({"file", "sha256"}), for the sidecar."""
+
+    calibration_file: dict = field(default_factory=dict)
+
+
 def quant_plan(model, precision: str, calibration=None, keep=(), small: bool = False, module=None):
     """The trtbuild.quant.QuantPlan of registry model `model` (name or ModelSpec) for `precision`,
     or None when there is nothing to plan (no int8/fp8, no keep).
@@ -116,7 +125,7 @@ def quant_plan(model, precision: str, calibration=None, keep=(), small: bool = F
     keep: ``["fp32:conv4_3_norm,layer4.*", "fp16:..."]`` (--keep) or (pattern, precision) pairs:
     PyTorch module names or globs kept out of quantization (or out of fp16) with casts.
     module: the model's PyTorch module, if at hand (else built from the spec to check the file)."""
-    from trtbuild.quant import QuantPlan, load_calibration, parse_keep
+    from trtbuild.quant import load_calibration, parse_keep
     from trtbuild.quant.plan import QUANTIZED_PRECISIONS
 
     from .serialize import sha256_file
@@ -135,9 +144,7 @@ def quant_plan(model, precision: str, calibration=None, keep=(), small: bool = F
     modules = None
     if calibration is None:  # fp16/bf16 with --keep: the module names come from the PyTorch model
         modules = [n for n, _ in (module or spec.torch_factory(0, small)).named_modules() if n]
-    plan = QuantPlan.build(calibration, precision, keep, modules=modules)
-    plan.calibration_file = source  # recorded in the sidecar (trtbuild.engine.build.quant_info)
-    return plan
+    return replace(_FilePlan.build(calibration, precision, keep, modules=modules), calibration_file=source)
 
 
 def build_model(model, weights, trt: ModuleType, precision: str = "fp32", *, small: bool = False,
