@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 
+import numpy as np
 import pytest
 import torch
 from torch import nn
@@ -369,3 +370,32 @@ def test_planned_helpers_quantize_a_user_network_as_a_fake_quant_pytorch_model()
         fp32 = model(xt)
     assert (want - fp32).abs().max() > 1e-3  # quantization shows
     torch.testing.assert_close(got, want, atol=1e-5 * float(fp32.abs().max()), rtol=0)
+
+
+# --- ONNX export (QuantizeLinear / DequantizeLinear) -----------------------------------------------
+
+@pytest.mark.parametrize("precision", ["int8", "fp8"])
+def test_quantized_zoo_model_exports_to_onnx_and_onnxruntime_agrees(precision, calib_file):
+    pytest.importorskip("onnxruntime")
+    from trtbuild.onnx_export.reference_network import build_reference_network
+    from trtbuild.onnx_export.verify import export_and_run
+
+    quant = quant_plan("resnet18", precision, calib_file("resnet18"), small=True, module=_torch("resnet18"))
+    network, _ = build_reference_network("resnet18", WeightMap.from_module(_torch("resnet18")), precision=precision,
+                                         small=True, quant=quant)
+    model, ref, got = export_and_run(network, seed=1)
+    assert model.opset_import[0].version == (19 if precision == "fp8" else 17)  # FP8 Q/DQ need opset 19
+    ops = [n.op_type for n in model.graph.node]
+    assert ops.count("QuantizeLinear") >= 29 and "Conv" in ops  # 20 convs + fc inputs, 8 residual inputs
+    scale = np.abs(ref["logits"]).max()
+    np.testing.assert_allclose(got["logits"], ref["logits"], atol=1e-4 * scale, rtol=0)
+
+
+def test_cli_export_onnx_int8_needs_the_calibration(tmp_path, monkeypatch, capsys, calib_file):
+    monkeypatch.chdir(tmp_path)
+    code, out, err = _cli(capsys, "export-onnx", "alexnet", "--small", "--precision", "int8", "-o", "a.onnx")
+    assert code == 1 and "--precision int8 needs a calibration file" in err and not (tmp_path / "a.onnx").exists()
+    code, out, err = _cli(capsys, "export-onnx", "alexnet", "--small", "--precision", "int8", "--calibration",
+                          str(calib_file("alexnet")), "-o", "a.onnx")
+    assert code == 0, err
+    assert "model 'alexnet' int8, opset 17" in out and "QuantizeLinear x" in out
