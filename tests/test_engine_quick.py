@@ -45,8 +45,10 @@ def test_build_spec_network_refuses_other_precisions():
     from trtbuild.models import registry
 
     network = trt.Builder(trt.Logger()).create_network(1 << int(trt.NetworkDefinitionCreationFlag.STRONGLY_TYPED))
-    with pytest.raises(ValueError, match=r"precision must be one of \('fp32', 'fp16'\), got 'bf16'"):
+    with pytest.raises(ValueError, match=r"precision must be one of \('fp32', 'fp16', 'int8', 'fp8'\), got 'bf16'"):
         build_spec_network(network, registry.get("alexnet"), None, "bf16", small=True)
+    with pytest.raises(ValueError, match="--precision int8 needs a calibration"):  # int8/fp8: a quantization plan
+        build_spec_network(network, registry.get("alexnet"), None, "int8", small=True)
     assert network.num_inputs == 0
 
 

@@ -115,8 +115,9 @@ def test_histogram_counts_every_element():
 
 def test_default_tolerances():
     assert default_tolerances("fp16") == (1e-2, 1e-2)
-    with pytest.raises(ValueError, match="int8"):
-        default_tolerances("int8")
+    assert default_tolerances("int8") == (0.1, 0.1) and default_tolerances("fp8") == (0.2, 0.2)  # README's budget
+    with pytest.raises(ValueError, match="int4"):
+        default_tolerances("int4")
 
 
 @pytest.fixture

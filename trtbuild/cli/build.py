@@ -4,6 +4,7 @@
     trtbuild build resnet50 --weights r50.wts --precision fp16 --batch 1,8,32 --timing-cache trt.cache
     trtbuild build resnet18 --backend tensorrt-rtx --target sm86,sm89,sm120   # no GPU needed
     trtbuild build resnet18 --cross-check          # also build with the reference and TensorRT-RTX and compare
+    trtbuild build resnet18 --precision int8 --calibration calib.json --keep fp32:layer4.*   # explicit Q/DQ
 
 Precision comes from the input type (strongly typed network). The engine keeps float32 input
 and output tensors unless --native-io is given (then fp16/bf16 engines take and return
@@ -73,14 +74,24 @@ def weights_usage_line(info: dict, verbose: bool = False, shown: int = 5) -> str
     return f"weights: {len(unused)} of {total} tensors unused (no builder read them): {', '.join(names)}"
 
 
-def add_common_model_options(p: argparse.ArgumentParser) -> None:
-    """Options shared by build, parity and demo."""
+def add_common_model_options(p: argparse.ArgumentParser, quantized: bool = False) -> None:
+    """Options shared by build, parity and demo; `quantized` (build, parity): int8/fp8, --calibration, --keep."""
     p.add_argument("--weights", default=None,
                    help="weight file (.wts/.safetensors/.pt); default weights/<model>[-small].wts, "
                         "exported from the seeded PyTorch model if missing")
     p.add_argument("--small", action="store_true", help="the small variant of the model (fast tests)")
-    p.add_argument("--precision", choices=("fp32", "fp16", "bf16"), default=None,
-                   help="type the network computes in (default fp32); set by the input type, never by builder flags")
+    p.add_argument("--precision", choices=("fp32", "fp16", "bf16") + (("int8", "fp8") if quantized else ()),
+                   default=None,
+                   help="type the network computes in (default fp32); set by the input type, never by builder flags"
+                        + ("; int8/fp8: explicit quantization (Q/DQ) from --calibration, other layers fp32"
+                           if quantized else ""))
+    if quantized:
+        p.add_argument("--calibration", default=None, metavar="CALIB.json",
+                       help="calibration file of this model (`trtbuild calibrate`); required for --precision "
+                            "int8/fp8 and refused otherwise")
+        p.add_argument("--keep", action="append", default=[], metavar="fp32|fp16:MODULES",
+                       help="repeatable: PyTorch module names or globs kept out of quantization (int8/fp8) or out "
+                            "of fp16/bf16, with casts, e.g. --keep fp32:conv4_3_norm,layer4.* --keep fp16:fc")
     p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                    help="a build option of the model (see `trtbuild models`), e.g. --option involution_impl=composed")
     add_backend_option(p)
@@ -126,7 +137,7 @@ def add_model_command(subparsers, name: str, help: str, description: str) -> arg
     p = subparsers.add_parser(name, help=help, description=description,
                               formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("model", help=MODEL_HELP)
-    add_common_model_options(p)
+    add_common_model_options(p, quantized=True)
     add_user_model_options(p)
     return p
 
@@ -165,6 +176,28 @@ def backend_and_model(args):
     return trt, resolve_cli_model(args).with_options(**parse_options(getattr(args, "option", None)))
 
 
+def quantization_line(info: dict) -> str:
+    """One line from a sidecar's "quantization" record."""
+    calib = info.get("calibration") or {}
+    parts = [info["precision"]]
+    if "quantized_layers" in info and info["precision"] in ("int8", "fp8"):
+        parts.append(f"{len(info['quantized_layers'])} convolutions/matmuls and {len(info['quantized_adds'])} "
+                     "residual adds quantized")
+    if calib:
+        parts.append(f"calibration {calib.get('file', '(in memory)')} (method {calib['method'].get('name')}"
+                     + (f", sha256 {calib['sha256'][:12]}…" if calib.get("sha256") else "") + ")")
+    parts.append(f"kept: {' '.join(info['keep']) or 'none'}")
+    return "; ".join(parts)
+
+
+def quant_from_args(args, spec, precision: str):
+    """The QuantPlan of --precision/--calibration/--keep (None when there is nothing to plan), the
+    calibration file checked against the model."""
+    from trtbuild.engine import quant_plan
+
+    return quant_plan(spec, precision, args.calibration, args.keep, small=args.small)
+
+
 def add_parser(subparsers) -> argparse.ArgumentParser:
     """Register ``build``."""
     p = add_model_command(subparsers, "build", "build a model into an engine file (+ JSON sidecar)", __doc__)
@@ -197,7 +230,9 @@ def run(args) -> int:
     targets = check_target_option(trt, args.target, args.cross_check)  # before anything is written
     out = args.out or default_engine_path(spec.name, precision, args.small)
     check_paths(args, [*engine_outputs("--out", out), ("--timing-cache", args.timing_cache, TIMING_CACHE)],
-                [("--weights", args.weights or default_weights_path(spec.name, args.small))])
+                [("--weights", args.weights or default_weights_path(spec.name, args.small)),
+                 ("--calibration", args.calibration)])
+    quant = quant_from_args(args, spec, precision)  # before anything is written
     weights, exported = ensure_weights(spec.name, args.weights, args.seed, args.small)
     print(f"weights: {weights}" + (f" (exported from the seeded PyTorch model, seed {args.seed})" if exported else ""),
           flush=True)
@@ -206,13 +241,15 @@ def run(args) -> int:
         spec, weights, out, trt, precision, small=args.small, batch=batch,
         workspace=args.workspace * MIB if args.workspace is not None else None, timing_cache=args.timing_cache,
         progress=False if args.no_progress else None, fp32_io=not args.native_io, tf32=args.tf32,
-        targets=targets, cross_check=args.cross_check)
+        targets=targets, cross_check=args.cross_check, quant=quant)
     elapsed = time.perf_counter() - start
     print(f"built {spec.name}{' (small)' if args.small else ''} [{precision}] in {elapsed:.1f} s: "
           f"{path} ({human_bytes(sidecar['engine_bytes'])}) + sidecar {path}.json")
     for kind in ("inputs", "outputs"):
         print(f"{kind}: " + ", ".join(f"{t['name']} {t['shape']} {t['dtype']}" for t in sidecar[kind]))
     print(weights_usage_line(sidecar, getattr(args, "verbose", False)))
+    if sidecar.get("quantization"):
+        print(f"quantization: {quantization_line(sidecar['quantization'])}")
     if sidecar.get("profile"):
         for name, prof in sidecar["profile"].items():
             print(f"profile {name}: min {prof['min']} opt {prof['opt']} max {prof['max']}")

@@ -31,10 +31,16 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, required=True, help="ONNX file to write")
     p.add_argument("--weights", type=Path, default=None,
                    help="weight file (.wts, .safetensors, .pt); default: the registry's PyTorch model, seed 0")
-    p.add_argument("--precision", choices=("fp32", "fp16"), default="fp32",
-                   help="network input type: fp16 makes every layer and weight FLOAT16 (default fp32)")
-    p.add_argument("--opset", type=int, default=DEFAULT_OPSET,
-                   help=f"ONNX opset, {MIN_OPSET}..{MAX_OPSET} (default {DEFAULT_OPSET}, see docs/onnx.md)")
+    p.add_argument("--precision", choices=("fp32", "fp16", "int8", "fp8"), default="fp32",
+                   help="network input type: fp16 makes every layer and weight FLOAT16 (default fp32); int8/fp8: "
+                        "QuantizeLinear/DequantizeLinear from --calibration, other layers FLOAT")
+    p.add_argument("--calibration", default=None, metavar="CALIB.json",
+                   help="calibration file (`trtbuild calibrate`), required for --precision int8/fp8")
+    p.add_argument("--keep", action="append", default=[], metavar="fp32|fp16:MODULES",
+                   help="repeatable: PyTorch modules (globs) kept out of quantization or fp16, as in build")
+    p.add_argument("--opset", type=int, default=None,
+                   help=f"ONNX opset, {MIN_OPSET}..{MAX_OPSET} (default {DEFAULT_OPSET}, 19 where FP8 needs it; "
+                        "see docs/onnx.md)")
     p.add_argument("--small", action="store_true", help="the model's small test configuration")
     add_user_model_options(p)
     p.set_defaults(func=run)
@@ -60,14 +66,20 @@ def run(args: argparse.Namespace) -> int:
 
         from ._outputs import check_paths
 
-        check_paths(args, [("--out", args.out, ONNX)], [("--weights", args.weights)])
-        network, _ = build_reference_network(spec, args.weights, precision=args.precision, small=args.small, seed=0)
+        check_paths(args, [("--out", args.out, ONNX)],
+                    [("--weights", args.weights), ("--calibration", args.calibration)])
+        from trtbuild.engine.model import quant_plan
+
+        quant = quant_plan(spec, args.precision, args.calibration, args.keep, small=args.small)
+        network, _ = build_reference_network(spec, args.weights, precision=args.precision, small=args.small, seed=0,
+                                             quant=quant)
         model = export_onnx(network, args.out, opset=args.opset)
     except (OnnxExportError, WeightsError, ValueError, OSError, RuntimeError) as e:
         return _fail(str(e))
     ops = Counter(n.op_type for n in model.graph.node)
     size = args.out.stat().st_size
-    print(f"wrote {args.out} ({size / 1e6:.1f} MB): model '{spec.name}' {args.precision}, opset {args.opset}, "
+    print(f"wrote {args.out} ({size / 1e6:.1f} MB): model '{spec.name}' {args.precision}, "
+          f"opset {model.opset_import[0].version}, "
           f"{network.num_layers} layers -> {len(model.graph.node)} nodes, {len(model.graph.initializer)} initializers")
     print("inputs:  " + ", ".join(f"{i.name} {_shape(i)}" for i in model.graph.input))
     print("outputs: " + ", ".join(f"{o.name} {_shape(o)}" for o in model.graph.output))

@@ -26,7 +26,7 @@ from __future__ import annotations
 import argparse
 
 from .build import (add_model_command, add_rtx_options, backend_and_model, check_target_option, parse_range,
-                    resolve_cli_model, weights_usage_line)
+                    quant_from_args, quantization_line, resolve_cli_model, weights_usage_line)
 
 DEFAULT_DISTRIBUTION = "uniform"
 DEFAULT_SCALE = 1e4
@@ -206,13 +206,19 @@ def run(args) -> int:
         raise ValueError("--cross-check and --target apply to an engine built in memory; a saved engine was built "
                          "already (omit --engine, or use `trtbuild build --cross-check`)")
     trt, stand_in, cross_check = _rtx_stand_in(args, trt, targets)
+    quant = None
+    if args.engine is None:
+        quant = quant_from_args(args, spec, args.precision or "fp32")
+    elif args.calibration or args.keep:
+        raise ValueError(f"--calibration and --keep apply to an engine built in memory; {args.engine} records its "
+                         "own quantization in its sidecar (omit them, or omit --engine)")
     report = check_model_parity(spec, trt, weights=args.weights, engine=args.engine, precision=args.precision,
                                 small=args.small, seed=args.seed, value_range=args.range,
                                 distribution=args.distribution or DEFAULT_DISTRIBUTION,
                                 large_scale=DEFAULT_SCALE if args.scale is None else args.scale, batch=args.batch,
                                 atol=args.atol, rtol=args.rtol, layerwise=args.layerwise,
                                 targets=targets, cross_check=cross_check, allow_nonfinite=args.allow_nonfinite,
-                                layerwise_via=LAYERWISE_VIA_OPTION[args.layerwise_via])
+                                layerwise_via=LAYERWISE_VIA_OPTION[args.layerwise_via], quant=quant)
     if stand_in:
         report.meta.update(stand_in)
     if report.meta.get("cross_check"):
@@ -221,6 +227,9 @@ def run(args) -> int:
         print(CrossCheckResult(**report.meta["cross_check"]).summary(), flush=True)
     if report.meta.get("weights"):
         print(f"pytorch model weights: {report.meta['weights']}")
+    if report.meta.get("quantization"):
+        source = " (from the sidecar)" if args.engine is not None else ""
+        print(f"quantization{source}: {quantization_line(report.meta['quantization'])}")
     print(weights_usage_line(report.meta, getattr(args, "verbose", False)))
     for name, count in (report.meta.get("nonfinite_inputs") or {}).items():
         print(f"inputs: {count} values of '{name}' are NaN/Inf in the engine's input type (the range times --scale "

@@ -17,7 +17,7 @@ from .errors import (BuildError, CrossCheckError, EngineCompatibilityError, Engi
                      EngineWriteError, TimingCacheError)
 from .logging_bridge import make_logger
 from .model import (build_and_save, build_model, default_engine_path, default_weights_path, ensure_weights,
-                    export_seeded_weights, get_spec, select_backend)
+                    export_seeded_weights, get_spec, quant_plan, select_backend)
 from .progress import make_progress_monitor
 from .runner import Engine, TensorInfo, load_engine, torch_dtype
 from .serialize import (atomic_write_bytes, check_compatible, make_sidecar, read_engine_file, read_sidecar,
@@ -29,7 +29,7 @@ __all__ = [
     "BuildError", "CrossCheckError", "EngineCompatibilityError", "EngineError", "EngineFileError", "EngineInputError",
     "EngineWriteError", "TimingCacheError",
     "make_logger", "make_progress_monitor", "build_and_save", "build_model", "default_engine_path",
-    "default_weights_path", "ensure_weights", "export_seeded_weights", "get_spec", "select_backend",
+    "default_weights_path", "ensure_weights", "export_seeded_weights", "get_spec", "quant_plan", "select_backend",
     "Engine", "TensorInfo", "load_engine", "torch_dtype", "atomic_write_bytes", "check_compatible",
     "make_sidecar", "read_engine_file", "read_sidecar", "save_engine", "sha256_bytes", "sha256_file",
     "sidecar_path",

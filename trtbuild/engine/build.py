@@ -32,12 +32,15 @@ from .interrupts import calling_tensorrt
 from .plugins import plugins_used
 from .progress import make_progress_monitor
 from .timing_cache import load_timing_cache
-from .rtx import set_targets, target_list
+from .rtx import set_targets, target_list, targets_for_precision
 from .serialize import atomic_write_bytes
 
 log = logging.getLogger("trtbuild.engine")
 
-PRECISIONS = {"fp32": "FLOAT", "fp16": "HALF", "bf16": "BF16"}
+#: precision -> the float type the network computes in. int8/fp8: explicit quantization (Q/DQ from a
+#: trtbuild.quant.QuantPlan around convolutions, matmuls and residual adds); every other layer stays FLOAT
+PRECISIONS = {"fp32": "FLOAT", "fp16": "HALF", "bf16": "BF16", "int8": "FLOAT", "fp8": "FLOAT"}
+QUANTIZED = ("int8", "fp8")
 #: what TensorRT-RTX logs as an error on a machine without a CUDA driver, on the way to reporting a
 #: real error; its ahead-of-time builds need no GPU, so it says nothing about the network
 _NO_GPU_NOISE = re.compile(r"cudaError 35|CUDA driver version is insufficient")
@@ -62,10 +65,33 @@ class Plan(IHostMemory):
 
 
 def check_precision(precision: str) -> str:
-    """Return the precision if it is one of fp32/fp16/bf16, else raise ValueError."""
+    """Return the precision if it is one of fp32/fp16/bf16/int8/fp8, else raise ValueError."""
     if precision not in PRECISIONS:
         raise ValueError(f"precision {precision!r} is not supported; choose one of {', '.join(PRECISIONS)}")
     return precision
+
+
+def check_quant(precision: str, quant, spec=None, fp32_io: bool = True) -> None:
+    """Refuse (ValueError, one sentence) a quantization plan that does not fit the build: int8/fp8
+    models (`spec`) need one made for that precision and a builder taking ``quant``; a plain
+    definition (no `spec`) places its own Q/DQ (trtbuild.layers.quantize / planned) and takes none;
+    native I/O makes no sense for int8/fp8 (their float type is already fp32)."""
+    if precision in QUANTIZED and quant is None and spec is not None:
+        raise ValueError(f"--precision {precision} needs a calibration (--calibration calib.json, written by "
+                         "`trtbuild calibrate`; in Python: quant=QuantPlan.build(...))")
+    if precision in QUANTIZED and not fp32_io:
+        raise ValueError(f"--native-io does not apply to --precision {precision}: its non-quantized layers and its "
+                         "I/O are float32 already (Q/DQ layers quantize inside the network)")
+    if quant is None:
+        return
+    if quant.precision != precision:
+        raise ValueError(f"the quantization plan is for {quant.precision}, not --precision {precision}")
+    if spec is None:
+        raise ValueError("a quantization plan (quant=) applies to registry models (a ModelSpec); a plain network "
+                         "definition quantizes with trtbuild.layers.quantize or trtbuild.layers.planned itself")
+    if "quant" not in inspect.signature(spec.build_network).parameters:
+        raise ValueError(f"model '{spec.name}': its build_network takes no quant= parameter, so it cannot be built "
+                         f"in {precision} or with --keep")
 
 
 def check_batch(batch) -> tuple[int, int, int] | None:
@@ -272,6 +298,25 @@ def serialize_network(trt: ModuleType, builder, network, logger, *, batch=None, 
     })
 
 
+def quant_info(quant, network=None) -> dict:
+    """What the sidecar records of a quantization plan: precision, kept modules (``fp32:layer4.*``),
+    the calibration's model, method and data hash (its file's path and sha256 are added by
+    whoever read the file, trtbuild.engine.model.quant_plan), and, from `network`, the layers whose
+    inputs were quantized (``quantized_layers``: convolutions/matmuls, ``quantized_adds``: residual adds)."""
+    info = {"precision": quant.precision, "keep": [f"{p}:{pattern}" for pattern, p in quant.keep]}
+    if network is not None:
+        names = [network.get_layer(i).name for i in range(network.num_layers)]
+        info["quantized_layers"] = [n[: -len("/input_q/quantize")] for n in names if n.endswith("/input_q/quantize")]
+        info["quantized_adds"] = [n[: -len("/residual_q/quantize")] for n in names
+                                  if n.endswith("/residual_q/quantize")]
+    calib = quant.calibration
+    if calib is not None:
+        info["calibration"] = {"model": calib.model, "method": dict(calib.method),
+                               "data_sha256": (calib.data or {}).get("sha256"),
+                               **getattr(quant, "calibration_file", {})}
+    return info
+
+
 class DefinedNetwork:
     """A network defined by build_plan's definition step, not built yet: builder, network, logger
     (keep it alive with the builder), the model name, the extra (layerwise) outputs, the names of
@@ -297,13 +342,15 @@ def _named_tensors(network, by_name: dict, names, what: str) -> dict:
 
 def definition_step(define, *, weights=None, input_name=None, input_shape=None, precision="fp32",
                     fp32_io=True, batch=None, extra_outputs=(), small=False, network_name=None, debug_tensors=(),
-                    debug_unfused=False):
+                    debug_unfused=False, quant=None):
     """`f(trt) -> DefinedNetwork`: build_plan's definition step (input, casts, the model, named and
     marked outputs) for any backend module, so the same definition can be replayed on another
     backend (the cross-check). Arguments as in build_plan."""
     check_precision(precision)
     batch = check_batch(batch)
     spec = define if hasattr(define, "build_network") else None
+    check_quant(precision, quant, spec, fp32_io)
+    quant_kw = {"quant": quant} if quant is not None else {}
     model_name = None
     if spec is not None:
         from trtbuild.weights import WeightMap
@@ -315,7 +362,7 @@ def definition_step(define, *, weights=None, input_name=None, input_shape=None, 
         input_shape = spec.input_shape(small)
 
         def define(network, x, _spec=spec, _wm=wm):  # noqa: F811 - the spec becomes a plain definition
-            return check_spec_outputs(_spec, _spec.build_network(network, _wm, x))
+            return check_spec_outputs(_spec, _spec.build_network(network, _wm, x, **quant_kw))
     elif input_shape is None and _takes_input(define):
         raise ValueError("build_plan: a definition f(network, x) needs input_shape (NCHW with batch 1)")
 
@@ -352,7 +399,7 @@ def build_plan(trt: ModuleType, define, *, weights=None, input_name: str | None 
                timing_cache: str | os.PathLike | None = None, progress: bool | None = True,
                extra_outputs: Iterable[str] = (), tf32: bool = False, small: bool = False,
                network_name: str | None = None, targets=None, cross_check: bool = False,
-               debug_tensors: Iterable[str] = (), debug_unfused: bool = False) -> bytes:
+               debug_tensors: Iterable[str] = (), debug_unfused: bool = False, quant=None) -> bytes:
     """Build and serialize a strongly typed network; return the plan bytes (a `Plan` with `.info`).
 
     define: one of
@@ -361,7 +408,12 @@ def build_plan(trt: ModuleType, define, *, weights=None, input_name: str | None 
         input (and its cast), and names, casts and marks the returned outputs;
       * `f(network) -> {name: ITensor} | None`: f adds inputs and handles types itself; returned
         tensors are marked (f may also mark outputs itself).
-    precision: "fp32" | "fp16" | "bf16", the type the model computes in. fp32_io: see module doc.
+    precision: "fp32" | "fp16" | "bf16", the type the model computes in; "int8" | "fp8": explicit
+        quantization by `quant` (its other layers in fp32). fp32_io: see module doc.
+    quant: a trtbuild.quant.QuantPlan for a ModelSpec whose build_network takes ``quant`` (required
+        for int8/fp8; for fp16/bf16 it only keeps modules in fp32). Described in
+        `plan.info["quantization"]`. A plain definition built as int8/fp8 places its own Q/DQ
+        (trtbuild.layers.quantize or planned) in a FLOAT network and takes no `quant`.
     batch: (min, opt, max) for a dynamic batch dimension (input declared with -1), or None.
     workspace: memory-pool limit for MemoryPoolType.WORKSPACE in bytes.
     timing_cache: file loaded if present and rewritten atomically after a successful build; an
@@ -375,7 +427,8 @@ def build_plan(trt: ModuleType, define, *, weights=None, input_name: str | None 
     debug_unfused: mark with mark_unfused_tensors_as_debug_tensors() instead of mark_debug (which
         blocks fusions on TensorRT); debug_tensors are then only named, and those fused away are not reported.
     tf32: allow TF32 for float32 math on real TensorRT (cleared by default for exact fp32).
-    targets: TensorRT-RTX target compute capabilities (default 8.6, 8.9, 12.0); other backends refuse them.
+    targets: TensorRT-RTX target compute capabilities (default 8.6, 8.9, 12.0; for fp8 8.9, 12.0, as
+        TensorRT-RTX compiles FP8 for sm89 and newer only); other backends refuse them.
     cross_check: also define and build the same network on the reference backend and with
         TensorRT-RTX, and raise CrossCheckError (naming the first differing tensor and its layer)
         unless both accept it and every output and shared tensor has the same name, shape and
@@ -388,7 +441,9 @@ def build_plan(trt: ModuleType, define, *, weights=None, input_name: str | None 
     on = definition_step(define, weights=weights, input_name=input_name, input_shape=input_shape,
                          precision=precision, fp32_io=fp32_io, batch=batch, extra_outputs=extra_outputs,
                          small=small, network_name=network_name, debug_tensors=debug_tensors,
-                         debug_unfused=debug_unfused)
+                         debug_unfused=debug_unfused, quant=quant)
+    if is_rtx(trt) or cross_check:  # fp8: sm89 and newer (TensorRT-RTX cannot compile FP8 for sm86)
+        targets = targets_for_precision(precision, targets)
     serialize = dict(batch=check_batch(batch), workspace=workspace, timing_cache=timing_cache, progress=progress,
                      tf32=tf32, targets=targets)
     if cross_check:
@@ -414,6 +469,7 @@ def build_plan(trt: ModuleType, define, *, weights=None, input_name: str | None 
         **({"targets": built["targets"]} if "targets" in built else {}),
         **({"cross_check": result.to_dict()} if result is not None else {}),
         **({"weight_tensors": usage[0], "unused_weights": usage[1]} if usage is not None else {}),
+        **({"quantization": quant_info(quant, defined.network)} if quant is not None else {}),
     }
     if result is not None and result.rtx_plan is not plan:  # keep the TensorRT-RTX engine, described alike
         rtx_info = result.rtx_plan.info

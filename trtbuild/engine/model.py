@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import logging
 import os
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import ModuleType
 
 from trtbuild.backend import BackendError, is_reference, is_rtx, load_trt, requested_backend
 from trtbuild.models import registry as model_registry
+from trtbuild.quant import QuantPlan
 from trtbuild.weights.atomic import ensure_parent_dir
 
 from .build import Plan, build_plan
@@ -106,17 +108,57 @@ def load_model_weights(weights):
     return weights if isinstance(weights, WeightMap) else WeightMap.load(weights)
 
 
+@dataclass
+class _FilePlan(QuantPlan):
+    """A QuantPlan that remembers the calibration file it came from ({"file", "sha256"}), for the sidecar."""
+
+    calibration_file: dict = field(default_factory=dict)
+
+
+def quant_plan(model, precision: str, calibration=None, keep=(), small: bool = False, module=None):
+    """The trtbuild.quant.QuantPlan of registry model `model` (name or ModelSpec) for `precision`,
+    or None when there is nothing to plan (no int8/fp8, no keep).
+
+    calibration: a calibration file (checked against the model with load_calibration: made for
+    another model, size or network is refused in one sentence; its path and sha256 are recorded in
+    the sidecar), or a trtbuild.quant.Calibration; required for int8/fp8 and refused otherwise.
+    keep: ``["fp32:conv4_3_norm,layer4.*", "fp16:..."]`` (--keep) or (pattern, precision) pairs:
+    PyTorch module names or globs kept out of quantization (or out of fp16) with casts.
+    module: the model's PyTorch module, if at hand (else built from the spec to check the file)."""
+    from trtbuild.quant import load_calibration, parse_keep
+    from trtbuild.quant.plan import QUANTIZED_PRECISIONS
+
+    from .serialize import sha256_file
+
+    spec = get_spec(model) if isinstance(model, str) else model
+    quantized = precision in QUANTIZED_PRECISIONS
+    if not quantized and calibration is not None:
+        raise ValueError(f"--calibration applies to --precision int8 or fp8 only, not {precision}")
+    keep = [k for k in keep if isinstance(k, tuple)] + parse_keep([k for k in keep if not isinstance(k, tuple)])
+    if not quantized and not keep:
+        return None
+    source = {}
+    if isinstance(calibration, (str, os.PathLike)):
+        source = {"file": str(calibration), "sha256": sha256_file(calibration)}
+        calibration = load_calibration(calibration, spec, small=small, module=module)
+    modules = None
+    if calibration is None:  # fp16/bf16 with --keep: the module names come from the PyTorch model
+        modules = [n for n, _ in (module or spec.torch_factory(0, small)).named_modules() if n]
+    return replace(_FilePlan.build(calibration, precision, keep, modules=modules), calibration_file=source)
+
+
 def build_model(model, weights, trt: ModuleType, precision: str = "fp32", *, small: bool = False,
                 batch=None, workspace: int | None = None, timing_cache=None, progress: bool | None = True,
                 fp32_io: bool = True, extra_outputs=(), tf32: bool = False, targets=None,
-                cross_check: bool = False, debug_tensors=(), debug_unfused: bool = False) -> Plan:
+                cross_check: bool = False, debug_tensors=(), debug_unfused: bool = False, quant=None) -> Plan:
     """Build the registry model `model` (name or ModelSpec) with weights (path or WeightMap).
-    targets (TensorRT-RTX only) and cross_check: as in build_plan."""
+    targets (TensorRT-RTX only) and cross_check: as in build_plan. quant: a QuantPlan (see
+    :func:`quant_plan`), required for precision int8/fp8."""
     spec = get_spec(model) if isinstance(model, str) else model
     plan = build_plan(trt, spec, weights=load_model_weights(weights), precision=precision, small=small, batch=batch,
                       workspace=workspace, timing_cache=timing_cache, progress=progress, fp32_io=fp32_io,
                       extra_outputs=extra_outputs, tf32=tf32, targets=targets, cross_check=cross_check,
-                      debug_tensors=debug_tensors, debug_unfused=debug_unfused)
+                      debug_tensors=debug_tensors, debug_unfused=debug_unfused, quant=quant)
     return plan
 
 

@@ -17,7 +17,7 @@ from typing import Callable, Iterable, Mapping
 import numpy as np
 import torch
 
-from .build import PRECISIONS, build_plan, check_spec_outputs, tensors_by_name
+from .build import PRECISIONS, QUANTIZED, build_plan, check_quant, check_spec_outputs, tensors_by_name
 from .runner import Engine, check_input_names
 
 __all__ = ["SPEC_PRECISIONS", "build_spec_network", "run_builder", "run_network", "run_spec"]
@@ -25,19 +25,22 @@ __all__ = ["SPEC_PRECISIONS", "build_spec_network", "run_builder", "run_network"
 SPEC_PRECISIONS = ("fp32", "fp16")  # the input types build_spec_network can declare
 
 
-def build_spec_network(network, spec, wm, precision: str = "fp32", small: bool = False) -> dict:
+def build_spec_network(network, spec, wm, precision: str = "fp32", small: bool = False, quant=None) -> dict:
     """Declare `spec`'s input (FLOAT, or HALF for fp16, so every layer computes in that type) and
     add the model's layers from WeightMap `wm`; return the {name: ITensor} dict that
-    `spec.build_network` returned (outputs are neither renamed nor marked). Raises ValueError for
-    another precision and BuildError (a RuntimeError) if an output of `spec.output_names` is missing."""
-    if precision not in SPEC_PRECISIONS:
-        raise ValueError(f"precision must be one of {SPEC_PRECISIONS}, got {precision!r}")
+    `spec.build_network` returned (outputs are neither renamed nor marked). int8/fp8: a FLOAT input
+    and the Q/DQ layers of `quant` (a trtbuild.quant.QuantPlan, see trtbuild.engine.quant_plan;
+    with fp16 it keeps modules in fp32). Raises ValueError for another precision or a plan that does
+    not fit, and BuildError (a RuntimeError) if an output of `spec.output_names` is missing."""
+    if precision not in SPEC_PRECISIONS + QUANTIZED:
+        raise ValueError(f"precision must be one of {SPEC_PRECISIONS + QUANTIZED}, got {precision!r}")
+    check_quant(precision, quant, spec)
     from trtbuild.backend import trt_of
 
     trt = trt_of(network)
     dtype = getattr(trt.DataType, PRECISIONS[precision])
     x = network.add_input(spec.input_name, dtype, trt.Dims(spec.input_shape(small)))
-    outs = spec.build_network(network, wm, x)
+    outs = spec.build_network(network, wm, x, **({"quant": quant} if quant is not None else {}))
     check_spec_outputs(spec, outs)
     return outs
 

@@ -19,6 +19,8 @@ from typing import Iterable
 
 #: NVIDIA's documented default portable set for TensorRT-RTX engines.
 DEFAULT_TARGETS = ("8.6", "8.9", "12.0")
+#: TensorRT-RTX compiles FP8 for sm89 and newer only: the default targets of an fp8 build
+FP8_TARGETS = ("8.9", "12.0")
 #: The ComputeCapability members of TensorRT-RTX 1.7 that name one architecture, as "major.minor".
 KNOWN_TARGETS = ("7.5", "8.0", "8.6", "8.9", "12.0", "12.1")
 
@@ -96,3 +98,18 @@ def can_run_here(trt: ModuleType, targets: Iterable[str] | None = None) -> tuple
         return True, ""
     return False, (f"this GPU ({here['gpu']}, compute capability {here['compute_capability']}) is not one of the "
                    f"targets {target_list(wanted)}")
+
+
+def targets_for_precision(precision: str, targets=None):
+    """The TensorRT-RTX targets of a `precision` build: FP8_TARGETS for fp8 when none are given
+    (TensorRT-RTX cannot compile FP8 for sm86), `targets` otherwise; ValueError for fp8 with a
+    target below sm89."""
+    if precision != "fp8":
+        return targets
+    if targets is None:
+        return FP8_TARGETS
+    old = [t for t in parse_targets(targets) if t != "current" and float(t) < 8.9]
+    if old:
+        raise ValueError(f"--precision fp8: TensorRT-RTX compiles FP8 for sm89 and newer only, not for "
+                         f"{target_list(old)}; choose targets among sm89, sm120")
+    return targets

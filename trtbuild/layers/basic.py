@@ -16,7 +16,7 @@ from trtbuild.reparam import fold_conv_bn
 from .common import BuilderError, constant, out, trt_weights
 
 __all__ = ["conv", "relu", "max_pool", "avg_pool", "adaptive_avg_pool", "global_avg_pool", "linear", "flatten",
-           "add", "conv_bn", "conv_bn_relu", "pool_output_size", "read_conv_weight",
+           "add", "conv_bn", "conv_bn_relu", "read_conv_bn", "pool_output_size", "read_conv_weight",
            "read_linear"]
 
 
@@ -307,16 +307,10 @@ def read_linear(wm, prefix: str) -> tuple[np.ndarray, np.ndarray]:
     return wm.get(f"{prefix}.weight", (b.size, -1)), b
 
 
-def conv_bn(network, x, wm, conv_prefix: str, bn_prefix: str, name: str, stride=1, padding=0, dilation=1,
-            groups: int | None = None, eps: float = 1e-5, kernel=None):
-    """Conv followed by eval-mode BatchNorm, folded into ONE conv layer named ``name``.
-
-    Reads ``<conv_prefix>.weight`` (and ``.bias`` if present) and ``<bn_prefix>.{weight,bias,
-    running_mean,running_var}`` from the WeightMap ``wm``; folds with trtbuild.reparam.fold_conv_bn
-    (float64 arithmetic). ``eps`` is the BatchNorm's eps (not stored in state dicts). With
-    ``kernel`` given, the conv weight may be stored flat (see :func:`read_conv_weight`); otherwise
-    its stored shape is used. ``groups=None`` infers the group count from the weight size.
-    """
+def read_conv_bn(wm, x, conv_prefix: str, bn_prefix: str, name: str, groups: int | None = None,
+                 eps: float = 1e-5, kernel=None) -> tuple:
+    """``(weight, bias, groups)`` of the conv ``conv_prefix`` with the BatchNorm ``bn_prefix`` folded in,
+    for the input ``x`` (what :func:`conv_bn` builds; arguments as there)."""
     out_ch = int(np.prod(wm.shape_of(f"{bn_prefix}.weight")))
     in_ch = int(x.shape[1])
     key = f"{conv_prefix}.weight"
@@ -331,7 +325,21 @@ def conv_bn(network, x, wm, conv_prefix: str, bn_prefix: str, name: str, stride=
     b = wm.get(f"{conv_prefix}.bias", (out_ch,)) if wm.has(f"{conv_prefix}.bias") else None
     bn = [wm.get(f"{bn_prefix}.{k}", (out_ch,)) for k in ("weight", "bias", "running_mean", "running_var")]
     wf, bf = fold_conv_bn(w, b, *bn, eps, name=name)
-    return conv(network, x, wf, bf, name, stride=stride, padding=padding, dilation=dilation, groups=inferred)
+    return wf, bf, inferred
+
+
+def conv_bn(network, x, wm, conv_prefix: str, bn_prefix: str, name: str, stride=1, padding=0, dilation=1,
+            groups: int | None = None, eps: float = 1e-5, kernel=None):
+    """Conv followed by eval-mode BatchNorm, folded into ONE conv layer named ``name``.
+
+    Reads ``<conv_prefix>.weight`` (and ``.bias`` if present) and ``<bn_prefix>.{weight,bias,
+    running_mean,running_var}`` from the WeightMap ``wm``; folds with trtbuild.reparam.fold_conv_bn
+    (float64 arithmetic). ``eps`` is the BatchNorm's eps (not stored in state dicts). With
+    ``kernel`` given, the conv weight may be stored flat (see :func:`read_conv_weight`); otherwise
+    its stored shape is used. ``groups=None`` infers the group count from the weight size.
+    """
+    wf, bf, groups = read_conv_bn(wm, x, conv_prefix, bn_prefix, name, groups, eps, kernel)
+    return conv(network, x, wf, bf, name, stride=stride, padding=padding, dilation=dilation, groups=groups)
 
 
 def conv_bn_relu(network, x, wm, conv_prefix: str, bn_prefix: str, name: str, relu_name: str | None = None,

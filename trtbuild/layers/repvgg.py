@@ -17,6 +17,7 @@ from trtbuild.reparam import fuse_repvgg_block
 
 from .basic import add, conv, read_conv_weight, relu
 from .common import BuilderError
+from .planned import planned_conv
 
 __all__ = ["repvgg_block", "repvgg_block_unfused", "read_repvgg_bn"]
 
@@ -57,13 +58,17 @@ def _branches(x, wm, prefix: str, stride: int, groups: int | None, name: str):
 
 
 def repvgg_block(network, x, wm, prefix: str, stride: int, groups: int | None, name: str,
-                 relu_name: str | None = None):
+                 relu_name: str | None = None, quant=None):
     """A RepVGG block as ONE 3x3 convolution (``name``, pad 1) + ReLU (``relu_name``, default ``name/relu``).
 
     Training-form weights under ``prefix`` are fused with trtbuild.reparam.fuse_repvgg_block
     (float64); a deploy-form block (``rbr_reparam``) is used as is. ``groups=None`` infers the
     group count from the weight size (a given value is checked against it). Returns the ReLU output.
+    quant: a trtbuild.quant.QuantPlan (trtbuild.layers.planned) for the PyTorch module whose input is
+    the block's: ``<prefix>.rbr_dense.conv`` (training form) or ``<prefix>.rbr_reparam``; the fused
+    weights are quantized per output channel with their own amax.
     """
+    module = f"{prefix}.rbr_reparam"
     if wm.has(f"{prefix}.rbr_reparam.weight"):
         b = wm.get(f"{prefix}.rbr_reparam.bias").reshape(-1)
         key = f"{prefix}.rbr_reparam.weight"
@@ -73,7 +78,8 @@ def repvgg_block(network, x, wm, prefix: str, stride: int, groups: int | None, n
         dense_w, dense_bn, one_w, one_bn, identity_bn, groups = _branches(x, wm, prefix, stride, groups, name)
         w, b = fuse_repvgg_block(dense_w, dense_bn, one_w, one_bn, identity_bn,
                                  in_channels=int(x.shape[1]), groups=groups)
-    y = conv(network, x, w, b, name, stride=stride, padding=1, groups=groups)
+        module = f"{prefix}.rbr_dense.conv"
+    y = planned_conv(network, x, w, b, name, quant, module, stride=stride, padding=1, groups=groups)
     return relu(network, y, relu_name or f"{name}/relu")
 
 

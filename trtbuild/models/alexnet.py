@@ -20,10 +20,10 @@ hidden, 1000 classes) at 224x224; small = width 0.125 (12/32/48/48/32), 2 groups
 
 from __future__ import annotations
 
-from trtbuild.layers.basic import (adaptive_avg_pool, conv, flatten, linear, max_pool, read_conv_weight, read_linear,
-                                   relu)
+from trtbuild.layers.basic import adaptive_avg_pool, flatten, max_pool, read_conv_weight, read_linear, relu
 from trtbuild.layers.common import BuilderError
 from trtbuild.layers.lrn import lrn
+from trtbuild.layers.planned import planned, planned_conv, planned_linear
 from trtbuild.models import pytorch as tm
 from trtbuild.models.pytorch.alexnet import LRN_ALPHA, LRN_BETA, LRN_K, LRN_SIZE
 
@@ -60,8 +60,9 @@ def _features_table(wm):
                        "(torchvision layout)")
 
 
-def build_alexnet(network, wm, x) -> dict:
-    """Add AlexNet read from ``wm``; returns ``{"logits": ITensor}`` (not marked)."""
+def build_alexnet(network, wm, x, quant=None) -> dict:
+    """Add AlexNet read from ``wm``; returns ``{"logits": ITensor}`` (not marked). quant: a
+    trtbuild.quant.QuantPlan (Q/DQ convs and linears, kept layers; trtbuild.layers.planned) or None."""
     y = x
     for kind, i, *kw in _features_table(wm):
         name = f"features.{i}"
@@ -69,19 +70,20 @@ def build_alexnet(network, wm, x) -> dict:
             p = dict(kw[0])
             b = wm.get(f"{name}.bias").reshape(-1)
             w, groups = read_conv_weight(wm, f"{name}.weight", b.size, int(y.shape[1]), p.pop("kernel"))
-            y = conv(network, y, w, b, name, groups=groups, **p)
+            y = planned_conv(network, y, w, b, name, quant, groups=groups, **p)
         elif kind == "relu":
             y = relu(network, y, name)
         elif kind == "lrn":
-            y = lrn(network, y, LRN_SIZE, LRN_ALPHA, LRN_BETA, LRN_K, name)
+            y = planned(network, y, name, quant, lambda t, n: lrn(network, t, LRN_SIZE, LRN_ALPHA, LRN_BETA, LRN_K, n),
+                        name)
             y.name = name
         else:
             y = max_pool(network, y, 3, 2, 0, name)
     y = adaptive_avg_pool(network, y, POOL_SIZE, "avgpool")
     y = flatten(network, y, "classifier.1/flatten")
-    y = relu(network, linear(network, y, *read_linear(wm, "classifier.1"), "classifier.1"), "classifier.2")
-    y = relu(network, linear(network, y, *read_linear(wm, "classifier.4"), "classifier.4"), "classifier.5")
-    logits = linear(network, y, *read_linear(wm, "classifier.6"), "classifier.6")
+    for fc, act in (("classifier.1", "classifier.2"), ("classifier.4", "classifier.5")):
+        y = relu(network, planned_linear(network, y, *read_linear(wm, fc), fc, quant), act)
+    logits = planned_linear(network, y, *read_linear(wm, "classifier.6"), "classifier.6", quant)
     logits.name = OUTPUT
     return {OUTPUT: logits}
 

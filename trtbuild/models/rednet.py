@@ -29,11 +29,11 @@ import re
 
 
 from trtbuild.backend import is_rtx, product_name, trt_of
-from trtbuild.layers.basic import (add, conv_bn, conv_bn_relu, global_avg_pool, linear, max_pool,
-                                   read_linear, relu)
+from trtbuild.layers.basic import global_avg_pool, max_pool, read_linear, relu
 from trtbuild.layers.batchnorm import batchnorm
 from trtbuild.layers.common import BuilderError
 from trtbuild.layers.involution import IMPLS, involution_block, load_plugin_library, resolve_impl
+from trtbuild.layers.planned import planned, planned_add, planned_conv_bn, planned_linear
 from trtbuild.models import pytorch as tm
 from trtbuild.models.pytorch import rednet as trn
 
@@ -55,10 +55,13 @@ def _bn(network, x, wm, prefix: str, name: str):
     return batchnorm(network, x, *p, BN_EPS, name)
 
 
-def involution_module(network, x, wm, prefix: str, kernel_size: int, stride: int = 1, impl: str = "auto"):
+def involution_module(network, x, wm, prefix: str, kernel_size: int, stride: int = 1, impl: str = "auto",
+                      quant=None):
     """The involution module ``prefix`` (plugin or composed, ``impl``); layers named after the torch
-    submodules (see :func:`trtbuild.layers.involution.involution_block`)."""
-    return involution_block(network, x, wm, prefix, prefix, kernel_size, stride, bn_eps=BN_EPS, impl=impl)
+    submodules (see :func:`trtbuild.layers.involution.involution_block`). Never quantized (its
+    per-pixel kernels are data); ``--keep`` can move it to another float type (quant)."""
+    return planned(network, x, prefix, quant, lambda t, n: involution_block(
+        network, t, wm, prefix, n, kernel_size, stride, bn_eps=BN_EPS, impl=impl), prefix)
 
 
 def _block_counts(wm) -> list[int]:
@@ -72,22 +75,23 @@ def _block_counts(wm) -> list[int]:
     return counts
 
 
-def _bottleneck(network, x, wm, p: str, stride: int, impl: str):
+def _bottleneck(network, x, wm, p: str, stride: int, impl: str, quant=None):
     """One RedNet bottleneck; returns the post-ReLU output named ``p``."""
     identity = x
     if wm.has(f"{p}.downsample.0.weight"):
-        identity = conv_bn(network, x, wm, f"{p}.downsample.0", f"{p}.downsample.1", f"{p}.downsample",
-                           stride=stride, kernel=1, eps=BN_EPS)
+        identity = planned_conv_bn(network, x, wm, f"{p}.downsample.0", f"{p}.downsample.1", f"{p}.downsample",
+                                   quant, stride=stride, kernel=1, eps=BN_EPS)
     elif stride != 1:
         raise BuilderError(f"rednet: block {p} has stride {stride} but no downsample weights")
-    y = conv_bn_relu(network, x, wm, f"{p}.conv1", f"{p}.bn1", f"{p}.conv1", kernel=1, eps=BN_EPS)
-    y = involution_module(network, y, wm, f"{p}.conv2", trn.BLOCK_KERNEL, stride, impl)
+    y = relu(network, planned_conv_bn(network, x, wm, f"{p}.conv1", f"{p}.bn1", f"{p}.conv1", quant, kernel=1,
+                                      eps=BN_EPS), f"{p}.conv1/relu")
+    y = involution_module(network, y, wm, f"{p}.conv2", trn.BLOCK_KERNEL, stride, impl, quant)
     y = relu(network, _bn(network, y, wm, f"{p}.bn2", f"{p}.bn2"), f"{p}.bn2/relu")
-    y = conv_bn(network, y, wm, f"{p}.conv3", f"{p}.bn3", f"{p}.conv3", kernel=1, eps=BN_EPS)
-    return relu(network, add(network, y, identity, f"{p}.add"), p)
+    y = planned_conv_bn(network, y, wm, f"{p}.conv3", f"{p}.bn3", f"{p}.conv3", quant, kernel=1, eps=BN_EPS)
+    return relu(network, planned_add(network, y, identity, f"{p}.add", quant), p)
 
 
-def build_rednet(network, wm, x, involution_impl: str = "auto") -> dict:
+def build_rednet(network, wm, x, involution_impl: str = "auto", quant=None) -> dict:
     """Add a RedNet (:mod:`trtbuild.models.pytorch.rednet`, any depth) read from ``wm``.
 
     involution_impl: "auto" | "plugin" | "composed", decided once for the whole network
@@ -96,7 +100,8 @@ def build_rednet(network, wm, x, involution_impl: str = "auto") -> dict:
     first (:func:`load_plugin_library`: the reference twin, or the compiled library on real TensorRT)
     and needs FLOAT or HALF; composed also runs in BF16. "plugin" on TensorRT-RTX raises BuilderError
     before any layer is added. Input H and W must be multiples of 32. Returns ``{"logits": ITensor}``
-    (not marked as an output).
+    (not marked as an output). quant: a trtbuild.quant.QuantPlan (Q/DQ on the stem and bottleneck
+    convs, the classifier and the residual adds; involutions stay in the network's float type) or None.
     """
     trt = trt_of(network)
     if involution_impl not in IMPLS:
@@ -117,18 +122,18 @@ def build_rednet(network, wm, x, involution_impl: str = "auto") -> dict:
         raise BuilderError(f"rednet: input '{x.name}' {tuple(int(d) for d in x.shape)} needs H and W divisible by 32 "
                            "(strided involutions need even extents)")
     counts = _block_counts(wm)
-    y = conv_bn_relu(network, x, wm, "stem.0.conv", "stem.0.bn", "stem.0.conv", relu_name="stem.0", stride=2,
-                     padding=1, kernel=3, eps=BN_EPS)
-    y = involution_module(network, y, wm, "stem.1", trn.STEM_KERNEL, impl=impl)
+    y = relu(network, planned_conv_bn(network, x, wm, "stem.0.conv", "stem.0.bn", "stem.0.conv", quant, stride=2,
+                                      padding=1, kernel=3, eps=BN_EPS), "stem.0")
+    y = involution_module(network, y, wm, "stem.1", trn.STEM_KERNEL, impl=impl, quant=quant)
     y = relu(network, _bn(network, y, wm, "stem.2", "stem.2"), "stem.3")
-    y = conv_bn_relu(network, y, wm, "stem.4.conv", "stem.4.bn", "stem.4.conv", relu_name="stem.4", padding=1,
-                     kernel=3, eps=BN_EPS)
+    y = relu(network, planned_conv_bn(network, y, wm, "stem.4.conv", "stem.4.bn", "stem.4.conv", quant, padding=1,
+                                      kernel=3, eps=BN_EPS), "stem.4")
     y = max_pool(network, y, 3, 2, 1, "maxpool")
     for stage, n in enumerate(counts, start=1):
         for b in range(n):
-            y = _bottleneck(network, y, wm, f"layer{stage}.{b}", 2 if stage > 1 and b == 0 else 1, impl)
+            y = _bottleneck(network, y, wm, f"layer{stage}.{b}", 2 if stage > 1 and b == 0 else 1, impl, quant)
     y = global_avg_pool(network, y, "avgpool")
-    logits = linear(network, y, *read_linear(wm, "fc"), "fc")
+    logits = planned_linear(network, y, *read_linear(wm, "fc"), "fc", quant)
     logits.name = OUTPUT
     return {OUTPUT: logits}
 

@@ -21,8 +21,9 @@ from __future__ import annotations
 
 import re
 
-from trtbuild.layers.basic import global_avg_pool, linear, read_linear
+from trtbuild.layers.basic import global_avg_pool, read_linear
 from trtbuild.layers.common import BuilderError
+from trtbuild.layers.planned import planned_linear
 from trtbuild.layers.repvgg import repvgg_block, repvgg_block_unfused
 from trtbuild.models import pytorch as tm
 from trtbuild.models.pytorch.repvgg import A0_NUM_BLOCKS
@@ -45,27 +46,30 @@ def _stage_blocks(wm, stage: int) -> int:
     return len(ids)
 
 
-def _block(network, x, wm, prefix: str, stride: int, fused: bool):
+def _block(network, x, wm, prefix: str, stride: int, fused: bool, quant=None):
     """One block; groups are inferred from the weight sizes."""
     if not fused:
         return repvgg_block_unfused(network, x, wm, prefix, stride, None, prefix)
     return repvgg_block(network, x, wm, prefix, stride, None, f"{prefix}.rbr_reparam",
-                        relu_name=f"{prefix}.nonlinearity")
+                        relu_name=f"{prefix}.nonlinearity", quant=quant)
 
 
-def build_repvgg(network, wm, x, fused: bool = True) -> dict:
+def build_repvgg(network, wm, x, fused: bool = True, quant=None) -> dict:
     """Add a RepVGG classifier read from ``wm`` (training or deploy form). Returns ``{"logits": ITensor}``.
 
     ``fused=False`` keeps every block in training form (three branches, BatchNorm layers, adds;
     trtbuild.layers.repvgg.repvgg_block_unfused, layers named ``<block>/...``) for benchmarks;
-    it needs a training-form checkpoint.
+    it needs a training-form checkpoint. quant: a trtbuild.quant.QuantPlan (each fused block's conv
+    and the classifier quantized or kept; trtbuild.layers.planned) or None; fused blocks only.
     """
-    y = _block(network, x, wm, "stage0", 2, fused)
+    if quant is not None and not fused:
+        raise BuilderError("repvgg: a quantization plan needs fused=True (the unfused form is for benchmarks)")
+    y = _block(network, x, wm, "stage0", 2, fused, quant)
     for stage in range(1, 5):
         for b in range(_stage_blocks(wm, stage)):
-            y = _block(network, y, wm, f"stage{stage}.{b}", 2 if b == 0 else 1, fused)
+            y = _block(network, y, wm, f"stage{stage}.{b}", 2 if b == 0 else 1, fused, quant)
     y = global_avg_pool(network, y, "gap")
-    logits = linear(network, y, *read_linear(wm, "linear"), "linear")
+    logits = planned_linear(network, y, *read_linear(wm, "linear"), "linear", quant)
     logits.name = OUTPUT
     return {OUTPUT: logits}
 

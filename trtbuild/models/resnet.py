@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import re
 
-from trtbuild.layers.basic import add, conv_bn, global_avg_pool, linear, max_pool, read_linear, relu
+from trtbuild.layers.basic import global_avg_pool, max_pool, read_linear, relu
 from trtbuild.layers.common import BuilderError
+from trtbuild.layers.planned import planned_add, planned_conv_bn, planned_linear
 from trtbuild.models import pytorch as tm
 
 from .registry import ModelSpec, register
@@ -45,41 +46,45 @@ def _block_counts(wm) -> list[int]:
     return counts
 
 
-def _block(network, x, wm, p: str, stride: int, bottleneck: bool):
+def _block(network, x, wm, p: str, stride: int, bottleneck: bool, quant=None):
     """One Basic/Bottleneck block; returns the post-ReLU output named ``p``."""
     identity = x
     if wm.has(f"{p}.downsample.0.weight"):
-        identity = conv_bn(network, x, wm, f"{p}.downsample.0", f"{p}.downsample.1", f"{p}.downsample",
-                           stride=stride, kernel=1)
+        identity = planned_conv_bn(network, x, wm, f"{p}.downsample.0", f"{p}.downsample.1", f"{p}.downsample",
+                                   quant, stride=stride, kernel=1)
     elif stride != 1:
         raise BuilderError(f"resnet: block {p} has stride {stride} but no downsample weights")
+
+    def cbr(x, i, kernel, stride=1, padding=0):
+        y = planned_conv_bn(network, x, wm, f"{p}.conv{i}", f"{p}.bn{i}", f"{p}.conv{i}", quant, stride=stride,
+                            padding=padding, kernel=kernel)
+        return relu(network, y, f"{p}.conv{i}/relu")
+
     if bottleneck:
-        y = relu(network, conv_bn(network, x, wm, f"{p}.conv1", f"{p}.bn1", f"{p}.conv1", kernel=1), f"{p}.conv1/relu")
-        y = relu(network, conv_bn(network, y, wm, f"{p}.conv2", f"{p}.bn2", f"{p}.conv2", stride=stride, padding=1,
-                                  kernel=3), f"{p}.conv2/relu")
-        y = conv_bn(network, y, wm, f"{p}.conv3", f"{p}.bn3", f"{p}.conv3", kernel=1)
+        y = cbr(cbr(x, 1, 1), 2, 3, stride, 1)
+        y = planned_conv_bn(network, y, wm, f"{p}.conv3", f"{p}.bn3", f"{p}.conv3", quant, kernel=1)
     else:
-        y = relu(network, conv_bn(network, x, wm, f"{p}.conv1", f"{p}.bn1", f"{p}.conv1", stride=stride, padding=1,
-                                  kernel=3), f"{p}.conv1/relu")
-        y = conv_bn(network, y, wm, f"{p}.conv2", f"{p}.bn2", f"{p}.conv2", padding=1, kernel=3)
-    return relu(network, add(network, y, identity, f"{p}.add"), p)
+        y = cbr(x, 1, 3, stride, 1)
+        y = planned_conv_bn(network, y, wm, f"{p}.conv2", f"{p}.bn2", f"{p}.conv2", quant, padding=1, kernel=3)
+    return relu(network, planned_add(network, y, identity, f"{p}.add", quant), p)
 
 
-def build_resnet(network, wm, x) -> dict:
+def build_resnet(network, wm, x, quant=None) -> dict:
     """Add a torchvision ResNet (any depth built from Basic or Bottleneck blocks) read from ``wm``.
 
+    quant: a trtbuild.quant.QuantPlan (int8/fp8 Q/DQ or kept layers, trtbuild.layers.planned) or None.
     Returns ``{"logits": ITensor}`` (not marked as an output).
     """
     bottleneck = wm.has("layer1.0.conv3.weight")
     counts = _block_counts(wm)
-    y = conv_bn(network, x, wm, "conv1", "bn1", "conv1", stride=2, padding=3, kernel=7)
+    y = planned_conv_bn(network, x, wm, "conv1", "bn1", "conv1", quant, stride=2, padding=3, kernel=7)
     y = relu(network, y, "relu")
     y = max_pool(network, y, 3, 2, 1, "maxpool")
     for stage, n in enumerate(counts, start=1):
         for b in range(n):
-            y = _block(network, y, wm, f"layer{stage}.{b}", 2 if stage > 1 and b == 0 else 1, bottleneck)
+            y = _block(network, y, wm, f"layer{stage}.{b}", 2 if stage > 1 and b == 0 else 1, bottleneck, quant)
     y = global_avg_pool(network, y, "avgpool")
-    logits = linear(network, y, *read_linear(wm, "fc"), "fc")
+    logits = planned_linear(network, y, *read_linear(wm, "fc"), "fc", quant)
     logits.name = OUTPUT
     return {OUTPUT: logits}
 

@@ -17,8 +17,9 @@ small = widths / 16 at 84x84 (conv3 maps are 21x21, so the ceil-mode pool3 keeps
 
 from __future__ import annotations
 
-from trtbuild.layers.basic import conv, max_pool, read_conv_weight, relu
+from trtbuild.layers.basic import max_pool, read_conv_weight, relu
 from trtbuild.layers.l2norm import l2norm
+from trtbuild.layers.planned import planned, planned_conv
 from trtbuild.models import pytorch as tm
 from trtbuild.models.pytorch.vgg import CONV4_3_RELU, CONV5_3_RELU
 
@@ -53,8 +54,8 @@ def vgg_layers(variant: str) -> list[tuple]:
     return layers
 
 
-def _build(network, wm, x, variant: str, norms: dict) -> dict:
-    """norms: {relu index: (output name, weight key)}."""
+def _build(network, wm, x, variant: str, norms: dict, quant=None) -> dict:
+    """norms: {relu index: (output name, weight key)}; the L2Norm module is the weight key's prefix."""
     outputs = {}
     y = x
     for i, kind, p in vgg_layers(variant):
@@ -62,7 +63,7 @@ def _build(network, wm, x, variant: str, norms: dict) -> dict:
         if kind == "conv":
             b = wm.get(f"{name}.bias").reshape(-1)
             w, groups = read_conv_weight(wm, f"{name}.weight", b.size, int(y.shape[1]), p["kernel"])
-            y = conv(network, y, w, b, name, padding=p["padding"], dilation=p["dilation"], groups=groups)
+            y = planned_conv(network, y, w, b, name, quant, padding=p["padding"], dilation=p["dilation"], groups=groups)
         elif kind == "relu":
             y = relu(network, y, name)
         else:
@@ -70,7 +71,8 @@ def _build(network, wm, x, variant: str, norms: dict) -> dict:
         if i in norms:
             out_name, key = norms[i]
             weight = wm.get(key, (int(y.shape[1]),))
-            t = l2norm(network, y, weight, out_name, eps=L2NORM_EPS)
+            t = planned(network, y, key.rsplit(".", 1)[0], quant,
+                        lambda v, n, w=weight: l2norm(network, v, w, n, eps=L2NORM_EPS), out_name)
             t.name = out_name
             outputs[out_name] = t
     y.name = "conv7"
@@ -78,15 +80,17 @@ def _build(network, wm, x, variant: str, norms: dict) -> dict:
     return outputs
 
 
-def build_vgg16_ssd(network, wm, x) -> dict:
-    """SSD's VGG16 base: returns ``{"conv4_3_norm", "conv7"}`` tensors (not marked)."""
-    return _build(network, wm, x, "ssd", {CONV4_3_RELU: ("conv4_3_norm", "L2Norm.weight")})
+def build_vgg16_ssd(network, wm, x, quant=None) -> dict:
+    """SSD's VGG16 base: returns ``{"conv4_3_norm", "conv7"}`` tensors (not marked). quant: a
+    trtbuild.quant.QuantPlan (Q/DQ convs; the L2Norm, module ``L2Norm``, is never quantized) or None."""
+    return _build(network, wm, x, "ssd", {CONV4_3_RELU: ("conv4_3_norm", "L2Norm.weight")}, quant)
 
 
-def build_vgg16_refinedet(network, wm, x) -> dict:
-    """RefineDet's VGG16 base: returns ``{"conv4_3_norm", "conv5_3_norm", "conv7"}`` tensors."""
+def build_vgg16_refinedet(network, wm, x, quant=None) -> dict:
+    """RefineDet's VGG16 base: returns ``{"conv4_3_norm", "conv5_3_norm", "conv7"}`` tensors. quant:
+    as for build_vgg16_ssd (L2Norm modules ``conv4_3_L2Norm``, ``conv5_3_L2Norm``)."""
     return _build(network, wm, x, "refinedet", {CONV4_3_RELU: ("conv4_3_norm", "conv4_3_L2Norm.weight"),
-                                               CONV5_3_RELU: ("conv5_3_norm", "conv5_3_L2Norm.weight")})
+                                               CONV5_3_RELU: ("conv5_3_norm", "conv5_3_L2Norm.weight")}, quant)
 
 
 def vgg_layer_map(variant: str, norm_modules: dict) -> dict[str, str]:

@@ -18,7 +18,7 @@ def new_reference_network(name: str | None = None) -> trt.INetworkDefinition:
 
 
 def build_reference_network(spec_or_name, weights=None, *, precision: str = "fp32", small: bool = False,
-                            seed: int = 0) -> tuple[trt.INetworkDefinition, dict]:
+                            seed: int = 0, quant=None) -> tuple[trt.INetworkDefinition, dict]:
     """Build a zoo model layer by layer on the reference backend, its outputs named and marked.
 
     `spec_or_name`: a registry model name or a ModelSpec. `weights`: a weight file (.wts,
@@ -27,6 +27,8 @@ def build_reference_network(spec_or_name, weights=None, *, precision: str = "fp3
     configuration. The network is named after the model. Returns (network, {output name: ITensor})
     in `spec.output_names` order. Raises KeyError for an unknown model name, WeightsError for an
     unreadable weight file, ValueError for another precision and RuntimeError for a failed build.
+    int8/fp8 (and --keep): `quant`, a trtbuild.quant.QuantPlan (trtbuild.engine.quant_plan); the
+    Q/DQ layers export as QuantizeLinear/DequantizeLinear.
     """
     from trtbuild.engine.quick import build_spec_network
     from trtbuild.models import registry
@@ -40,7 +42,7 @@ def build_reference_network(spec_or_name, weights=None, *, precision: str = "fp3
     else:
         wm = WeightMap.load(weights)
     network = new_reference_network(spec.name)
-    outs = build_spec_network(network, spec, wm, precision, small)
+    outs = build_spec_network(network, spec, wm, precision, small, quant)
     outputs = {}
     for name in spec.output_names:
         outs[name].name = name

@@ -284,7 +284,7 @@ def check_model_parity(model: str, trt, *, weights=None, engine=None, precision:
                        atol: float | None = None, rtol: float | None = None, layerwise: bool = False,
                        progress: bool | None = False, module: torch.nn.Module | None = None,
                        targets=None, cross_check: bool = False, allow_nonfinite: bool = False,
-                       layerwise_via: str = "debug tensors") -> Report:
+                       layerwise_via: str = "debug tensors", quant=None) -> Report:
     """Parity of a registry model (name or ModelSpec): engine (a path, an Engine, or built in memory) vs PyTorch.
 
     weights: path or WeightMap used for the engine build and loaded into the PyTorch model
@@ -300,6 +300,8 @@ def check_model_parity(model: str, trt, *, weights=None, engine=None, precision:
     variant or precision than requested, or whose batch cannot be the requested one, raises
     ValueError naming both. targets / cross_check: as in build_plan, for an engine built in memory.
     allow_nonfinite: as in check_parity (NaN/Inf outputs fail unless allowed).
+    quant: a trtbuild.quant.QuantPlan (trtbuild.engine.quant_plan) for an engine built in memory:
+    required for precision int8/fp8, or --keep in fp16/bf16 (meta["quantization"] describes it).
     """
     from trtbuild.engine import Engine, build_model, get_spec, load_engine
     from trtbuild.models import registry
@@ -310,6 +312,9 @@ def check_model_parity(model: str, trt, *, weights=None, engine=None, precision:
     check_layerwise_via(layerwise_via)
     spec = get_spec(model) if isinstance(model, str) else model
     output_of, order, source, debug_of = {}, None, "(built in memory)", None
+    if engine is not None and quant is not None:
+        raise ValueError("a given engine was built with its own quantization (its sidecar records it); omit "
+                         "--calibration/--keep (quant=) with --engine")
     if engine is not None and not layerwise:
         if isinstance(engine, (str, os.PathLike)):
             source = str(engine)
@@ -351,7 +356,7 @@ def check_model_parity(model: str, trt, *, weights=None, engine=None, precision:
                            batch=(1, build_batch, build_batch) if build_batch > 1 else None,
                            extra_outputs=[] if via_debug else list(layer_map), targets=targets,
                            cross_check=cross_check, debug_tensors=list(layer_map) if via_debug else [],
-                           debug_unfused=layerwise_via == VIA_UNFUSED)
+                           debug_unfused=layerwise_via == VIA_UNFUSED, quant=quant)
         output_of = plan.info["extra_outputs"]
         debug_of = plan.info.get("debug_tensors", {}) if via_debug else None
         order = list(debug_of if via_debug else output_of)
@@ -367,7 +372,8 @@ def check_model_parity(model: str, trt, *, weights=None, engine=None, precision:
             "inputs": describe_inputs(distribution, value_range, large_scale), "against": "pytorch",
             "engine": source, **({"cross_check": cross} if cross else {}),
             "weights": weights_note,
-            **{k: engine.sidecar[k] for k in ("weight_tensors", "unused_weights") if k in (engine.sidecar or {})}}
+            **{k: engine.sidecar[k] for k in ("weight_tensors", "unused_weights", "quantization")
+               if k in (engine.sidecar or {})}}
     meta.update(automap_meta)
     return check_parity(engine, module, inputs, output_names=list(spec.output_names), atol=atol, rtol=rtol,
                         layer_map=layer_map, layer_order=order, output_of=output_of, meta=meta,

@@ -1,0 +1,102 @@
+"""Layers built as a quantization plan says for their PyTorch module: quantized, kept, or plain.
+
+The zoo's builders take ``quant`` (a :class:`trtbuild.quant.QuantPlan`, or None for a plain
+float network) and build every convolution, linear and residual add through these helpers::
+
+    y = planned_conv_bn(network, x, wm, "layer1.0.conv1", "layer1.0.bn1", "layer1.0.conv1", quant, kernel=3)
+    y = planned_add(network, y, identity, "layer1.0.add", quant)
+    y = planned(network, y, "L2Norm", quant, lambda t, n: l2norm(network, t, w, n), "conv4_3_norm")
+
+For each module, ``quant.layer(module)`` decides (only its methods are used, so this module does not
+import trtbuild.quant, which sits above the models):
+
+- quantized (int8/fp8): both inputs of the convolution / matmul through Q/DQ, NVIDIA's placement
+  (trtbuild.layers.quantize.qconv / qlinear): the activation per tensor with the calibrated input
+  amax, the weights per output channel on axis 0 with the amax of the weights actually used
+  (a conv+BN pair is folded first, so the folded weights' own amax: BN is not simulated);
+- kept in another float type (``--keep fp32:...`` / ``fp16:...``): the input cast to that type
+  (layer ``name/to_fp32``), the layer built in it (``name/fp32``), the output cast back to the
+  network's type (``name``); strongly typed, no precision flags;
+- otherwise plain, in the network's type (what the builders do without a plan).
+
+A residual add (``planned_add``) quantizes its residual input (PyTorch's second operand, the
+identity) with the calibrated amax, so that TensorRT can fuse the add into the convolution
+producing the first operand. Only inputs are quantized, so there is no Q/DQ after the last layer.
+"""
+
+from __future__ import annotations
+
+from trtbuild.backend import trt_of
+
+from .basic import add, conv, linear, read_conv_bn
+from .common import out
+from .quantize import QMAX, qadd, qconv, qlinear
+
+__all__ = ["FLOAT_TYPES", "planned", "planned_add", "planned_conv", "planned_conv_bn", "planned_linear"]
+
+#: precision name -> TensorRT DataType name of the float types a layer can be kept in
+FLOAT_TYPES = {"fp32": "FLOAT", "fp16": "HALF", "bf16": "BF16"}
+
+
+def _kept_type(network, x, precision: str):
+    """The DataType to build in when `precision` is a float type other than `x`'s, else None."""
+    if precision not in FLOAT_TYPES:
+        return None
+    dt = getattr(trt_of(network).DataType, FLOAT_TYPES[precision])
+    return None if dt == x.dtype else dt
+
+
+def _in_type(network, x, dtype, precision: str, name: str, build):
+    """`build(x cast to dtype, layer name)` with its result cast back to `x`'s type, named `name`."""
+    xc = out(network.add_cast(x, dtype), f"{name}/to_{precision}")
+    y = build(xc, f"{name}/{precision}")
+    return out(network.add_cast(y, x.dtype), name)
+
+
+def planned(network, x, module: str, quant, build, name: str):
+    """A layer that is never quantized (L2Norm, LRN, pooling...): `build(x, name)` in the network's
+    type, or in the type ``--keep`` gives `module` (casts around it, see the module doc)."""
+    dt = _kept_type(network, x, quant.precision_of(module)) if quant is not None else None
+    if dt is None:
+        return build(x, name)
+    return _in_type(network, x, dt, quant.precision_of(module), name, build)
+
+
+def planned_conv(network, x, weight, bias, name: str, quant=None, module: str | None = None, stride=1, padding=0,
+                 dilation=1, groups: int = 1):
+    """trtbuild.layers.basic.conv as `quant` says for the PyTorch Conv `module` (default `name`)."""
+    args = dict(stride=stride, padding=padding, dilation=dilation, groups=groups)
+    lp = quant.layer(module or name) if quant is not None else None
+    if lp is not None and lp.quantized:
+        return qconv(network, x, weight, bias, name, lp.input_amax, lp.precision, **args)
+    dt = _kept_type(network, x, lp.precision) if lp is not None else None
+    if dt is None:
+        return conv(network, x, weight, bias, name, **args)
+    return _in_type(network, x, dt, lp.precision, name, lambda t, n: conv(network, t, weight, bias, n, **args))
+
+
+def planned_conv_bn(network, x, wm, conv_prefix: str, bn_prefix: str, name: str, quant=None, stride=1, padding=0,
+                    dilation=1, groups: int | None = None, eps: float = 1e-5, kernel=None):
+    """trtbuild.layers.basic.conv_bn (BN folded into the conv) as `quant` says for `conv_prefix`."""
+    w, b, groups = read_conv_bn(wm, x, conv_prefix, bn_prefix, name, groups, eps, kernel)
+    return planned_conv(network, x, w, b, name, quant, conv_prefix, stride, padding, dilation, groups)
+
+
+def planned_linear(network, x, weight, bias, name: str, quant=None, module: str | None = None):
+    """trtbuild.layers.basic.linear as `quant` says for the PyTorch Linear `module` (default `name`)."""
+    lp = quant.layer(module or name) if quant is not None else None
+    if lp is not None and lp.quantized:
+        return qlinear(network, x, weight, bias, name, lp.input_amax, lp.precision)
+    dt = _kept_type(network, x, lp.precision) if lp is not None else None
+    if dt is None:
+        return linear(network, x, weight, bias, name)
+    return _in_type(network, x, dt, lp.precision, name, lambda t, n: linear(network, t, weight, bias, n))
+
+
+def planned_add(network, x, residual, name: str, quant=None):
+    """``x + residual`` (the residual add `name`, e.g. ``layer1.0.add``): the residual input
+    quantized per tensor with its calibrated amax when `quant` quantizes the add, else plain."""
+    amax = quant.add_inputs(name) if quant is not None else None
+    if amax is None or quant.precision not in QMAX:
+        return add(network, x, residual, name)
+    return qadd(network, x, residual, name, amax[1], quant.precision)
