@@ -30,10 +30,9 @@ from torch import nn
 
 import trtbuild.reference as reference
 from trtbuild.engine import Engine, build_plan
-from trtbuild.layers.basic import add, conv_bn, global_avg_pool, linear, read_linear, relu
-from trtbuild.layers.quantize import qadd, qconv, qlinear
+from trtbuild.layers.basic import global_avg_pool, read_linear, relu
+from trtbuild.layers.planned import planned_add, planned_conv_bn, planned_linear
 from trtbuild.quant import QuantPlan, calibrate
-from trtbuild.reparam import fold_conv_bn
 from trtbuild.weights import WeightMap
 
 SEED = 0
@@ -147,46 +146,21 @@ def calibrate_model(model: DigitsNet, data: Split, method: str):
     return calibrate(model, batches, method, model_name="digits")
 
 
-def _conv_bn(network, x, wm, conv_name: str, bn_name: str, plan: QuantPlan | None, **conv_args):
-    """Conv `conv_name` + BatchNorm `bn_name` folded into one convolution named `conv_name`; in a
-    quantized plan, both its inputs quantized (qconv: the calibrated input amax, the folded weight
-    per output channel)."""
-    lp = None if plan is None else plan.layer(conv_name)
-    if lp is None or not lp.quantized:
-        return conv_bn(network, x, wm, conv_name, bn_name, conv_name, **conv_args)
-    bn = [wm.get(f"{bn_name}.{k}") for k in ("weight", "bias", "running_mean", "running_var")]
-    wf, bf = fold_conv_bn(wm.get(f"{conv_name}.weight"), None, *bn, 1e-5, name=conv_name)
-    return qconv(network, x, wf, bf, conv_name, lp.input_amax, lp.precision, **conv_args)
-
-
-def _linear(network, x, wm, name: str, plan: QuantPlan | None):
-    w, b = read_linear(wm, name)
-    lp = None if plan is None else plan.layer(name)
-    if lp is None or not lp.quantized:
-        return linear(network, x, w, b, name)
-    return qlinear(network, x, w, b, name, lp.input_amax, lp.precision)
-
-
-def _add(network, x, residual, name: str, plan: QuantPlan | None):
-    """x + residual (the skip input); in a quantized plan the residual is quantized (qadd)."""
-    amax = None if plan is None else plan.add_inputs(name)
-    if amax is None:
-        return add(network, x, residual, name)
-    return qadd(network, x, residual, name, amax[1], plan.precision)
-
-
 def digits_network(wm: WeightMap, plan: QuantPlan | None = None):
     """DigitsNet as a network function `(network, x) -> {"logits": ITensor}`: fp32 without `plan`,
     else with Q/DQ where the trtbuild.quant.QuantPlan says (int8 or fp8)."""
 
     def define(network, x):
-        y = relu(network, _conv_bn(network, x, wm, "conv1", "bn1", plan, padding=1), "relu1")
-        y = relu(network, _conv_bn(network, y, wm, "conv2", "bn2", plan, stride=2, padding=1), "relu2")
-        b = relu(network, _conv_bn(network, y, wm, "block.conv1", "block.bn1", plan, padding=1), "block.relu1")
-        b = _conv_bn(network, b, wm, "block.conv2", "block.bn2", plan, padding=1)
-        y = relu(network, _add(network, b, y, "block.add", plan), "block.relu2")
+        def conv_bn(y, name, bn, **args):  # conv + BatchNorm folded, quantized as the plan says
+            return planned_conv_bn(network, y, wm, name, bn, name, plan, **args)
+
+        y = relu(network, conv_bn(x, "conv1", "bn1", padding=1), "relu1")
+        y = relu(network, conv_bn(y, "conv2", "bn2", stride=2, padding=1), "relu2")
+        b = relu(network, conv_bn(y, "block.conv1", "block.bn1", padding=1), "block.relu1")
+        b = conv_bn(b, "block.conv2", "block.bn2", padding=1)
+        y = relu(network, planned_add(network, b, y, "block.add", plan), "block.relu2")
         y = global_avg_pool(network, y, "pool")
-        return {"logits": _linear(network, y, wm, "fc", plan)}
+        return {"logits": planned_linear(network, y, *read_linear(wm, "fc"), "fc", plan)}
 
     return define
 
