@@ -27,7 +27,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-__all__ = ["PrecisionSearchError", "SearchResult", "Trial", "candidate_modules", "search_precision", "worst_output"]
+__all__ = ["PrecisionSearchError", "SearchResult", "Trial", "candidate_modules", "describe", "search_precision", "worst_output",
+           "worst_text"]
 
 PRECISIONS = ("fp16", "bf16", "int8", "fp8")
 #: builds a search needs at least: nothing kept, everything kept
@@ -100,6 +101,17 @@ class SearchResult:
                 "after": {"passed": self.after.passed, "outputs": _output_summary(self.after)},
                 "trials": [t.to_dict() for t in self.trials], "parity": {"meta": self.before.meta}}
 
+    def to_json(self, path=None) -> str:
+        """The search as JSON text; written atomically to `path` if given (parents created)."""
+        import json
+
+        from trtbuild.weights.atomic import AtomicWriteError, atomic_write_bytes, ensure_parent_dir
+
+        text = json.dumps(self.to_dict(), indent=2, default=str) + "\n"
+        if path is not None:
+            atomic_write_bytes(ensure_parent_dir(path, AtomicWriteError), text.encode(), AtomicWriteError)
+        return text
+
 
 def _output_summary(report) -> list[dict]:
     return [{"name": s.name, "passed": s.passed, "max_abs": _finite(s.max_abs), "max_rel": _finite(s.max_rel),
@@ -119,12 +131,16 @@ def worst_output(report):
     return max(report.outputs, key=badness)
 
 
-def describe(report) -> str:
-    """``PASS``/``FAIL`` and the worst output's max |error| and cosine."""
+def worst_text(report) -> str:
+    """The worst output's max |error| and cosine: ``worst output 'out': max |err| 1.12, cosine 0.087596``."""
     s = worst_output(report)
     nonfinite = f", {s.nonfinite_actual} NaN/Inf" if s.nonfinite_actual else ""
-    return (f"{'PASS' if report.passed else 'FAIL'} (worst output '{s.name}': max |err| {s.max_abs:.3g}, "
-            f"cosine {s.cosine:.6f}{nonfinite})")
+    return f"worst output '{s.name}': max |err| {s.max_abs:.3g}, cosine {s.cosine:.6f}{nonfinite}"
+
+
+def describe(report) -> str:
+    """``PASS``/``FAIL`` and the worst output's max |error| and cosine."""
+    return f"{'PASS' if report.passed else 'FAIL'} ({worst_text(report)})"
 
 
 def _record_queries(plan) -> list[str]:
@@ -221,8 +237,8 @@ def search_precision(model, trt, precision: str, *, calibration=None, weights=No
     if not every.passed:
         raise PrecisionSearchError(
             f"even with all {len(candidates)} candidate modules kept in fp32, parity of '{spec.name}' fails "
-            f"({describe(every.report)}), so the mismatch is not a {precision} precision problem: check the "
-            "builder, the weights and the tolerances with `trtbuild parity` in fp32")
+            f"({worst_text(every.report)}), so no choice of {precision} layers can fix it: check the builder, the "
+            "weights and the tolerances with `trtbuild parity` in fp32")
     try:
         best = _bisect_and_prune(candidates, trial)
         complete = True
