@@ -67,7 +67,7 @@ def _builder(norm_at, wrong=False):
             if i == norm_at:
                 weight = wm.get("norm.weight", (CHANNELS,))
                 x = planned(network, x, "norm", quant,
-                            lambda t, n: l2norm(network, t, weight, n, strategy="naive"), "norm")
+                            lambda t, n, w=weight: l2norm(network, t, w, n, strategy="naive"), "norm")
         if wrong:
             one = constant(network, torch.ones(1, 1, 1, 1).numpy(), x, "one")
             x = add(network, x, one, "wrong")

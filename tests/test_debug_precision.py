@@ -10,9 +10,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import precision_net as P
 import pytest
 
-import precision_net as P
 import trtbuild.reference as ref_trt
 from trtbuild.cli import main
 from trtbuild.debug import PrecisionSearchError, search_precision
@@ -147,3 +147,27 @@ def test_cli_errors_and_output_guard(tmp_path, capsys):
     assert code == 1 and "--max-builds 1: the search needs at least 2 builds" in err
     code, out, err = _cli(capsys, f"{NET}:EARLY", "--precision", "fp16", "--calibration", str(tmp_path / "c.json"))
     assert code == 1 and "--calibration applies to --precision int8 or fp8 only" in err
+
+
+def test_weights_file_is_what_every_trial_builds_and_compares(tmp_path):
+    from trtbuild.weights import export_weights
+
+    path = tmp_path / "early.wts"
+    export_weights(P.EARLY.torch_factory(3, False), path)  # other weights than the seeded (seed 0) model's
+    result = search_precision(P.EARLY, ref_trt, "fp16", weights=path)
+    assert result.kept == ["norm"]
+    assert all(t.report.meta["weights"] == str(path) for t in result.trials)
+
+
+def test_cli_refuses_tensorrt_rtx_where_its_engines_cannot_run(rtx, capsys):
+    from trtbuild.engine.rtx import can_run_here
+
+    runs, why = can_run_here(rtx)
+    if runs:
+        pytest.skip("this GPU runs TensorRT-RTX engines")
+    code = main(["debug", "precision", f"{NET}:EARLY", "--precision", "fp16", "--backend", "tensorrt-rtx"])
+    out, err = capsys.readouterr()
+    assert code == 1 and out.startswith("backend: tensorrt-rtx") and "trial" not in out
+    assert err.strip() == (f"trtbuild: error: debug precision runs every trial's engine, and TensorRT-RTX engines "
+                           f"cannot run here ({why}); use --backend reference, or run this on a GPU TensorRT-RTX "
+                           "supports")

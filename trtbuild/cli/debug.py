@@ -18,7 +18,14 @@ from __future__ import annotations
 import argparse
 
 from .build import MODEL_HELP, add_user_model_options, backend_and_model
-from .parity import DEFAULT_DISTRIBUTION, DEFAULT_SCALE, positive_float, positive_int, range_type, tolerance
+from .parity import (
+    DEFAULT_DISTRIBUTION,
+    DEFAULT_SCALE,
+    positive_float,
+    positive_int,
+    range_type,
+    tolerance,
+)
 
 #: kept sets longer than this are shown as "first, second, …, last (N modules)"
 SHOWN = 4

@@ -25,6 +25,7 @@ found so far, marked incomplete.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 
 __all__ = ["PrecisionSearchError", "SearchResult", "Trial", "candidate_modules", "describe", "search_precision", "worst_output",
@@ -105,7 +106,11 @@ class SearchResult:
         """The search as JSON text; written atomically to `path` if given (parents created)."""
         import json
 
-        from trtbuild.weights.atomic import AtomicWriteError, atomic_write_bytes, ensure_parent_dir
+        from trtbuild.weights.atomic import (
+            AtomicWriteError,
+            atomic_write_bytes,
+            ensure_parent_dir,
+        )
 
         text = json.dumps(self.to_dict(), indent=2, default=str) + "\n"
         if path is not None:
@@ -121,7 +126,7 @@ def _output_summary(report) -> list[dict]:
 def _finite(v: float):
     """JSON-safe: NaN -> None, +-inf -> "inf"/"-inf"."""
     v = float(v)
-    return None if v != v else ("inf" if v == float("inf") else "-inf" if v == -float("inf") else v)
+    return None if math.isnan(v) else ("inf" if v == float("inf") else "-inf" if v == -float("inf") else v)
 
 
 def worst_output(report):
