@@ -64,7 +64,6 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     add_backend_option(q)
     q.set_defaults(func=run)
     apply_conventions(sub)
-    p.set_defaults(func=lambda args: p.print_help() or 2)
     return p
 
 
