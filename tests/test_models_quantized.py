@@ -249,7 +249,7 @@ def test_int8_without_calibration_is_refused_and_calibration_without_int8_too(ca
 
 
 @pytest.mark.parametrize("precision", ["int8", "fp8"])
-@pytest.mark.parametrize("name", ["resnet18", "alexnet"])
+@pytest.mark.parametrize("name", MODELS)
 def test_tensorrt_rtx_builds_the_quantized_networks(rtx, name, precision, calib_file):
     model = _torch(name)
     plan = build_plan(ref_trt, _spec(name), weights=WeightMap.from_module(model), precision=precision, small=True,
