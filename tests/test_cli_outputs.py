@@ -5,6 +5,7 @@ and leaves every file byte for byte as it was (issue 12, part 3)."""
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 
@@ -32,7 +33,7 @@ def _tree(root) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def made(tmp_path_factory):
-    """A .wts weight file and a reference engine (+ sidecar) built from it, made once."""
+    """A .wts weight file, a reference engine (+ sidecar) built from it and a calibration file, made once."""
     root = tmp_path_factory.mktemp("made")
     cwd = os.getcwd()
     os.chdir(root)
@@ -40,6 +41,8 @@ def made(tmp_path_factory):
         assert main(["export-weights", "--model", "resnet18", "--small", "--out", "s/r.wts"]) == 0
         assert main(["build", "resnet18", "--small", "--weights", "s/r.wts", "--out", "e.engine", "--no-progress",
                      *REF]) == 0
+        assert main(["calibrate", "resnet18", "--small", "--weights", "s/r.wts", "--data", "random", "--batches", "1",
+                     "--out", "c.json"]) == 0
     finally:
         os.chdir(cwd)
     return root
@@ -47,12 +50,14 @@ def made(tmp_path_factory):
 
 @pytest.fixture
 def cwd(tmp_path, monkeypatch, made):
-    """A fresh directory holding s/r.wts, s/r2.wts (a second weight file), e.engine and e.engine.json."""
+    """A fresh directory holding s/r.wts, s/r2.wts (a second weight file), e.engine, e.engine.json and the
+    calibration file c.json."""
     (tmp_path / "s").mkdir()
     shutil.copy(made / "s" / "r.wts", tmp_path / "s" / "r.wts")
     shutil.copy(made / "s" / "r.wts", tmp_path / "s" / "r2.wts")
     shutil.copy(made / "e.engine", tmp_path / "e.engine")
     shutil.copy(made / "e.engine.json", tmp_path / "e.engine.json")
+    shutil.copy(made / "c.json", tmp_path / "c.json")
     monkeypatch.chdir(tmp_path)
     return tmp_path
 
@@ -105,7 +110,7 @@ def test_build_out_on_the_default_weights_before_they_are_exported(cwd, capsys):
 def test_build_out_whose_sidecar_would_replace_a_weight_file(cwd, capsys):
     (cwd / "s" / "w.engine.json").write_bytes((cwd / "s" / "r2.wts").read_bytes())
     _refused(capsys, cwd, BUILD + ["--out", "s/w.engine"],
-             "--out's sidecar s/w.engine.json exists and is a .wts weight file, not a JSON file")
+             "--out's sidecar s/w.engine.json exists and is a .wts weight file, not an engine sidecar")
 
 
 def test_output_through_a_symlink_or_hard_link_to_an_input(cwd, capsys):
@@ -131,7 +136,7 @@ def test_export_onnx_over_weights_and_export_weights_over_an_engine(cwd, capsys)
              "--out e.engine exists and is a reference engine, not a .wts weight file")
     _refused(capsys, cwd, ["export-weights", "--checkpoint", "s/r.wts", "--out", "e.engine.json", "--format",
                            "safetensors"],
-             "--out e.engine.json exists and is a JSON file, not a safetensors weight file")
+             "--out e.engine.json exists and is a trtbuild engine sidecar, not a safetensors weight file")
 
 
 def test_demo_html_on_the_weights(cwd, capsys):
@@ -141,16 +146,43 @@ def test_demo_html_on_the_weights(cwd, capsys):
 
 
 def test_same_kind_is_replaced(cwd, capsys):
-    """An engine over an engine, JSON over JSON: allowed, and written."""
-    (cwd / "old.json").write_text('{"old": true}')
-    before = (cwd / "e.engine").read_bytes()
+    """An engine and its sidecar over an engine and its sidecar, a parity report over a parity report, a
+    calibration file over a calibration file: allowed, and written."""
+    before = {name: (cwd / name).read_bytes() for name in ("e.engine", "e.engine.json", "c.json")}
     code = main(["build", "resnet18", "--small", "--weights", "s/r.wts", "--out", "e.engine", "--precision", "fp16",
                  "--no-progress", *REF])
     assert code == 0, capsys.readouterr().err
-    assert (cwd / "e.engine").read_bytes() != before
-    code = main(["parity", "resnet18", "--small", "--engine", "e.engine", "--json", "old.json", *REF])
+    assert (cwd / "e.engine").read_bytes() != before["e.engine"]
+    assert json.loads((cwd / "e.engine.json").read_text())["precision"] == "fp16"
+    for _ in range(2):
+        code = main(["parity", "resnet18", "--small", "--engine", "e.engine", "--json", "r.json", *REF])
+        assert code == 0, capsys.readouterr().err
+        assert json.loads((cwd / "r.json").read_text())["outputs"][0]["name"] == "logits"
+    code = main(["calibrate", "resnet18", "--small", "--weights", "s/r.wts", "--data", "random", "--batches", "1",
+                 "--seed", "7", "--out", "c.json"])
     assert code == 0, capsys.readouterr().err
-    assert '"old"' not in (cwd / "old.json").read_text()
+    assert (cwd / "c.json").read_bytes() != before["c.json"]
+
+
+@pytest.mark.parametrize("argv, message", [
+    (PARITY + ["--json", "e.engine.json"],
+     "--json e.engine.json exists and is a trtbuild engine sidecar, not a parity report"),
+    (["calibrate", "resnet18", "--small", "--weights", "s/r.wts", "--data", "random", "--batches", "1", "-o",
+      "e.engine.json"], "--out e.engine.json exists and is a trtbuild engine sidecar, not a calibration file"),
+    (BUILD + ["-o", "c", "--no-progress"],
+     "--out's sidecar c.json exists and is a trtbuild calibration file, not an engine sidecar"),
+    (PARITY + ["--json", "c.json"], "--json c.json exists and is a trtbuild calibration file, not a parity report"),
+], ids=["parity-report-over-a-sidecar", "calibration-over-a-sidecar", "sidecar-over-a-calibration",
+        "parity-report-over-a-calibration"])
+def test_json_of_one_kind_does_not_replace_another(cwd, capsys, argv, message):
+    """An engine's sidecar, a calibration file and a parity report are all JSON, but none replaces another."""
+    _refused(capsys, cwd, argv, message)
+
+
+def test_parity_report_does_not_replace_the_users_own_json(cwd, capsys):
+    (cwd / "notes.json").write_text('{"my": "notes"}')
+    _refused(capsys, cwd, PARITY + ["--json", "notes.json"], "--json notes.json exists and is a JSON file, not a "
+                                                              "parity report")
 
 
 def test_output_on_the_users_model_file(cwd, capsys):
@@ -160,3 +192,17 @@ def test_output_on_the_users_model_file(cwd, capsys):
              "--out net.py is the same file as the input the model net.py:make_model")
     _refused(capsys, cwd, ["parity", "resnet18", "--small", "--torch", "net.py:make_model", "--json", "net.py", *REF],
              "--json net.py is the same file as the input --torch net.py")
+
+
+def test_output_ending_in_a_separator_writes_nothing(cwd, capsys):
+    """`-o newdir/` would otherwise write a file called newdir (and newdir.json)."""
+    _refused(capsys, cwd, BUILD + ["-o", "newdir/", "--no-progress"],
+             "--out newdir/ ends in a path separator, so it names a directory")
+
+
+def test_output_under_a_file_is_refused_before_any_work(cwd, capsys):
+    _refused(capsys, cwd, ["calibrate", "resnet18", "--small", "--weights", "s/r.wts", "--data", "random", "--batches",
+                           "1", "-o", "c.json/x.json"],
+             "the parent c.json of --out c.json/x.json is a file, not a directory")
+    _refused(capsys, cwd, BUILD + ["-o", "c.json/sub/x.engine", "--no-progress"],
+             "the parent c.json of --out c.json/sub/x.engine is a file, not a directory")

@@ -308,8 +308,8 @@ def test_save_engine_refuses_a_target_of_another_kind(tmp_path, plan):
     with pytest.raises(EngineWriteError, match=r"engine .*other.wts exists and is a .wts weight file, not an engine"):
         save_engine(tmp_path / "other.wts", plan, {"tensorrt_version": "reference"})
     (tmp_path / "e.engine.json").write_bytes(wts)
-    with pytest.raises(EngineWriteError, match=r"its sidecar .*e.engine.json exists and is a .wts weight file, not a "
-                                               r"JSON file"):
+    with pytest.raises(EngineWriteError, match=r"its sidecar .*e.engine.json exists and is a .wts weight file, not an "
+                                               r"engine sidecar"):
         save_engine(tmp_path / "e.engine", plan, {"tensorrt_version": "reference"})
     assert (tmp_path / "other.wts").read_bytes() == (tmp_path / "e.engine.json").read_bytes() == wts
     assert sorted(p.name for p in tmp_path.iterdir()) == ["e.engine.json", "other.wts"]

@@ -363,10 +363,10 @@ def test_cli_output_guard(tmp_path, capsys):
     html = tmp_path / "r.html"
     html.write_text("<!DOCTYPE html><html></html>")
     assert _run("resnet18", "--small", "--data", str(data), "--out", str(html)) == 1
-    assert "not a JSON file" in capsys.readouterr().err and html.read_text().startswith("<!DOCTYPE")
+    assert "not a calibration file" in capsys.readouterr().err and html.read_text().startswith("<!DOCTYPE")
     old = tmp_path / "old.json"
     old.write_text("{}")
-    assert _run("resnet18", "--small", "--data", str(data), "--out", str(old)) == 0  # JSON replaces JSON
+    assert _run("resnet18", "--small", "--data", str(data), "--out", str(old)) == 0  # an empty JSON object holds nothing to lose
     assert json.loads(old.read_text())["format"] == "trtbuild-calibration"
     assert not [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
 

@@ -16,14 +16,19 @@ from test_engine_support import TINY_SHAPE, TinyNet, tiny_define
 import trtbuild.reference as ref
 from trtbuild.engine import build_plan, make_sidecar, save_engine
 from trtbuild.weights.outputs import (
+    CALIBRATION,
+    CALIBRATION_FORMAT,
     ENGINE,
     HTML,
     JSON,
     ONNX,
+    PARITY_REPORT,
     PNG,
     PT,
     SAFETENSORS,
+    SIDECAR,
     TIMING_CACHE,
+    TRITON_MARKER,
     WTS,
     OutputPathError,
     check_outputs,
@@ -134,3 +139,46 @@ def test_look_alikes_are_of_unknown_content(tmp_path, content):
     check_outputs([("--timing-cache", path, TIMING_CACHE)])
     with pytest.raises(OutputPathError, match="file of unknown content, not an ONNX model"):
         check_outputs([("--out", path, ONNX)])
+
+
+def test_json_files_are_told_apart_by_content(tmp_path, reference_plan):
+    """A sidecar (save_engine), a parity report (Report.to_json, and one written before its "kind" key), a
+    calibration file, export-triton's marker and other JSON are different kinds; only the same kind replaces one."""
+    from trtbuild.parity import compare
+    from trtbuild.quant.calibfile import FORMAT
+    from trtbuild.serving.repository import MARKER
+
+    assert CALIBRATION_FORMAT == FORMAT and MARKER == "trtbuild.json"
+    save_engine(tmp_path / "x.engine", reference_plan, make_sidecar(ref, reference_plan))
+    report = compare({"y": np.ones(3, np.float32)}, {"y": np.ones(3, np.float32)})
+    report.to_json(tmp_path / "r.json")
+    legacy = report.to_dict()
+    del legacy["kind"]
+    (tmp_path / "old-report.json").write_text(json.dumps(legacy))
+    (tmp_path / "c.json").write_text(json.dumps({"format": "trtbuild-calibration", "format_version": 1}))
+    (tmp_path / "trtbuild.json").write_text(json.dumps({"written_by": "trtbuild export-triton", "engine_sha256": "0"}))
+    (tmp_path / "mine.json").write_text('{"engine_sha256": "my own notes"}')
+    (tmp_path / "broken.json").write_text('{"format": "trtbuild-calibration", ')
+    (tmp_path / "empty.json").write_text(" {}\n")
+    kinds = {"x.engine.json": SIDECAR, "r.json": PARITY_REPORT, "old-report.json": PARITY_REPORT, "c.json": CALIBRATION,
+             "trtbuild.json": TRITON_MARKER, "mine.json": JSON, "broken.json": JSON}
+    assert {name: file_kind(tmp_path / name)[0] for name in kinds} == kinds
+    assert file_kind(tmp_path / "c.json")[1] == "a trtbuild calibration file"
+    assert file_kind(tmp_path / "empty.json") == ("empty file", "an empty JSON file")
+    check_outputs([("--out", tmp_path / "empty.json", CALIBRATION)])  # {} holds nothing to lose
+    for name, kind in kinds.items():
+        check_outputs([("--out", tmp_path / name, kind)])  # the same kind replaces it
+        for other in {SIDECAR, PARITY_REPORT, CALIBRATION, JSON} - {kind}:
+            with pytest.raises(OutputPathError, match=f"exists and is a .*, not an? {other}, so it is not overwritten"):
+                check_outputs([("--out", tmp_path / name, other)])
+
+
+def test_output_ending_in_a_separator_or_under_a_file(tmp_path):
+    (tmp_path / "calib.json").write_text("{}")
+    with pytest.raises(OutputPathError, match=r"^--out .*newdir/ ends in a path separator, so it names a directory"):
+        check_outputs([("--out", f"{tmp_path}/newdir/", ENGINE)])
+    with pytest.raises(OutputPathError, match=r"^the parent .*calib.json of --out .*calib.json/a/x.engine is a file, "
+                                              r"not a directory"):
+        check_outputs([("--out", tmp_path / "calib.json" / "a" / "x.engine", ENGINE)])
+    check_outputs([("--out", tmp_path / "new" / "dir" / "x.engine", ENGINE)])  # missing directories are created later
+    assert sorted(os.listdir(tmp_path)) == ["calib.json"]

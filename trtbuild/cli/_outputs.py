@@ -11,7 +11,7 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from trtbuild.weights.outputs import ENGINE, JSON, check_outputs
+from trtbuild.weights.outputs import ENGINE, SIDECAR, check_outputs
 
 
 def _sidecar(path) -> Path:
@@ -22,7 +22,7 @@ def _sidecar(path) -> Path:
 
 def engine_outputs(option: str, path) -> list[tuple]:
     """An engine written at `path` and its sidecar `<path>.json`."""
-    return [(option, path, ENGINE), (f"{option}'s sidecar", _sidecar(path), JSON)] if path is not None else []
+    return [(option, path, ENGINE), (f"{option}'s sidecar", _sidecar(path), SIDECAR)] if path is not None else []
 
 
 def engine_inputs(option: str, path) -> list[tuple]:

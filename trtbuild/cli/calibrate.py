@@ -115,14 +115,14 @@ def run(args) -> int:
     """Calibrate and write the file; print what was used and written."""
     from trtbuild.quant import calibrate_data, write_calibration
     from trtbuild.quant.data import shape_text
-    from trtbuild.weights.outputs import JSON
+    from trtbuild.weights.outputs import CALIBRATION
 
     from ._outputs import check_paths
 
     spec = resolve_cli_model(args)
     sample_shape = tuple(spec.input_shape(args.small))[1:]
     source = _data_source(args, spec, sample_shape)
-    check_paths(args, [("--out", args.out, JSON)], [("--weights", args.weights), *_data_inputs(source)])
+    check_paths(args, [("--out", args.out, CALIBRATION)], [("--weights", args.weights), *_data_inputs(source)])
     print(f"calibrating {spec.name}{' (small)' if args.small else ''} in PyTorch (no TensorRT backend is used)",
           flush=True)
     module, weights_note = _torch_model(args, spec)

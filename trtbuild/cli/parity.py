@@ -130,11 +130,11 @@ def write_outputs(report, args) -> None:
 def check_report_paths(args) -> None:
     """Refuse --json/--html/--png paths that name an input (--engine, its sidecar, --weights), each
     other or an existing file of another kind, before the comparison runs."""
-    from trtbuild.weights.outputs import HTML, JSON, PNG
+    from trtbuild.weights.outputs import HTML, PARITY_REPORT, PNG
 
     from ._outputs import check_paths, engine_inputs
 
-    check_paths(args, [("--json", args.json, JSON), ("--html", args.html, HTML), ("--png", args.png, PNG)],
+    check_paths(args, [("--json", args.json, PARITY_REPORT), ("--html", args.html, HTML), ("--png", args.png, PNG)],
                 [*engine_inputs("--engine", args.engine), ("--weights", args.weights)])
 
 

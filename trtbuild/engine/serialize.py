@@ -22,7 +22,7 @@ from trtbuild import __version__
 from trtbuild.backend import backend_kind
 from trtbuild.weights.atomic import atomic_write_bytes as _atomic_write_bytes
 from trtbuild.weights.atomic import atomic_write_files, ensure_parent_dir
-from trtbuild.weights.outputs import ENGINE, JSON, check_outputs
+from trtbuild.weights.outputs import ENGINE, SIDECAR, check_outputs
 
 from .device import CPU, device_info
 from .errors import EngineCompatibilityError, EngineFileError, EngineWriteError
@@ -103,14 +103,14 @@ def save_engine(path: str | os.PathLike, plan, sidecar: dict) -> Path:
     """Write `plan` to `path` and `sidecar` to `<path>.json`, both atomically.
 
     Missing parent directories are created. An existing file at `path` that is not an engine, or at
-    `<path>.json` that is not JSON, is refused (trtbuild.weights.outputs.check_outputs), as is the
+    `<path>.json` that is not an engine sidecar, is refused (trtbuild.weights.outputs.check_outputs), as is the
     weight file named in the sidecar. Both files are completely written to temp files before either
     is renamed into place, so an error leaves an existing engine and sidecar untouched. engine_sha256/engine_bytes are
     recomputed from `plan`. Raises EngineWriteError naming the file that could not be written.
     """
     target = Path(path)
     _refuse_overwriting_the_weights(target, sidecar)
-    check_outputs([("engine", target, ENGINE), ("its sidecar", sidecar_path(target), JSON)], error=EngineWriteError)
+    check_outputs([("engine", target, ENGINE), ("its sidecar", sidecar_path(target), SIDECAR)], error=EngineWriteError)
     ensure_parent_dir(target, EngineWriteError)
     side = dict(sidecar)
     side["engine_sha256"] = sha256_bytes(plan)

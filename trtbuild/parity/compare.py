@@ -20,6 +20,9 @@ from typing import Mapping
 
 import numpy as np
 
+# "kind" of the JSON report, by which check_outputs tells a report from other JSON files
+from trtbuild.weights.outputs import PARITY_REPORT_KIND
+
 #: Default (atol, rtol) per precision. These atol values are RELATIVE: multiplied by each tensor's
 #: largest finite |expected| (seeded models have tiny outputs, so a fixed atol would hide errors).
 #: An explicit atol (CLI --atol) is absolute, as in Polygraphy.
@@ -232,7 +235,7 @@ class Report:
         return None
 
     def to_dict(self) -> dict:
-        return {"passed": self.passed, "atol": self.atol, "rtol": self.rtol,
+        return {"kind": PARITY_REPORT_KIND, "passed": self.passed, "atol": self.atol, "rtol": self.rtol,
                 "atol_mode": "relative to max |expected| per tensor" if self.atol_relative else "absolute",
                 "meta": self.meta,
                 "outputs": [s.to_dict() for s in self.outputs],

@@ -11,11 +11,15 @@ weight files, timing caches) passes its output paths through :func:`check_output
 * is one of the command's inputs (the same file after resolving symlinks; hard links too);
 * is the same file as another output of the command (``--json r.html --html r.html``);
 * exists and holds another kind of file than the one to be written: the content is sniffed
-  (:func:`file_kind`), and only a file of the same kind (an engine over an engine, JSON over JSON)
-  or an empty file may be replaced.
+  (:func:`file_kind`), and only a file of the same kind (an engine over an engine, a parity report
+  over a parity report) or an empty file may be replaced. JSON files are told apart by their
+  content: an engine's sidecar (SIDECAR), a calibration file (CALIBRATION), a parity report
+  (PARITY_REPORT), export-triton's marker (TRITON_MARKER); any other JSON (JSON) is replaced only
+  by an output declared as plain JSON (``{}`` counts as an empty file);
+* ends in a path separator (``-o newdir/``), or has an existing file among its parents.
 
 Nothing is read beyond the first bytes of each file (a file that looks like ONNX is parsed to
-make sure) and nothing is written. Stdlib only: this sits in the lowest layer so that every writer can use it.
+make sure, a JSON file is parsed to know which kind it is) and nothing is written. Stdlib only: this sits in the lowest layer so that every writer can use it.
 """
 
 from __future__ import annotations
@@ -27,12 +31,17 @@ from pathlib import Path
 
 from .atomic import AtomicWriteError
 
-__all__ = ["ENGINE", "HTML", "JSON", "ONNX", "PNG", "PT", "SAFETENSORS", "TIMING_CACHE", "WTS", "OutputPathError",
-           "check_outputs", "file_kind", "same_file"]
+__all__ = ["CALIBRATION", "ENGINE", "HTML", "JSON", "ONNX", "PARITY_REPORT", "PARITY_REPORT_KIND", "PNG", "PT",
+           "SAFETENSORS", "SIDECAR", "TIMING_CACHE", "TRITON_MARKER", "WTS", "OutputPathError", "check_outputs",
+           "file_kind", "same_file"]
 
 # Kinds of files (the values are what messages call them).
 ENGINE = "engine"
-JSON = "JSON file"
+JSON = "JSON file"  # JSON of no kind below (e.g. debug precision's --json)
+SIDECAR = "engine sidecar"  # trtbuild.engine.serialize.make_sidecar: engine_sha256, tensorrt_version
+CALIBRATION = "calibration file"  # trtbuild.quant.calibfile: "format": "trtbuild-calibration"
+PARITY_REPORT = "parity report"  # trtbuild.parity.compare.Report.to_dict: "kind": PARITY_REPORT_KIND
+TRITON_MARKER = "export-triton marker"  # trtbuild.serving.repository.MARKER: "written_by": "trtbuild export-triton"
 HTML = "HTML file"
 PNG = "PNG image"
 ONNX = "ONNX model"
@@ -54,6 +63,10 @@ _ZIP_MAGIC = b"PK\x03\x04"  # torch.save's default format is a zip archive
 # torch.save(..., _use_new_zipfile_serialization=False): a pickle starting with torch's magic number
 _TORCH_LEGACY_MAGIC = b"\x80\x02\x8a\x0a\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8\x50\x19"
 _HEAD_BYTES = 4096
+_JSON_PARSE_BYTES = 64 << 20  # larger JSON files are not parsed: "a JSON file"
+CALIBRATION_FORMAT = "trtbuild-calibration"  # trtbuild.quant.calibfile.FORMAT (tests check that they stay in step)
+PARITY_REPORT_KIND = "trtbuild-parity-report"
+_PARITY_REPORT_KEYS = {"passed", "atol", "rtol", "outputs", "first_failure"}  # reports written before the "kind" key
 
 #: kinds that an output of the given kind may replace (besides an empty file).
 _REPLACEABLE = {TIMING_CACHE: {TIMING_CACHE, UNKNOWN}}  # TensorRT's cache has no known header: TensorRT judges it
@@ -131,6 +144,32 @@ def _text_kind(head: bytes) -> str | None:
     return None
 
 
+def _json_kind(path: Path, size: int) -> str:
+    """Which trtbuild JSON file `path` is (SIDECAR, CALIBRATION, PARITY_REPORT, TRITON_MARKER), EMPTY for
+    {}, [] or null (nothing to lose), else JSON."""
+    import json
+
+    if size > _JSON_PARSE_BYTES:
+        return JSON
+    try:
+        data = json.loads(path.read_bytes())
+    except (ValueError, UnicodeDecodeError):
+        return JSON
+    if data in ({}, [], None):
+        return EMPTY  # nothing to lose
+    if not isinstance(data, dict):
+        return JSON
+    if "engine_sha256" in data and "tensorrt_version" in data:
+        return SIDECAR
+    if data.get("format") == CALIBRATION_FORMAT:
+        return CALIBRATION
+    if data.get("kind") == PARITY_REPORT_KIND or _PARITY_REPORT_KEYS <= data.keys():
+        return PARITY_REPORT
+    if data.get("written_by") == "trtbuild export-triton":
+        return TRITON_MARKER
+    return JSON
+
+
 def _engine_by_sidecar(path: Path, size: int) -> bool:
     """An engine of unknown header that trtbuild saved: its sidecar records its size and sha256."""
     import hashlib
@@ -152,7 +191,7 @@ def _engine_by_sidecar(path: Path, size: int) -> bool:
 
 def file_kind(path: str | os.PathLike) -> tuple[str, str]:
     """(kind, description) of the existing file `path`, from its content: kind is one of ENGINE,
-    JSON, HTML, PNG, ONNX, WTS, SAFETENSORS, PT, TIMING_CACHE, "empty file" or "file of unknown
+    SIDECAR, CALIBRATION, PARITY_REPORT, TRITON_MARKER, JSON (any other JSON), HTML, PNG, ONNX, WTS, SAFETENSORS, PT, TIMING_CACHE, "empty file" or "file of unknown
     content"; the description is shown in messages ("a TensorRT-RTX engine")."""
     path = Path(path)
     size = path.stat().st_size
@@ -173,6 +212,9 @@ def file_kind(path: str | os.PathLike) -> tuple[str, str]:
     if _looks_like_wts(head):
         return WTS, "a .wts weight file"
     text = _text_kind(head)
+    if text == JSON:
+        text = _json_kind(path, size)
+        return text, {JSON: "a JSON file", EMPTY: "an empty JSON file"}.get(text, f"a trtbuild {text}")
     if text is not None:
         return text, _a(text)
     if (_looks_like_onnx(head) or path.suffix.lower() == ".onnx") and _parses_as_onnx(path):
@@ -205,6 +247,15 @@ def _shown(option: str, path) -> str:
     return f"{option} {path}"
 
 
+def _check_parents(shown: str, path: Path, error: type[Exception]) -> None:
+    """`error` if the nearest existing parent of `path` is not a directory (``-o calib.json/x.engine``)."""
+    for parent in path.parents:
+        if os.path.lexists(parent):
+            if not parent.is_dir():
+                raise error(f"the parent {parent} of {shown} is a file, not a directory; choose another path")
+            return
+
+
 def check_outputs(outputs: Iterable[Output], inputs: Iterable[Input] = (),
                   error: type[Exception] = OutputPathError) -> None:
     """Raise `error` (default OutputPathError) in one sentence unless every output may be written.
@@ -213,12 +264,18 @@ def check_outputs(outputs: Iterable[Output], inputs: Iterable[Input] = (),
     entries whose path is None are skipped. inputs: (option, path) pairs of files the command reads
     (None paths skipped; they need not exist yet, e.g. weights exported on first use).
     See the module docstring for the rules. Reads only the first bytes of existing outputs."""
-    outputs = [(opt, Path(p), kind) for opt, p, kind in outputs if p is not None]
+    outputs = [(opt, p, kind) for opt, p, kind in outputs if p is not None]
+    for option, path, _kind in outputs:
+        if str(path).endswith(("/", os.sep)) and str(path).strip("/" + os.sep):
+            raise error(f"{_shown(option, path)} ends in a path separator, so it names a directory; name a file "
+                        "to write, not a directory")
+    outputs = [(opt, Path(p), kind) for opt, p, kind in outputs]
     inputs = [(opt, Path(p)) for opt, p in inputs if p is not None]
     for i, (option, path, kind) in enumerate(outputs):
         shown = _shown(option, path)
         if str(path) in ("", "."):
             raise error(f"{option}: the path is empty; name the file to write")
+        _check_parents(shown, path, error)
         if path.is_dir():
             raise error(f"{shown} is a directory; name a file to write, not a directory")
         for in_option, in_path in inputs:
