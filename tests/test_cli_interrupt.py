@@ -156,3 +156,39 @@ def test_calling_tensorrt_defers_sigint_to_the_end_of_the_call(rtx):
             signal.raise_signal(signal.SIGINT)
             ran_on.append("reference")
     assert ran_on == [True]
+
+
+def test_ctrl_c_while_the_parser_is_made(monkeypatch, capsys):
+    """Ctrl-C in the first second or so (make_parser imports torch and every command) is handled too."""
+    import trtbuild.cli.build as build_command
+
+    def interrupted(subparsers):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(build_command, "add_parser", interrupted)
+    try:
+        code = main(["build", "alexnet", "--small"])
+    except KeyboardInterrupt:
+        pytest.fail("KeyboardInterrupt escaped trtbuild.cli.main while it made its parser")
+    err = capsys.readouterr().err
+    assert code == 130 and err.strip() == "trtbuild: interrupted", err
+
+
+@pytest.mark.parametrize("error, message", [
+    (IsADirectoryError(21, "Is a directory", "engines"), "trtbuild: error: engines: Is a directory"),
+    (PermissionError(13, "Permission denied", "r.engine"), "trtbuild: error: r.engine: Permission denied"),
+    (OSError(28, "No space left on device"), "trtbuild: error: [Errno 28] No space left on device"),
+])
+def test_os_error_is_one_sentence_naming_the_file(tmp_path, monkeypatch, capsys, error, message):
+    """An OSError that no command turned into its own message is one line, not a traceback."""
+    import trtbuild.engine.serialize as serialize
+
+    def failing(*args, **kwargs):
+        raise error
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(serialize, "atomic_write_files", failing)
+    code = main(["build", "alexnet", "--small", "--backend", "reference", "--no-progress", "--out", "a.engine"])
+    err = capsys.readouterr().err
+    assert code == 1 and err.strip().splitlines()[-1] == message, err
+    assert not (tmp_path / "a.engine").exists()

@@ -41,13 +41,14 @@ def add_backend_option(parser: argparse.ArgumentParser) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = make_parser()
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    if not getattr(args, "func", None):
-        parser.print_help()
-        return 2
     try:
+        parser = make_parser()  # imports torch (a second or so): Ctrl-C may come here too
+        args = parser.parse_args(argv)
+        logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
+                            format="%(levelname)s %(name)s: %(message)s")
+        if not getattr(args, "func", None):
+            parser.print_help()
+            return 2
         return int(args.func(args) or 0)
     except KeyboardInterrupt:  # Ctrl-C: TensorRT's calls raise it once they return (trtbuild.engine.interrupts)
         print("trtbuild: interrupted", file=sys.stderr)
@@ -55,9 +56,20 @@ def main(argv: list[str] | None = None) -> int:
     except BackendError as e:
         print(f"trtbuild: error: {e}", file=sys.stderr)
         return 2
-    except (ValueError, FileNotFoundError, RuntimeError) as e:
+    except (ValueError, RuntimeError) as e:
         print(f"trtbuild: error: {e}", file=sys.stderr)
         return 1
+    except OSError as e:  # FileNotFoundError, IsADirectoryError, PermissionError, a full disk...
+        print(f"trtbuild: error: {_os_error_text(e)}", file=sys.stderr)
+        return 1
+
+
+def _os_error_text(e: OSError) -> str:
+    """The file and the system's reason ("engines: Is a directory"); str(e) where no file is named."""
+    if e.filename is None or not e.strerror:
+        return str(e)
+    names = str(e.filename) if e.filename2 is None else f"{e.filename} -> {e.filename2}"
+    return f"{names}: {e.strerror}"
 
 
 if __name__ == "__main__":  # pragma: no cover
