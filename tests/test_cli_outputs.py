@@ -189,9 +189,9 @@ def test_output_on_the_users_model_file(cwd, capsys):
     """The model file named by MODEL (or --torch) is an input: no command writes over the user's net.py."""
     (cwd / "net.py").write_text("import torch\n\n\ndef make_model():\n    return torch.nn.Linear(2, 2).eval()\n")
     _refused(capsys, cwd, ["export-weights", "net.py:make_model", "--out", "net.py", "--format", "wts"],
-             "--out net.py is the same file as the input the model net.py:make_model")
+             "--out net.py is the same file as the model file net.py (of net.py:make_model), so writing")
     _refused(capsys, cwd, ["parity", "resnet18", "--small", "--torch", "net.py:make_model", "--json", "net.py", *REF],
-             "--json net.py is the same file as the input --torch net.py")
+             "--json net.py is the same file as the model file net.py (of --torch net.py:make_model), so writing")
 
 
 def test_output_ending_in_a_separator_writes_nothing(cwd, capsys):

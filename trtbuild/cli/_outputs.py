@@ -31,15 +31,27 @@ def engine_inputs(option: str, path) -> list[tuple]:
 
 
 def model_file_input(args) -> Iterator[tuple]:
-    """The model argument when it names a file (``net.py`` or ``net.py:make``), else nothing."""
+    """(option, path) of the model argument when it names a file (``net.py`` or ``net.py:make``), else nothing."""
+    for option, path, _words in _named_model_file_input(args):
+        yield option, path
+
+
+def _named_model_file_input(args) -> Iterator[tuple]:
+    """model_file_input plus the words messages call it: "the model file net.py (of net.py:make)"
+    (or "... (of --torch net.py:make)")."""
     for attr in ("model", "source", "torch"):
         value = getattr(args, attr, None)
         if isinstance(value, str) and value:
             path = value if os.path.exists(value) else value.rpartition(":")[0]
             if path and os.path.isfile(path):
-                yield (f"the model {value}" if attr in ("model", "source") else f"--{attr}", path)
+                option = f"the model {value}" if attr in ("model", "source") else f"--{attr}"
+                named = value if attr in ("model", "source") else f"--{attr} {value}"
+                words = f"the model file {path}" + (f" (of {named})" if value != path else "")
+                if attr == "torch" and value == path:
+                    words = f"the model file {path} (--torch)"
+                yield (option, path, words)
 
 
 def check_paths(args, outputs, inputs=()) -> None:
     """check_outputs(outputs, inputs + the model's own file); raises OutputPathError (a ValueError)."""
-    check_outputs(outputs, [*inputs, *model_file_input(args)])
+    check_outputs(outputs, [*inputs, *_named_model_file_input(args)])

@@ -236,7 +236,7 @@ def same_file(a: str | os.PathLike, b: str | os.PathLike) -> bool:
 
 
 Output = Sequence  # (option, path, kind)
-Input = Sequence  # (option, path)
+Input = Sequence  # (option, path) or (option, path, words naming it in messages)
 
 
 def _a(kind: str) -> str:
@@ -262,7 +262,8 @@ def check_outputs(outputs: Iterable[Output], inputs: Iterable[Input] = (),
 
     outputs: (option, path, kind) triples, kind one of this module's kinds (what will be written);
     entries whose path is None are skipped. inputs: (option, path) pairs of files the command reads
-    (None paths skipped; they need not exist yet, e.g. weights exported on first use).
+    (None paths skipped; they need not exist yet, e.g. weights exported on first use), or (option,
+    path, words) where messages should call the input `words` instead of "the input OPTION PATH".
     See the module docstring for the rules. Reads only the first bytes of existing outputs."""
     outputs = [(opt, p, kind) for opt, p, kind in outputs if p is not None]
     for option, path, _kind in outputs:
@@ -270,7 +271,8 @@ def check_outputs(outputs: Iterable[Output], inputs: Iterable[Input] = (),
             raise error(f"{_shown(option, path)} ends in a path separator, so it names a directory; name a file "
                         "to write, not a directory")
     outputs = [(opt, Path(p), kind) for opt, p, kind in outputs]
-    inputs = [(opt, Path(p)) for opt, p in inputs if p is not None]
+    inputs = [(entry[0], Path(entry[1]), entry[2] if len(entry) > 2 else f"the input {_shown(entry[0], entry[1])}")
+              for entry in inputs if entry[1] is not None]
     for i, (option, path, kind) in enumerate(outputs):
         shown = _shown(option, path)
         if str(path) in ("", "."):
@@ -278,9 +280,9 @@ def check_outputs(outputs: Iterable[Output], inputs: Iterable[Input] = (),
         _check_parents(shown, path, error)
         if path.is_dir():
             raise error(f"{shown} is a directory; name a file to write, not a directory")
-        for in_option, in_path in inputs:
+        for _in_option, in_path, in_words in inputs:
             if same_file(path, in_path):
-                raise error(f"{shown} is the same file as the input {_shown(in_option, in_path)}, so writing "
+                raise error(f"{shown} is the same file as {in_words}, so writing "
                             f"{_a(kind)} there would destroy it; choose another path")
         for other_option, other_path, other_kind in outputs[:i]:
             if same_file(path, other_path):
