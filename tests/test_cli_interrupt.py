@@ -181,7 +181,7 @@ def test_ctrl_c_while_the_parser_is_made(monkeypatch, capsys):
 ])
 def test_os_error_is_one_sentence_naming_the_file(tmp_path, monkeypatch, capsys, error, message):
     """An OSError that no command turned into its own message is one line, not a traceback."""
-    import trtbuild.engine.serialize as serialize
+    from trtbuild.engine import serialize
 
     def failing(*args, **kwargs):
         raise error
