@@ -397,7 +397,8 @@ def test_ctrl_c_leaves_the_existing_file_untouched(tmp_path, capsys):
         "    yield torch.zeros(3, 64, 64)\n"
         "    raise KeyboardInterrupt\n")
     out = tmp_path / "c.json"
-    out.write_text('{"mine": 1}')
+    mine = '{"format": "trtbuild-calibration", "mine": 1}'  # a calibration file: the one kind --out may replace
+    out.write_text(mine)
     assert _run("resnet18", "--small", "--data", f"{tmp_path / 'stop.py'}:items", "--out", str(out)) == 130
     assert "interrupted" in capsys.readouterr().err
-    assert out.read_text() == '{"mine": 1}' and sorted(p.name for p in tmp_path.iterdir() if p.name != "__pycache__") == ["c.json", "stop.py"]
+    assert out.read_text() == mine and sorted(p.name for p in tmp_path.iterdir() if p.name != "__pycache__") == ["c.json", "stop.py"]
