@@ -174,6 +174,7 @@ def test_sidecar_records_plugins(engines):
     ("max batch", "--max-batch 9: must be between 1 and the engine profile's maximum batch 8"),
     ("policy", "--version-policy 'newest': expected latest:N, all or specific:V1,V2"),
     ("name", "--name '../up'"),
+    ("version", "--version 0: a Triton model version is a positive integer"),
 ])
 def test_refusals(engines, tmp_path, capsys, case, message):
     engine = tmp_path / "r.engine"
@@ -183,7 +184,8 @@ def test_refusals(engines, tmp_path, capsys, case, message):
             "other model": ["alexnet", "--kind", "python"], "max batch": ["resnet18", "--kind", "python",
                                                                           "--max-batch", "9"],
             "policy": ["resnet18", "--kind", "python", "--version-policy", "newest"],
-            "name": ["resnet18", "--kind", "python", "--name", "../up"]}[case]
+            "name": ["resnet18", "--kind", "python", "--name", "../up"],
+            "version": ["resnet18", "--kind", "python", "--version", "0"]}[case]
     if case == "tampered":
         data = bytearray(engine.read_bytes())
         data[-1] ^= 1
