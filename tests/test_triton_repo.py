@@ -47,7 +47,7 @@ def tensors(entries):
 
 def test_python_kind_of_a_dynamic_batch_engine(engines, tmp_path, capsys):
     repo = tmp_path / "repo"
-    assert export("resnet18", "--engine", engines["resnet18"], "--repo", repo, "--kind", "python") == 0
+    assert export("resnet18", "--small", "--engine", engines["resnet18"], "--repo", repo, "--kind", "python") == 0
     cfg = parse(repo / "resnet18")
     assert cfg.name == "resnet18" and cfg.backend == "python" and cfg.platform == ""
     assert cfg.max_batch_size == 8  # the profile's max (built with --batch 1,4,8)
@@ -70,7 +70,7 @@ def test_python_kind_of_a_dynamic_batch_engine(engines, tmp_path, capsys):
 
 def test_static_engine_has_max_batch_size_0_and_no_dynamic_batching(engines, tmp_path):
     repo = tmp_path / "repo"
-    assert export("rednet", "--engine", engines["rednet"], "--repo", repo, "--kind", "python", "--name", "red",
+    assert export("rednet", "--small", "--engine", engines["rednet"], "--repo", repo, "--kind", "python", "--name", "red",
                   "--warmup", "--version-policy", "all") == 0
     cfg = parse(repo / "red")
     assert cfg.name == "red" and cfg.max_batch_size == 0
@@ -93,10 +93,15 @@ def test_user_network(engines, tmp_path, capsys):
     assert tensors(cfg.input) == [("input", "TYPE_FP32", [3, 16, 16])]
     assert tensors(cfg.output) == [("scores", "TYPE_FP32", [5])]
     assert cfg.parameters["trtbuild_batching"].string_value == "concatenate"
-    net = repo / "smallnet" / "net.py"  # the model's own file inside the directory export-triton would replace
-    shutil.copy(engines["user_ref"].rpartition(":")[0], net)
+    source = Path(engines["user_ref"].rpartition(":")[0])
+    net = repo / "smallnet" / "net.py"  # the model's own file in the model directory: kept
+    shutil.copy(source, net)
+    assert export(f"{net}:smallnet", "--engine", engines["user"], "--repo", repo, "--kind", "python") == 0
+    assert "kept in" in capsys.readouterr().out and net.read_bytes() == source.read_bytes()
+    net = repo / "smallnet" / "1" / "net.py"  # in the version directory export-triton replaces: refused
+    shutil.copy(source, net)
     assert export(f"{net}:smallnet", "--engine", engines["user"], "--repo", repo, "--kind", "python") == 1
-    assert "lies inside" in capsys.readouterr().err and net.is_file()
+    assert "1/net.py, which trtbuild did not write" in capsys.readouterr().err and net.is_file()
 
 
 def _fake_tensorrt_engine(engines, tmp_path, plugin_library=None) -> Path:
@@ -125,7 +130,7 @@ def test_tensorrt_kind_of_a_tensorrt_engine_with_a_plugin(engines, tmp_path, cap
     library.write_bytes(b"\x7fELF plugin")
     engine = _fake_tensorrt_engine(engines, tmp_path, library)
     repo = tmp_path / "repo"
-    assert export("resnet18", "--engine", engine, "--repo", repo, "--version-policy", "latest:2", "--warmup") == 0
+    assert export("resnet18", "--small", "--engine", engine, "--repo", repo, "--version-policy", "latest:2", "--warmup") == 0
     cfg = parse(repo / "resnet18")
     assert cfg.platform == "tensorrt_plan" and cfg.backend == ""
     assert cfg.max_batch_size == 16
@@ -145,7 +150,7 @@ def test_tensorrt_kind_of_a_tensorrt_engine_with_a_plugin(engines, tmp_path, cap
 
 def test_tensorrt_plugin_without_a_library_is_refused(engines, tmp_path, capsys):
     engine = _fake_tensorrt_engine(engines, tmp_path, plugin_library=tmp_path / "missing.so")
-    assert export("resnet18", "--engine", engine, "--repo", tmp_path / "repo") == 1
+    assert export("resnet18", "--small", "--engine", engine, "--repo", tmp_path / "repo") == 1
     assert "plugin library" in capsys.readouterr().err and not (tmp_path / "repo").exists()
 
 
@@ -169,6 +174,7 @@ def test_sidecar_records_plugins(engines):
     ("max batch", "--max-batch 9: must be between 1 and the engine profile's maximum batch 8"),
     ("policy", "--version-policy 'newest': expected latest:N, all or specific:V1,V2"),
     ("name", "--name '../up'"),
+    ("version", "--version 0: a Triton model version is a positive integer"),
 ])
 def test_refusals(engines, tmp_path, capsys, case, message):
     engine = tmp_path / "r.engine"
@@ -178,12 +184,13 @@ def test_refusals(engines, tmp_path, capsys, case, message):
             "other model": ["alexnet", "--kind", "python"], "max batch": ["resnet18", "--kind", "python",
                                                                           "--max-batch", "9"],
             "policy": ["resnet18", "--kind", "python", "--version-policy", "newest"],
-            "name": ["resnet18", "--kind", "python", "--name", "../up"]}[case]
+            "name": ["resnet18", "--kind", "python", "--name", "../up"],
+            "version": ["resnet18", "--kind", "python", "--version", "0"]}[case]
     if case == "tampered":
         data = bytearray(engine.read_bytes())
         data[-1] ^= 1
         engine.write_bytes(bytes(data))
-    assert export(*args, "--engine", engine, "--repo", tmp_path / "repo") == 1
+    assert export(*args, "--small", "--engine", engine, "--repo", tmp_path / "repo") == 1
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1  # one line
     assert not (tmp_path / "repo").exists() or not any((tmp_path / "repo").iterdir())
@@ -191,9 +198,9 @@ def test_refusals(engines, tmp_path, capsys, case, message):
 
 def test_tensorrt_rtx_engine_is_refused_for_kind_tensorrt(engines, tmp_path, capsys, rtx):
     engine = build_zoo(engines["work"], "resnet18", batch=(1, 2, 4), backend="tensorrt-rtx")
-    assert export("resnet18", "--engine", engine, "--repo", tmp_path / "repo") == 1
+    assert export("resnet18", "--small", "--engine", engine, "--repo", tmp_path / "repo") == 1
     assert "TensorRT-RTX engine, and Triton has no TensorRT-RTX backend" in capsys.readouterr().err
-    assert export("resnet18", "--engine", engine, "--repo", tmp_path / "repo", "--kind", "python") == 0
+    assert export("resnet18", "--small", "--engine", engine, "--repo", tmp_path / "repo", "--kind", "python") == 0
     cfg = parse(tmp_path / "repo" / "resnet18")  # runs on a GPU: TensorRT-RTX engines never run on the CPU
     assert [mc.ModelInstanceGroup.Kind.Name(g.kind) for g in cfg.instance_group] == ["KIND_GPU"]
     assert cfg.parameters["trtbuild_batching"].string_value == "concatenate" and cfg.max_batch_size == 4
@@ -204,12 +211,12 @@ def test_replaces_only_a_model_directory_trtbuild_wrote(engines, tmp_path, capsy
     mine = repo / "resnet18"
     mine.mkdir(parents=True)
     (mine / "config.pbtxt").write_text('name: "resnet18"\nplatform: "onnxruntime_onnx"\n')
-    assert export("resnet18", "--engine", engines["resnet18"], "--repo", repo, "--kind", "python") == 1
+    assert export("resnet18", "--small", "--engine", engines["resnet18"], "--repo", repo, "--kind", "python") == 1
     assert "was not written by trtbuild export-triton" in capsys.readouterr().err
     assert (mine / "config.pbtxt").read_text().endswith('"onnxruntime_onnx"\n') and len(list(mine.iterdir())) == 1
     shutil.rmtree(mine)
-    assert export("resnet18", "--engine", engines["resnet18"], "--repo", repo, "--kind", "python") == 0
-    assert export("resnet18", "--engine", engines["resnet18"], "--repo", repo, "--kind", "python",
+    assert export("resnet18", "--small", "--engine", engines["resnet18"], "--repo", repo, "--kind", "python") == 0
+    assert export("resnet18", "--small", "--engine", engines["resnet18"], "--repo", repo, "--kind", "python",
                   "--batching", "concatenate") == 0
     assert "replaced Triton model" in capsys.readouterr().out
     assert parse(mine).parameters["trtbuild_batching"].string_value == "concatenate"
@@ -220,7 +227,7 @@ def test_a_failed_export_leaves_the_old_model(engines, tmp_path, monkeypatch, ca
     from trtbuild.serving import repository
 
     repo = tmp_path / "repo"
-    assert export("resnet18", "--engine", engines["resnet18"], "--repo", repo, "--kind", "python") == 0
+    assert export("resnet18", "--small", "--engine", engines["resnet18"], "--repo", repo, "--kind", "python") == 0
     before = {p.relative_to(repo): p.read_bytes() for p in repo.rglob("*") if p.is_file()}
 
     def fail(version, *args):
@@ -230,16 +237,17 @@ def test_a_failed_export_leaves_the_old_model(engines, tmp_path, monkeypatch, ca
 
     monkeypatch.setattr(repository, "_write_version", fail)
     capsys.readouterr()
-    assert export("resnet18", "--engine", engines["resnet18"], "--repo", repo, "--kind", "python", "--warmup") == 1
+    assert export("resnet18", "--small", "--engine", engines["resnet18"], "--repo", repo, "--kind", "python",
+                  "--warmup") == 1
     assert "error: [Errno 28] No space left on device" in capsys.readouterr().err  # one line, no traceback
     assert {p.relative_to(repo): p.read_bytes() for p in repo.rglob("*") if p.is_file()} == before
 
 
 def test_engine_inside_the_model_directory_is_not_replaced(engines, tmp_path, capsys):
     repo = tmp_path / "repo"
-    assert export("resnet18", "--engine", engines["resnet18"], "--repo", repo, "--kind", "python") == 0
+    assert export("resnet18", "--small", "--engine", engines["resnet18"], "--repo", repo, "--kind", "python") == 0
     inside = repo / "resnet18" / "1" / "model.engine"
-    assert export("resnet18", "--engine", inside, "--repo", repo, "--kind", "python") == 1
+    assert export("resnet18", "--small", "--engine", inside, "--repo", repo, "--kind", "python") == 1
     assert "lies inside" in capsys.readouterr().err and inside.is_file()
 
 
@@ -249,3 +257,93 @@ def test_server_entry_point_refuses_a_missing_repository(tmp_path, capsys):
     assert serve([str(tmp_path / "nowhere")]) == 1
     err = capsys.readouterr().err
     assert err.startswith("trtbuild: error: model repository") and "is not a directory" in err
+
+
+def _snapshot(repo: Path) -> dict:
+    return {str(p.relative_to(repo)): p.read_bytes() if p.is_file() else None for p in sorted(repo.rglob("*"))}
+
+
+def test_rerun_keeps_the_users_files_and_other_versions(engines, tmp_path, capsys):
+    repo = tmp_path / "repo"
+    model = repo / "resnet18"
+    assert export("resnet18", "--small", "--engine", engines["resnet18"], "--repo", repo, "--kind", "python") == 0
+    (model / "2").mkdir()
+    (model / "2" / "model.onnx").write_bytes(b"the user's version 2")
+    (model / "README.txt").write_text("notes\n")
+    assert export("resnet18", "--small", "--engine", engines["resnet18"], "--repo", repo, "--kind", "python",
+                  "--batching", "concatenate") == 0
+    assert "replaced Triton model" in capsys.readouterr().out
+    assert (model / "2" / "model.onnx").read_bytes() == b"the user's version 2"
+    assert (model / "README.txt").read_text() == "notes\n"
+    assert parse(model).parameters["trtbuild_batching"].string_value == "concatenate"
+    # --version 2 would replace the user's 2/: refused, nothing touched
+    before = _snapshot(repo)
+    assert export("resnet18", "--small", "--engine", engines["resnet18"], "--repo", repo, "--kind", "python",
+                  "--version", "2") == 1
+    err = capsys.readouterr().err
+    assert "2/model.onnx, which trtbuild did not write" in err and err.count("\n") == 1
+    assert _snapshot(repo) == before
+    shutil.rmtree(model / "2")
+    assert export("resnet18", "--small", "--engine", engines["resnet18"], "--repo", repo, "--kind", "python",
+                  "--version", "2") == 0
+    assert "wrote Triton model" in capsys.readouterr().out
+    for version in ("1", "2"):
+        assert (model / version / "model.engine").read_bytes() == engines["resnet18"].read_bytes()
+    assert json.loads((model / "trtbuild.json").read_text())["files"] == [
+        "1/model.engine", "1/model.engine.json", "1/model.py",
+        "config.pbtxt", "2/model.engine", "2/model.engine.json", "2/model.py"]
+    assert (model / "README.txt").read_text() == "notes\n"
+    assert sorted(p.name for p in repo.iterdir()) == ["resnet18"]  # no staging or old directories left
+    # one config.pbtxt serves both versions: another --kind for version 2 is refused while 1 is python
+    engine = _fake_tensorrt_engine(engines, tmp_path)
+    before = _snapshot(repo)
+    assert export("resnet18", "--small", "--engine", engine, "--repo", repo, "--version", "2") == 1
+    assert "holds version 1 written with --kind python" in capsys.readouterr().err and _snapshot(repo) == before
+
+
+def test_a_failed_rerun_restores_the_old_model(engines, tmp_path, monkeypatch, capsys):
+    from trtbuild.serving.repository import MARKER
+
+    repo = tmp_path / "repo"
+    assert export("resnet18", "--small", "--engine", engines["resnet18"], "--repo", repo, "--kind", "python") == 0
+    (repo / "resnet18" / "README.txt").write_text("notes\n")
+    before = _snapshot(repo)
+    rename = Path.rename
+
+    def failing_rename(self, target):  # the last step: trtbuild.json from the staging directory into place
+        if Path(target).name == MARKER and self.parent.name.startswith(".resnet18.tmp-"):
+            raise OSError(28, "No space left on device")
+        return rename(self, target)
+
+    monkeypatch.setattr(Path, "rename", failing_rename)
+    capsys.readouterr()
+    assert export("resnet18", "--small", "--engine", engines["resnet18"], "--repo", repo, "--kind", "python",
+                  "--warmup") == 1
+    assert "error: [Errno 28] No space left on device" in capsys.readouterr().err  # one line, no traceback
+    assert _snapshot(repo) == before  # old config, version 1 and the user's file; no staging or backup left
+
+
+def test_input_must_fit_the_engine(engines, tmp_path, capsys):
+    """The user network's engine takes 1x3x16x16: a --input of another size is refused, as serve does."""
+    assert export(engines["user_ref"], "--input", "input:1x3x32x32", "--engine", engines["user"], "--repo",
+                  tmp_path / "repo", "--kind", "python") == 1
+    err = capsys.readouterr().err
+    assert "takes input 'input' of shape (-1, 3, 16, 16) but model 'smallnet' expects ('N', 3, 32, 32)" in err
+    assert not (tmp_path / "repo").exists()
+
+
+def test_small_must_match_the_sidecar(engines, tmp_path, capsys):
+    assert export("resnet18", "--engine", engines["resnet18"], "--repo", tmp_path / "repo", "--kind", "python") == 1
+    err = capsys.readouterr().err
+    assert "was built with small True but --small asks for False; add --small" in err and err.count("\n") == 1
+    assert not (tmp_path / "repo").exists()
+
+
+def test_last_line_says_how_to_serve(engines, tmp_path, capsys):
+    repo = tmp_path / "repo"
+    assert export("resnet18", "--small", "--engine", engines["resnet18"], "--repo", repo, "--kind", "python") == 0
+    assert capsys.readouterr().out.splitlines()[-1] == f"serve it: python -m trtbuild.serving.tritonserver {repo}"
+    engine = _fake_tensorrt_engine(engines, tmp_path)
+    assert export("resnet18", "--small", "--engine", engine, "--repo", tmp_path / "trt") == 0
+    last = capsys.readouterr().out.splitlines()[-1]
+    assert "Triton's TensorRT backend needs a GPU" in last and "nvcr.io/nvidia/tritonserver" in last

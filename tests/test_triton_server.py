@@ -55,8 +55,9 @@ def served(tmp_path_factory):
     user_ref, user_engine = build_user(work)
     engines = {"resnet18": build_zoo(work, "resnet18", batch=(1, 4, 8)), "smallnet": user_engine,
                "rednet": build_zoo(work, "rednet")}
-    export = [("resnet18", engines["resnet18"], []), (user_ref, user_engine, []), ("rednet", engines["rednet"], []),
-              ("resnet18", engines["resnet18"], ["--name", "resnet18_concat", "--batching", "concatenate"])]
+    export = [("resnet18", engines["resnet18"], ["--small"]), (user_ref, user_engine, []),
+              ("rednet", engines["rednet"], ["--small"]),
+              ("resnet18", engines["resnet18"], ["--small", "--name", "resnet18_concat", "--batching", "concatenate"])]
     for model, engine, more in export:
         assert main(["export-triton", model, "--engine", str(engine), "--repo", str(repo), "--kind", "python",
                      *more]) == 0

@@ -1,7 +1,8 @@
 """``trtbuild export-triton``: write an engine into a Triton Inference Server model repository.
 
     trtbuild export-triton resnet18 --engine engines/resnet18-fp16.engine --repo models
-    trtbuild export-triton resnet18 --engine engines/resnet18-small-fp32.engine --repo models --kind python
+    trtbuild export-triton resnet18 --small --engine engines/resnet18-small-fp32.engine --repo models --kind python
+    trtbuild export-triton resnet18 --small --engine engines/r18-new.engine --repo models --kind python --version 2
     trtbuild export-triton net.py:tinynet --engine engines/tinynet-fp32.engine --repo models --kind python
 
 Writes DIR/<name>/config.pbtxt and DIR/<name>/1/model.plan (--kind tensorrt, for Triton's TensorRT
@@ -9,13 +10,16 @@ backend: TensorRT 10/11 engines only) or DIR/<name>/1/model.py + the engine (--k
 Python backend runs it with trtbuild's Engine, on any trtbuild backend). The configuration comes from
 the engine's sidecar: tensor names, Triton data types, dims without the batch dimension and
 max_batch_size from a --batch profile (0 for a static batch), dynamic batching preferring the
-profile's opt and max. Plugin libraries are copied beside the model. The model directory is written
-atomically, and an existing one is replaced only if trtbuild wrote it.
+profile's opt and max. Plugin libraries are copied beside the model. MODEL, --small and --input must
+match the engine's sidecar. In an existing model directory (only one trtbuild wrote) only what
+trtbuild writes is replaced: config.pbtxt, the --version directory, the plugin libraries; other
+versions and your own files are kept, and a failure leaves the old model as it was.
 """
 
 from __future__ import annotations
 
 import argparse
+from types import SimpleNamespace
 
 NAME = "export-triton"
 
@@ -35,6 +39,10 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                    help="tensorrt: Triton's TensorRT backend (model.plan; TensorRT 10/11 engines); python: Triton's "
                         "Python backend running trtbuild's Engine (any backend, CPU included); default tensorrt")
     p.add_argument("--name", default=None, help="model name in the repository (default: the model's name)")
+    p.add_argument("--small", action="store_true", help="the engine is of the small variant (must match its sidecar)")
+    p.add_argument("--version", type=int, default=1, metavar="N",
+                   help="version directory DIR/<name>/N written (default 1); other versions there are kept, and "
+                        "--version-policy decides which Triton serves")
     p.add_argument("--max-batch", type=int, default=None, metavar="N",
                    help="max_batch_size (default: the profile's max batch; 0 for a static-batch engine)")
     p.add_argument("--version-policy", default=None, metavar="POLICY",
@@ -68,6 +76,38 @@ def _input_from_sidecar(engine) -> str | None:
     return f"{inputs[0]['name']}:{'x'.join(map(str, shape))}"
 
 
+class _SidecarInputs:
+    """The inputs an engine's sidecar lists, shaped like an Engine for check_engine_input_fits."""
+
+    def __init__(self, sidecar: dict):
+        self.tensors = {t["name"]: SimpleNamespace(shape=tuple(t["shape"])) for t in sidecar.get("inputs") or []}
+        self.input_names = list(self.tensors)
+
+
+def check_engine_fits(engine_path, spec, small: bool) -> None:
+    """ValueError if the engine's sidecar was built for another --small variant, or its input does
+    not take the shape (batch aside) the model expects (the checks serve makes on a loaded engine)."""
+    from trtbuild.engine import read_sidecar
+    from trtbuild.parity.check import check_engine_input_fits
+
+    sidecar = read_sidecar(engine_path)
+    if not sidecar or sidecar.get("model") not in (None, spec.name):
+        return  # export_model refuses an engine without a sidecar, or of another model, in its own words
+    built = sidecar.get("small")
+    if built is not None and bool(built) != bool(small):
+        raise ValueError(f"--engine {engine_path} was built with small {bool(built)!r} but --small asks for "
+                         f"{bool(small)!r}; {'add' if built else 'drop'} --small or pass another --engine")
+    check_engine_input_fits(_SidecarInputs(sidecar), spec, small, engine_path)
+
+
+def _serve_hint(kind: str, repo) -> str:
+    if kind == "python":
+        return f"serve it: python -m trtbuild.serving.tritonserver {repo}"
+    return (f"serve it on a GPU server with NVIDIA's Triton container (Triton's TensorRT backend needs a GPU): "
+            f"docker run --gpus all -v $PWD/{repo}:/models nvcr.io/nvidia/tritonserver:<yy.mm>-py3 "
+            "tritonserver --model-repository=/models")
+
+
 def run(args) -> int:
     from trtbuild.models.user import is_user_reference
     from trtbuild.serving.repository import export_model
@@ -83,14 +123,17 @@ def run(args) -> int:
         if args.input is None:
             raise
         raise ValueError(f"{e} (--input was taken from the sidecar of {args.engine}: {args.input})") from None
+    check_engine_fits(args.engine, spec, args.small)
     result = export_model(args.engine, args.repo, args.name or spec.name, args.kind, max_batch=args.max_batch,
                           version_policy=args.version_policy, warmup=args.warmup, batching=args.batching,
                           instances=args.instances, plugin_library=args.plugin_library, model=spec.name,
-                          inputs=[path for _, path in model_file_input(args)])
-    print(f"{'replaced' if result.replaced else 'wrote'} Triton model {result.path} (--kind {result.kind}): "
-          + ", ".join(result.files))
+                          inputs=[path for _, path in model_file_input(args)], version=args.version)
+    print(f"{'replaced' if result.replaced else 'wrote'} Triton model {result.path}, version {result.version} "
+          f"(--kind {result.kind}): " + ", ".join(result.files))
+    if result.kept:
+        print(f"kept in {result.path}: " + ", ".join(result.kept))
     for lib in result.plugin_libraries:
         print(f"plugin library: {lib}; start Triton with --backend-config=tensorrt,plugins={lib} "
               f"(or LD_PRELOAD={lib})")
-    print(f"serve it: tritonserver --model-repository {result.path.parent}")
+    print(_serve_hint(result.kind, result.path.parent))
     return 0
