@@ -59,7 +59,7 @@ def test_fp32_engine_whose_sidecar_claims_a_looser_precision_is_refused(engines,
         load_engine(path, trt)
 
 
-@pytest.mark.parametrize("claimed, actual", [("fp8", "int8"), ("fp32", "int8"), ("fp16", "int8")])
+@pytest.mark.parametrize("claimed, actual", [("fp8", "int8"), ("fp16", "int8"), ("bf16", "int8")])
 def test_int8_engine_whose_sidecar_claims_another_precision_is_refused(engines, tmp_path, claimed, actual):
     from trtbuild.engine import load_engine
     from trtbuild.engine.errors import EngineFileError
@@ -76,3 +76,77 @@ def test_parity_of_an_engine_with_an_edited_sidecar_precision_does_not_pass(engi
     code, text = _run(capsys, ["parity", "resnet18", "--small", "--weights", "seeded.wts", "--engine", str(path)])
     assert code != 0 and "PASS" not in text
     assert "sidecar says int8 but its plan computes in fp32" in text and "Traceback" not in text
+
+
+# ------------------------------------------------------------------ finding 4: a calibration file is tied to its weights
+
+
+def test_calibration_file_records_the_sha256_of_the_weights_it_was_made_with(engines):
+    import hashlib
+
+    import numpy as np
+
+    from trtbuild.weights import WeightMap
+
+    data = json.loads((engines["dir"] / "calib.json").read_text())
+    wm = WeightMap.load(engines["dir"] / "seeded.wts")  # by hand: names + float32 values in state-dict order
+    from trtbuild.models import registry
+
+    digest = hashlib.sha256()
+    for name, t in registry.get_torch_model("resnet18", seed=0, small=True).state_dict().items():
+        if t.is_floating_point():
+            digest.update(name.encode() + b"\0" + np.asarray(wm.arrays()[name], "<f4").tobytes())
+    assert data["weights_sha256"] == digest.hexdigest()
+
+
+@pytest.mark.parametrize("command", ["build", "parity", "export-onnx"])
+def test_calibration_made_with_other_weights_is_refused(engines, tmp_path, capsys, monkeypatch, command):
+    d = engines["dir"]
+    monkeypatch.chdir(tmp_path)
+    shutil.copy(d / "calib.json", "calib.json")
+    shutil.copy(d / "trained.wts", "trained.wts")
+    out = {"build": ["-o", "t.engine", "--backend", "reference"], "parity": ["--backend", "reference"],
+           "export-onnx": ["-o", "t.onnx"]}[command]
+    code, text = _run(capsys, [command, "resnet18", "--small", "--weights", "trained.wts", "--precision", "int8",
+                               "--calibration", "calib.json", *out])
+    assert code != 0 and "Traceback" not in text
+    assert "calib.json was calibrated with other weights" in text and "recalibrate with --weights trained.wts" in text
+    assert not (tmp_path / "t.engine").exists() and not (tmp_path / "t.onnx").exists()
+
+
+def test_calibration_with_the_same_weights_from_a_file_or_the_seeded_model_is_accepted(engines, tmp_path, capsys,
+                                                                                      monkeypatch):
+    """calib.json was made from seeded.wts; the seeded model itself (no --weights) has the same weights."""
+    d = engines["dir"]
+    monkeypatch.chdir(tmp_path)
+    code, text = _run(capsys, ["parity", "resnet18", "--small", "--precision", "int8", "--calibration",
+                               str(d / "calib.json"), "--backend", "reference"])
+    assert code == 0 and "result: PASS" in text
+
+
+def test_calibration_file_without_a_weights_hash_is_used_with_a_warning(engines, tmp_path, caplog):
+    from trtbuild.engine import quant_plan
+
+    data = json.loads((engines["dir"] / "calib.json").read_text())
+    del data["weights_sha256"]
+    (tmp_path / "old.json").write_text(json.dumps(data))
+    with caplog.at_level("WARNING"):
+        plan = quant_plan("resnet18", "int8", tmp_path / "old.json", small=True, weights=engines["dir"] / "trained.wts")
+    assert plan is not None and "records no weights sha256" in caplog.text
+
+
+# ------------------------------------------------------------------ finding 5: --calibration paths
+
+
+@pytest.mark.parametrize("command", ["build", "parity", "export-onnx"])
+@pytest.mark.parametrize("what", ["directory", "missing"])
+def test_calibration_path_that_is_a_directory_or_missing_is_named(tmp_path, capsys, monkeypatch, command, what):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "engines").mkdir()
+    name = "engines" if what == "directory" else "missing.json"
+    out = {"build": ["-o", "t.engine", "--backend", "reference"], "parity": ["--backend", "reference"],
+           "export-onnx": ["-o", "t.onnx"]}[command]
+    code, text = _run(capsys, [command, "resnet18", "--small", "--precision", "int8", "--calibration", name, *out])
+    want = ("--calibration engines is a directory, not a calibration file" if what == "directory" else
+            "--calibration missing.json does not exist")
+    assert code != 0 and want in text and "Traceback" not in text and "Errno" not in text

@@ -164,10 +164,11 @@ def reference_plan_precisions(plan) -> tuple[set[str], set[str]]:
 def check_sidecar_precision(sidecar: dict, plan, engine_path) -> None:
     """Raise EngineFileError (one sentence) if the sidecar's precision contradicts what the reference
     plan `plan` computes in (its Q layers' type for int8/fp8, its layers' float types otherwise), so
-    that editing the sidecar cannot loosen parity's tolerances. A plain network definition may place
-    its own Q/DQ in any precision: for those only a sidecar claiming a quantized precision the plan
-    lacks, or a float type no layer computes in, is refused. Real TensorRT and TensorRT-RTX plans are
-    opaque here: only their I/O types are checked (check_sidecar_matches_plan)."""
+    that editing the sidecar cannot loosen parity's tolerances: refused are a quantized precision
+    whose Q layers the plan lacks and a float precision no computing layer outputs (a float precision
+    on a plan with Q/DQ is accepted: a network function may place its own Q/DQ in an fp32 build, and
+    fp32 tolerances are the strictest). Real TensorRT and TensorRT-RTX plans are opaque here: only
+    their I/O types are checked (check_sidecar_matches_plan)."""
     precision = sidecar.get("precision")
     if precision is None:
         return
@@ -177,7 +178,7 @@ def check_sidecar_precision(sidecar: dict, plan, engine_path) -> None:
     if precision in ("int8", "fp8"):
         wrong = precision not in quantized
     else:
-        wrong = bool(floats) and precision not in floats or (bool(quantized) and sidecar.get("model") is not None)
+        wrong = bool(floats) and precision not in floats
     if wrong:
         raise EngineFileError(f"engine {engine_path}'s sidecar says {precision} but its plan computes in {actual}; "
                               "rebuild the engine (parity tolerances follow the precision)")
