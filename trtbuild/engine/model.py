@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import inspect
 import logging
 import os
 from dataclasses import dataclass, field, replace
@@ -143,6 +144,13 @@ def quant_plan(model, precision: str, calibration=None, keep=(), small: bool = F
     keep = [k for k in keep if isinstance(k, tuple)] + parse_keep([k for k in keep if not isinstance(k, tuple)])
     if not quantized and not keep:
         return None
+    if "quant" not in inspect.signature(spec.build_network).parameters:  # before its PyTorch model is needed
+        given = f"--calibration {calibration}" if isinstance(calibration, (str, os.PathLike)) else \
+            ("--keep" if keep else f"--precision {precision}")
+        raise ValueError(f"model '{spec.name}': its network function takes no quant= parameter, so {given} cannot "
+                         "reach its layers: accept quant= and build the layers with trtbuild.layers.planned "
+                         "(planned_conv, planned_conv_bn, planned_linear, planned_add, planned), or place your own "
+                         "Q/DQ with trtbuild.layers.quantize and build it in fp32 without --calibration")
     source = {}
     if isinstance(calibration, (str, os.PathLike)):
         check_calibration_path(calibration)
