@@ -259,3 +259,19 @@ def test_torch_factory_errors_are_told_apart(tmp_path, monkeypatch, factory, wan
     assert want in str(info.value)
     if factory == "buggy":
         assert str(info.value).endswith("f.py, line 3)")  # the user's own raise, file and line
+
+
+# ------------------------------------------------------------------ finding 14: integer calibration data
+
+
+def test_calibrate_refuses_uint8_pixels_naming_the_file_and_dtype(tmp_path, capsys, monkeypatch):
+    import numpy as np
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "calib").mkdir()
+    pixels = np.random.default_rng(0).integers(0, 255, (3, 64, 64), dtype=np.uint8)  # amax would be ~254
+    np.save(tmp_path / "calib" / "a.npy", pixels)
+    code, text = _run(capsys, ["calibrate", "resnet18", "--small", "--data", "calib", "-o", "c.json",
+                               "--no-progress"])
+    assert code != 0 and "Traceback" not in text and not (tmp_path / "c.json").exists()
+    assert "calibration data file calib/a.npy has dtype uint8, not a floating-point type" in text
