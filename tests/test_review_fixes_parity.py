@@ -275,3 +275,16 @@ def test_calibrate_refuses_uint8_pixels_naming_the_file_and_dtype(tmp_path, caps
                                "--no-progress"])
     assert code != 0 and "Traceback" not in text and not (tmp_path / "c.json").exists()
     assert "calibration data file calib/a.npy has dtype uint8, not a floating-point type" in text
+
+
+# ------------------------------------------------------------------ finding 16: a forgotten batch dimension
+
+
+def test_rank_3_input_of_a_conv_network_says_the_batch_comes_first(own_net, capsys):
+    code, text = _run(capsys, ["build", "net.py:plain", "--input", "input:3x16x16", "--torch", "net.py:make_model",
+                               "--backend", "reference", "-o", "p.engine"])
+    assert code != 0 and "Traceback" not in text and not (own_net / "p.engine").exists()
+    assert "--input input:3x16x16 has rank 3, but --input gives the batch first, e.g. input:1x3x16x16" in text
+    code, text = _run(capsys, ["build", "net.py:plain", "--input", "input:1x3x16x16", "--torch", "net.py:make_model",
+                               "--backend", "reference", "-o", "p.engine"])
+    assert code == 0 and (own_net / "p.engine").is_file()  # with the batch it builds

@@ -226,7 +226,13 @@ def _function_spec(fn, where: str, input: str | None, torch: str | None, outputs
     takes_quant = _takes_quant(fn)
 
     def build_network(network, weights, x, quant=None):
-        result = fn(network, weights, x, quant=quant) if takes_quant else fn(network, weights, x)
+        try:
+            result = fn(network, weights, x, quant=quant) if takes_quant else fn(network, weights, x)
+        except Exception as e:
+            if len(shape) != 3:
+                raise
+            raise ValueError(f"{e} (note: --input {input} has rank 3, but --input gives the batch first, e.g. "
+                             f"{input_name}:1x{'x'.join(map(str, shape))}: is the batch dimension missing?)") from e
         if not isinstance(result, Mapping):
             raise ValueError(f"network function {where} returned a {type(result).__name__}, not a dict "
                              "{output name: ITensor}")
