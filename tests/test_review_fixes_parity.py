@@ -288,3 +288,16 @@ def test_rank_3_input_of_a_conv_network_says_the_batch_comes_first(own_net, caps
     code, text = _run(capsys, ["build", "net.py:plain", "--input", "input:1x3x16x16", "--torch", "net.py:make_model",
                                "--backend", "reference", "-o", "p.engine"])
     assert code == 0 and (own_net / "p.engine").is_file()  # with the batch it builds
+
+
+def test_calibration_data_function_with_a_bug_inside_is_reported_as_its_own_error(tmp_path, monkeypatch):
+    from trtbuild.quant import iterable_source
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "d.py").write_text("def samples():\n    return len(5)\n\n\ndef needs(n):\n    return []\n")
+    with pytest.raises(ValueError) as info:
+        iterable_source("d.py:samples", (3, 8, 8))
+    assert "--data d.py:samples raised TypeError: object of type 'int' has no len()" in str(info.value)
+    assert str(info.value).endswith("d.py, line 2)")
+    with pytest.raises(ValueError, match="--data d.py:needs cannot be called without arguments"):
+        iterable_source("d.py:needs", (3, 8, 8))

@@ -164,6 +164,27 @@ def load_module_factory(ref: str, option: str = "--torch"):
     return module_factory(fn, where, option)
 
 
+def call_without_arguments(fn, what: str, advice: str):
+    """fn() for a user's factory (`what`: e.g. "--torch net.py:make_model"). ValueError in one sentence
+    if its signature needs arguments (+ `advice`), or if it raises: its own exception, with the file and
+    line of the user's code where it was raised (a TypeError inside it is its bug, not a wrong call)."""
+    try:
+        inspect.signature(fn).bind()
+    except TypeError as e:
+        raise ValueError(f"{what} cannot be called without arguments ({e}); {advice}") from None
+    except ValueError:
+        pass  # no signature to read (a builtin): call it and see
+    try:
+        return fn()
+    except Exception as e:
+        code = getattr(fn, "__code__", None)
+        path = Path(code.co_filename) if code is not None else None
+        frames = traceback.extract_tb(e.__traceback__)[1:]  # without this function's own frame
+        mine = [f for f in frames if path is not None and Path(f.filename) == path] or frames[-1:]
+        at = f" ({mine[-1].filename}, line {mine[-1].lineno})" if mine else ""
+        raise ValueError(f"{what} raised {type(e).__name__}: {e}{at}") from e
+
+
 def module_factory(fn, where: str, option: str = "--torch"):
     """load_module_factory for an already loaded object `fn` (a ModelSpec or a factory function)."""
     if isinstance(fn, ModelSpec):
@@ -175,22 +196,7 @@ def module_factory(fn, where: str, option: str = "--torch"):
         import torch
 
         torch.manual_seed(seed)
-        try:
-            inspect.signature(fn).bind()
-        except TypeError as e:
-            raise ValueError(f"{option} {where} cannot be called without arguments ({e}); it must be a factory "
-                             "returning the torch.nn.Module") from None
-        except ValueError:
-            pass  # no signature to read (a builtin): call it and see
-        try:
-            module = fn()
-        except Exception as e:  # a bug inside the user's factory: theirs, with its file and line
-            code = getattr(fn, "__code__", None)
-            path = Path(code.co_filename) if code is not None else None
-            frames = traceback.extract_tb(e.__traceback__)
-            mine = [f for f in frames if path is not None and Path(f.filename) == path] or frames[-1:]
-            at = f" ({mine[-1].filename}, line {mine[-1].lineno})" if mine else ""
-            raise ValueError(f"{option} {where} raised {type(e).__name__}: {e}{at}") from e
+        module = call_without_arguments(fn, f"{option} {where}", "it must be a factory returning the torch.nn.Module")
         if not isinstance(module, torch.nn.Module):
             raise ValueError(f"{option} {where} returned a {type(module).__name__}, not a torch.nn.Module")
         return module.eval()

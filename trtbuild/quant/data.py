@@ -149,18 +149,14 @@ def folder_source(folder, sample_shape) -> CalibrationData:
 def iterable_source(ref: str, sample_shape) -> CalibrationData:
     """The items of the iterable `package.module:NAME` or `file.py:NAME` names (a callable taking no
     arguments is called first, so a generator function works)."""
-    from trtbuild.models.user import load_object
+    from trtbuild.models.user import call_without_arguments, load_object
 
     try:
         obj, where, _ = load_object(ref)
     except ValueError as e:
         raise ValueError(f"--data {ref}: {e}") from None
     if callable(obj) and not isinstance(obj, Iterable):
-        try:
-            obj = obj()
-        except TypeError as e:
-            raise ValueError(f"--data {where} cannot be called without arguments ({e}); give an iterable or a "
-                             "function returning one") from None
+        obj = call_without_arguments(obj, f"--data {where}", "give an iterable or a function returning one")
     if isinstance(obj, (torch.Tensor, np.ndarray)) or not isinstance(obj, Iterable):
         raise ValueError(f"--data {where} is of type {type(obj).__name__}, not an iterable of tensors or "
                          "(tensor, label) pairs")
