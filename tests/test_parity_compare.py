@@ -92,7 +92,7 @@ def test_shape_mismatch_and_missing_output():
     s = compare_tensor("t", np.zeros((2, 3)), np.zeros((3, 3)), 1, 1)
     assert not s.passed and "shape mismatch" in s.note
     s = compare_tensor("t", np.zeros((6,)), np.zeros((2, 3)), 1, 1)
-    assert s.passed and "compared flattened" in s.note
+    assert not s.passed and "shape mismatch: actual (6,) vs expected (2, 3)" in s.note
     report = compare({"a": np.zeros(2)}, {"a": np.zeros(2), "b": np.ones(2)}, 1e-3, 1e-3)
     assert [r.passed for r in report.outputs] == [True, False] and not report.passed
     assert "missing from the actual outputs" in report.outputs[1].note
@@ -180,3 +180,11 @@ def test_png_without_matplotlib_writes_nothing(report, tmp_path, monkeypatch):
 
 def test_empty_report_does_not_pass():
     assert not Report([], 1e-3, 1e-3).passed
+
+
+def test_equal_size_shape_mismatch_fails_the_report():
+    """An output of the right size but the wrong shape (here transposed) is a FAIL, not a note."""
+    expected = np.arange(6, dtype=np.float32).reshape(2, 3)
+    report = compare({"y": expected.T.copy()}, {"y": expected}, 1e3, 1e3)
+    assert not report.passed and not report.outputs[0].passed
+    assert "shape mismatch: actual (3, 2) vs expected (2, 3)" in report.outputs[0].note

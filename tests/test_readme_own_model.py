@@ -66,8 +66,11 @@ def test_section_has_the_promised_blocks():
     assert list(files) == ["net.py"] and len(python) == 1
     assert [c.split()[:3] for c in commands] == [["trtbuild", "export-weights", "net.py:make_model"],
                                                   ["trtbuild", "build", "net.py:tinynet"],
+                                                  ["trtbuild", "calibrate", "net.py:tinynet"],
+                                                  ["trtbuild", "build", "net.py:tinynet"],
                                                   ["trtbuild", "parity", "net.py:tinynet"]]
-    assert "--precision fp16" in commands[1] and "--layerwise --html r.html" in commands[2]
+    assert "--precision fp16" in commands[1] and "--layerwise --html r.html" in commands[4]
+    assert "--precision int8 --calibration c.json" in commands[3]  # the own-model INT8 path is not a dead end
 
 
 def test_python_blocks_run(tmp_path, monkeypatch, capsys, user_models):
@@ -104,6 +107,8 @@ def test_cli_commands_run(tmp_path, monkeypatch, capsys, user_models):
         assert main(shlex.split(command)[1:]) == 0, (command, capsys.readouterr())
     out = capsys.readouterr().out
     assert (tmp_path / "engines" / "tinynet-fp16.engine").is_file() and (tmp_path / "r.html").is_file()
+    assert (tmp_path / "engines" / "tinynet-int8.engine").is_file()
+    assert "quantization: int8; 3 convolutions/matmuls and 1 residual adds quantized" in out
     assert "weights: weights/tinynet.wts\n" in out  # build used the exported file, did not export again
     assert "unmapped layers (1, no torch module found by name and shape): add" in out
     assert out.rstrip().endswith("wrote r.html") and "result: PASS" in out

@@ -190,12 +190,14 @@ def quantization_line(info: dict) -> str:
     return "; ".join(parts)
 
 
-def quant_from_args(args, spec, precision: str):
+def quant_from_args(args, spec, precision: str, weights=None):
     """The QuantPlan of --precision/--calibration/--keep (None when there is nothing to plan), the
-    calibration file checked against the model."""
+    calibration file checked against the model and the weights (`weights`: the file, WeightMap or
+    seed of the PyTorch model's weights used; default: --weights, else the seed 0 model's)."""
     from trtbuild.engine import quant_plan
 
-    return quant_plan(spec, precision, args.calibration, args.keep, small=args.small)
+    weights = weights if weights is not None else (args.weights if args.weights is not None else 0)
+    return quant_plan(spec, precision, args.calibration, args.keep, small=args.small, weights=weights)
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -232,7 +234,9 @@ def run(args) -> int:
     check_paths(args, [*engine_outputs("--out", out), ("--timing-cache", args.timing_cache, TIMING_CACHE)],
                 [("--weights", args.weights or default_weights_path(spec.name, args.small)),
                  ("--calibration", args.calibration)])
-    quant = quant_from_args(args, spec, precision)  # before anything is written
+    default_weights = default_weights_path(spec.name, args.small)
+    quant = quant_from_args(args, spec, precision,  # before anything is written; the weights ensure_weights picks
+                            args.weights or (default_weights if default_weights.is_file() else args.seed))
     weights, exported = ensure_weights(spec.name, args.weights, args.seed, args.small)
     print(f"weights: {weights}" + (f" (exported from the seeded PyTorch model, seed {args.seed})" if exported else ""),
           flush=True)

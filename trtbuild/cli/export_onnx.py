@@ -70,7 +70,8 @@ def run(args: argparse.Namespace) -> int:
                     [("--weights", args.weights), ("--calibration", args.calibration)])
         from trtbuild.engine.model import quant_plan
 
-        quant = quant_plan(spec, args.precision, args.calibration, args.keep, small=args.small)
+        quant = quant_plan(spec, args.precision, args.calibration, args.keep, small=args.small,
+                           weights=args.weights if args.weights is not None else 0)
         network, _ = build_reference_network(spec, args.weights, precision=args.precision, small=args.small, seed=0,
                                              quant=quant)
         model = export_onnx(network, args.out, opset=args.opset)

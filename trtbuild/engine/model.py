@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import inspect
 import logging
 import os
 from dataclasses import dataclass, field, replace
@@ -115,7 +116,7 @@ class _FilePlan(QuantPlan):
     calibration_file: dict = field(default_factory=dict)
 
 
-def quant_plan(model, precision: str, calibration=None, keep=(), small: bool = False, module=None):
+def quant_plan(model, precision: str, calibration=None, keep=(), small: bool = False, module=None, weights=None):
     """The trtbuild.quant.QuantPlan of registry model `model` (name or ModelSpec) for `precision`,
     or None when there is nothing to plan (no int8/fp8, no keep).
 
@@ -124,9 +125,15 @@ def quant_plan(model, precision: str, calibration=None, keep=(), small: bool = F
     the sidecar), or a trtbuild.quant.Calibration; required for int8/fp8 and refused otherwise.
     keep: ``["fp32:conv4_3_norm,layer4.*", "fp16:..."]`` (--keep) or (pattern, precision) pairs:
     PyTorch module names or globs kept out of quantization (or out of fp16) with casts.
-    module: the model's PyTorch module, if at hand (else built from the spec to check the file)."""
+    module: the model's PyTorch module, if at hand (else built from the spec to check the file).
+    weights: the weights the network is built with, to refuse a calibration file made with other
+    weights (trtbuild.quant.calibfile.check_weights): a weight file or WeightMap, or an int, the seed
+    of the PyTorch model's own weights; None with no `module` leaves the weights unchecked."""
     from trtbuild.quant import load_calibration, parse_keep
+    from trtbuild.quant.calibfile import check_calibration_path, check_weights
+    from trtbuild.quant.calibrate import weights_sha256
     from trtbuild.quant.plan import QUANTIZED_PRECISIONS
+    from trtbuild.weights import WeightMap
 
     from .serialize import sha256_file
 
@@ -137,10 +144,28 @@ def quant_plan(model, precision: str, calibration=None, keep=(), small: bool = F
     keep = [k for k in keep if isinstance(k, tuple)] + parse_keep([k for k in keep if not isinstance(k, tuple)])
     if not quantized and not keep:
         return None
+    if "quant" not in inspect.signature(spec.build_network).parameters:  # before its PyTorch model is needed
+        given = f"--calibration {calibration}" if isinstance(calibration, (str, os.PathLike)) else \
+            ("--keep" if keep else f"--precision {precision}")
+        raise ValueError(f"model '{spec.name}': its network function takes no quant= parameter, so {given} cannot "
+                         "reach its layers: accept quant= and build the layers with trtbuild.layers.planned "
+                         "(planned_conv, planned_conv_bn, planned_linear, planned_add, planned), or place your own "
+                         "Q/DQ with trtbuild.layers.quantize and build it in fp32 without --calibration")
     source = {}
     if isinstance(calibration, (str, os.PathLike)):
+        check_calibration_path(calibration)
         source = {"file": str(calibration), "sha256": sha256_file(calibration)}
-        calibration = load_calibration(calibration, spec, small=small, module=module)
+        path, actual, weights_name = calibration, None, None
+        if module is None and weights is not None:
+            module = spec.torch_factory(weights if isinstance(weights, int) else 0, small)
+        calibration = load_calibration(path, spec, small=small, module=module)
+        if weights is not None and not isinstance(weights, int):
+            weights_name = None if isinstance(weights, WeightMap) else str(weights)
+            actual = weights_sha256(module, load_model_weights(weights))
+        elif module is not None:
+            actual = weights_sha256(module)
+        if module is not None:
+            check_weights(path, calibration, actual, weights_name)
     modules = None
     if calibration is None:  # fp16/bf16 with --keep: the module names come from the PyTorch model
         modules = [n for n, _ in (module or spec.torch_factory(0, small)).named_modules() if n]

@@ -286,5 +286,5 @@ def load_engine(path: str | os.PathLike, trt: ModuleType | None = None) -> Engin
         if precision is not None and precision not in PRECISIONS:
             raise EngineFileError(f"the sidecar of {path} names an unknown precision {precision!r} "
                                   f"(known: {', '.join(PRECISIONS)}); rebuild the engine")
-        check_sidecar_matches_plan(sidecar, io, PRECISIONS.get(precision), path)
+        check_sidecar_matches_plan(sidecar, io, PRECISIONS.get(precision), path, plan=plan)
     return engine

@@ -138,13 +138,61 @@ def read_sidecar(engine_path: str | os.PathLike) -> dict | None:
     return data
 
 
+#: layers that move, cast or hold values rather than compute in a precision
+_NOT_COMPUTING = {"CAST", "CONSTANT", "QUANTIZE", "DEQUANTIZE", "SHUFFLE", "IDENTITY", "SLICE", "CONCATENATION",
+                  "GATHER", "SHAPE", "ASSERTION"}
+_FLOAT_PRECISION = {"FLOAT": "fp32", "HALF": "fp16", "BF16": "bf16"}
+
+
+def reference_plan_precisions(plan) -> tuple[set[str], set[str]]:
+    """What a reference plan computes in, read from its layers: (quantized precisions of its Q layers
+    ({"int8"}, {"fp8"} or none), float precisions its computing layers output ("fp32"/"fp16"/"bf16"))."""
+    from trtbuild.reference.enums import DataType
+    from trtbuild.reference.plan import plan_header
+
+    quantized, floats = set(), set()
+    for layer in plan_header(plan).get("layers", []):
+        for out in layer.get("outputs", []):
+            name = DataType(out["dtype"]).name
+            if layer["type"] == "QUANTIZE" and name in ("INT8", "FP8"):
+                quantized.add(name.lower())
+            elif layer["type"] not in _NOT_COMPUTING and name in _FLOAT_PRECISION:
+                floats.add(_FLOAT_PRECISION[name])
+    return quantized, floats
+
+
+def check_sidecar_precision(sidecar: dict, plan, engine_path) -> None:
+    """Raise EngineFileError (one sentence) if the sidecar's precision contradicts what the reference
+    plan `plan` computes in (its Q layers' type for int8/fp8, its layers' float types otherwise), so
+    that editing the sidecar cannot loosen parity's tolerances: refused are a quantized precision
+    whose Q layers the plan lacks and a float precision no computing layer outputs (a float precision
+    on a plan with Q/DQ is accepted: a network function may place its own Q/DQ in an fp32 build, and
+    fp32 tolerances are the strictest). Real TensorRT and TensorRT-RTX plans are opaque here: only
+    their I/O types are checked (check_sidecar_matches_plan)."""
+    precision = sidecar.get("precision")
+    if precision is None:
+        return
+    quantized, floats = reference_plan_precisions(plan)
+    actual = (" and ".join(sorted(quantized)) if quantized else
+              " and ".join(p for p in ("fp32", "fp16", "bf16") if p in floats) or "no float type")
+    if precision in ("int8", "fp8"):
+        wrong = precision not in quantized
+    else:
+        wrong = bool(floats) and precision not in floats
+    if wrong:
+        raise EngineFileError(f"engine {engine_path}'s sidecar says {precision} but its plan computes in {actual}; "
+                              "rebuild the engine (parity tolerances follow the precision)")
+
+
 def check_sidecar_matches_plan(sidecar: dict, io: dict[str, tuple[list, str, bool]], compute_dtype: str | None,
-                               engine_path) -> None:
+                               engine_path, plan=None) -> None:
     """Raise EngineFileError (one sentence) if the sidecar describes other I/O tensors than the loaded
     plan has (`io`: {name: (shape, dtype name, is input)}), or a precision its I/O types contradict
     (`compute_dtype`: the DataType name of the sidecar's precision; None if unknown). float32-I/O
     engines (fp32_io, the default) take float32 inputs; native-I/O ones take the compute type (checked
-    for registry models, whose inputs build_plan adds)."""
+    for registry models, whose inputs build_plan adds). `plan`: the plan bytes; a reference plan's
+    layers are checked against the precision too (check_sidecar_precision); a real TensorRT or
+    TensorRT-RTX plan cannot be read here, so only its I/O types are checked."""
     for kind in ("inputs", "outputs"):
         described = {t.get("name"): t for t in sidecar.get(kind) or []}
         actual = {n: v for n, v in io.items() if v[2] == (kind == "inputs")}
@@ -158,14 +206,17 @@ def check_sidecar_matches_plan(sidecar: dict, io: dict[str, tuple[list, str, boo
                                       f"{t.get('shape')} {t.get('dtype')} but the engine has {list(shape)} {dtype}, so "
                                       "the sidecar belongs to another engine; rebuild it")
     precision = sidecar.get("precision")
-    if compute_dtype is None or precision is None or sidecar.get("model") is None:
-        return  # a network that adds its own inputs chooses their types itself
+    # a network that adds its own inputs (no model) chooses their types itself
     want = "FLOAT" if sidecar.get("fp32_io", True) else compute_dtype
     for name, (_, dtype, is_input) in io.items():
+        if compute_dtype is None or precision is None or sidecar.get("model") is None:
+            break
         if is_input and dtype in ("FLOAT", "HALF", "BF16") and dtype != want:
             raise EngineFileError(f"the sidecar of {engine_path} says the engine computes in {precision}"
                                   f"{' with float32 I/O' if want == 'FLOAT' else ''}, but its input '{name}' is "
                                   f"{dtype}, so the sidecar contradicts the plan; rebuild the engine")
+    if plan is not None and looks_like_reference_plan(plan):
+        check_sidecar_precision(sidecar, plan, engine_path)
 
 
 def sidecar_backend(sidecar: dict) -> str:

@@ -164,6 +164,27 @@ def load_module_factory(ref: str, option: str = "--torch"):
     return module_factory(fn, where, option)
 
 
+def call_without_arguments(fn, what: str, advice: str):
+    """fn() for a user's factory (`what`: e.g. "--torch net.py:make_model"). ValueError in one sentence
+    if its signature needs arguments (+ `advice`), or if it raises: its own exception, with the file and
+    line of the user's code where it was raised (a TypeError inside it is its bug, not a wrong call)."""
+    try:
+        inspect.signature(fn).bind()
+    except TypeError as e:
+        raise ValueError(f"{what} cannot be called without arguments ({e}); {advice}") from None
+    except ValueError:
+        pass  # no signature to read (a builtin): call it and see
+    try:
+        return fn()
+    except Exception as e:
+        code = getattr(fn, "__code__", None)
+        path = Path(code.co_filename) if code is not None else None
+        frames = traceback.extract_tb(e.__traceback__)[1:]  # without this function's own frame
+        mine = [f for f in frames if path is not None and Path(f.filename) == path] or frames[-1:]
+        at = f" ({mine[-1].filename}, line {mine[-1].lineno})" if mine else ""
+        raise ValueError(f"{what} raised {type(e).__name__}: {e}{at}") from e
+
+
 def module_factory(fn, where: str, option: str = "--torch"):
     """load_module_factory for an already loaded object `fn` (a ModelSpec or a factory function)."""
     if isinstance(fn, ModelSpec):
@@ -175,11 +196,7 @@ def module_factory(fn, where: str, option: str = "--torch"):
         import torch
 
         torch.manual_seed(seed)
-        try:
-            module = fn()
-        except TypeError as e:
-            raise ValueError(f"{option} {where} cannot be called without arguments ({e}); it must be a factory "
-                             "returning the torch.nn.Module") from None
+        module = call_without_arguments(fn, f"{option} {where}", "it must be a factory returning the torch.nn.Module")
         if not isinstance(module, torch.nn.Module):
             raise ValueError(f"{option} {where} returned a {type(module).__name__}, not a torch.nn.Module")
         return module.eval()
@@ -188,10 +205,19 @@ def module_factory(fn, where: str, option: str = "--torch"):
     return factory
 
 
+def _takes_quant(fn) -> bool:
+    """True if the network function accepts ``quant=`` (a trtbuild.quant.QuantPlan, for its planned layers)."""
+    try:
+        return "quant" in inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
+
+
 def _no_torch(name: str, where: str):
     def factory(seed: int = 0, small: bool = False):
         raise ValueError(f"model '{name}' (network function {where}) has no PyTorch model: pass --torch "
-                         "FILE.py:FACTORY (a function returning the nn.Module) to export its weights or check parity")
+                         "FILE.py:FACTORY (a function returning the nn.Module) to export its weights, check parity or "
+                         "check a calibration file against it")
     return factory
 
 
@@ -203,8 +229,16 @@ def _function_spec(fn, where: str, input: str | None, torch: str | None, outputs
     input_name, shape = parse_input(input)
     names = list(outputs or [])
 
-    def build_network(network, weights, x):
-        result = fn(network, weights, x)
+    takes_quant = _takes_quant(fn)
+
+    def build_network(network, weights, x, quant=None):
+        try:
+            result = fn(network, weights, x, quant=quant) if takes_quant else fn(network, weights, x)
+        except Exception as e:
+            if len(shape) != 3:
+                raise
+            raise ValueError(f"{e} (note: --input {input} has rank 3, but --input gives the batch first, e.g. "
+                             f"{input_name}:1x{'x'.join(map(str, shape))}: is the batch dimension missing?)") from e
         if not isinstance(result, Mapping):
             raise ValueError(f"network function {where} returned a {type(result).__name__}, not a dict "
                              "{output name: ITensor}")
@@ -212,6 +246,8 @@ def _function_spec(fn, where: str, input: str | None, torch: str | None, outputs
             names.extend(result)
         return result
 
+    if not takes_quant:  # what quant_plan and check_quant read: no quant= parameter, as the user's function
+        build_network.__signature__ = inspect.Signature(list(inspect.signature(build_network).parameters.values())[:3])
     build_network.__name__ = build_network.__qualname__ = name
     build_network.__module__ = getattr(fn, "__module__", None)
     return ModelSpec(name=name, description=f"network function {where}",

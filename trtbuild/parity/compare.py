@@ -135,7 +135,8 @@ def compare_tensor(name: str, actual, expected, atol: float, rtol: float, atol_r
         if a.size != e.size:
             return TensorStats(name, list(e.shape), int(e.size), atol, rtol, False, failed=int(e.size),
                                max_abs=math.inf, note=f"shape mismatch: actual {tuple(a.shape)} vs expected {tuple(e.shape)}")
-        note = f"shapes differ ({tuple(a.shape)} vs {tuple(e.shape)}); compared flattened"
+        note = (f"shape mismatch: actual {tuple(a.shape)} vs expected {tuple(e.shape)} (same number of values, "
+                "so the statistics compare them flattened)")
     a, e = a.ravel(), e.ravel()
     stats = TensorStats(name, list(np.shape(to_numpy(expected))), int(e.size), atol, rtol, True, note=note)
     if e.size == 0:

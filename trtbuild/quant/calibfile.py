@@ -11,12 +11,16 @@ Format (``format_version`` 1)::
      "data": {"kind": "folder" | "iterable" | "random", "description": "...", "sha256": "...",
               "batches": 4, "samples": 32, "sample_shape": [3, 64, 64]},
      "weights_source": "weights/resnet18-small.wts" | "seeded PyTorch model (seed 0)",
+     "weights_sha256": "<trtbuild.quant.calibrate.weights_sha256 of the model calibrated>",
      "fingerprint": "<sha256 of the canonical JSON of shapes>",
      "shapes": {"activations": {"conv1.input": [3, 64, 64], ...}, "weights": {"conv1.weight": [8, 3, 7, 7], ...}},
      "activations": {"conv1.input": 2.71, "layer1.0.output": 3.05, ...},     # amax per tensor
      "weights": {"conv1.weight": [0.41, 0.38, ...], ...},                      # amax per output channel
      "adds": {"layer1.0.add": ["layer1.0.bn2.output", "maxpool.output"], ...},
      "modules": ["conv1", "bn1", ...], "all_zero": [...]}
+
+``weights_sha256`` (added after the first files were written; same format version): a file is
+refused for other weights (:func:`check_weights`); a file without it is used with a warning.
 
 Activation keys are ``<module>.input`` (input of a Conv/Linear) and ``<module>.output`` (a tensor
 feeding a residual add); see trtbuild.quant.record. Shapes of activations are per sample (no batch).
@@ -26,6 +30,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import math
 import os
 from pathlib import Path
@@ -42,12 +47,16 @@ __all__ = [
     "FORMAT",
     "FORMAT_VERSION",
     "CalibrationFileError",
+    "check_calibration_path",
     "check_network",
+    "check_weights",
     "fingerprint",
     "load_calibration",
     "to_dict",
     "write_calibration",
 ]
+
+log = logging.getLogger(__name__)
 
 FORMAT = "trtbuild-calibration"
 FORMAT_VERSION = 1
@@ -67,7 +76,9 @@ def fingerprint(shapes: dict) -> str:
 def to_dict(calib: Calibration) -> dict:
     return {"format": FORMAT, "format_version": FORMAT_VERSION, "trtbuild_version": __version__,
             "model": calib.model, "small": calib.small, "precision": calib.precision, "method": calib.method,
-            "data": calib.data, "weights_source": calib.weights_source, "fingerprint": fingerprint(calib.shapes),
+            "data": calib.data, "weights_source": calib.weights_source,
+            **({"weights_sha256": calib.weights_sha256} if calib.weights_sha256 else {}),
+            "fingerprint": fingerprint(calib.shapes),
             "shapes": calib.shapes, "activations": calib.activations, "weights": calib.weights, "adds": calib.adds,
             "modules": calib.modules, "all_zero": calib.all_zero}
 
@@ -169,7 +180,34 @@ def _from_dict(data: dict) -> Calibration:
     return Calibration(model=data["model"], method=data["method"], activations=data["activations"],
                        weights=data["weights"], shapes=data["shapes"], adds=data["adds"], modules=data["modules"],
                        data=data.get("data") or {}, small=data.get("small"), precision=data.get("precision"),
-                       weights_source=data.get("weights_source"), all_zero=data.get("all_zero") or [])
+                       weights_source=data.get("weights_source"), all_zero=data.get("all_zero") or [],
+                       weights_sha256=data.get("weights_sha256"))
+
+
+def check_calibration_path(path) -> None:
+    """Refuse (CalibrationFileError, one sentence) a --calibration path that is missing or a directory,
+    before anything reads or hashes it."""
+    if os.path.isdir(path):
+        raise CalibrationFileError(f"--calibration {path} is a directory, not a calibration file")
+    if not os.path.exists(path):
+        raise CalibrationFileError(f"--calibration {path} does not exist")
+
+
+def check_weights(path, calib: Calibration, actual: str | None, weights_name: str | None) -> None:
+    """Refuse (CalibrationFileError, one sentence) a calibration file made with other weights than
+    those with weights_sha256 `actual` (None: unknown, not checked) (`weights_name`: the weight file,
+    None for the seeded model); warn if the file records no weights hash (made before trtbuild
+    recorded it)."""
+    if not calib.weights_sha256:
+        log.warning("calibration file %s records no weights sha256, so it cannot be checked against the weights "
+                    "it is applied to; recalibrate to have it checked", path)
+        return
+    if actual is not None and actual != calib.weights_sha256:
+        given = weights_name or "the seeded PyTorch model"
+        redo = f"--weights {weights_name}" if weights_name else "no --weights (the seeded model)"
+        raise CalibrationFileError(
+            f"{path} was calibrated with other weights (sha256 {calib.weights_sha256[:12]}… of "
+            f"{calib.weights_source or 'its weights'}, but {given} has {actual[:12]}…); recalibrate with {redo}")
 
 
 def load_calibration(path: str | os.PathLike, model=None, *, small: bool | None = None, module=None) -> Calibration:

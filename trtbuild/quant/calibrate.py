@@ -25,7 +25,7 @@ from torch import nn
 from .histogram import DEFAULT_BINS, METHODS, AbsHistogram, compute_amax
 from .record import TensorRecorder, quantized_modules
 
-__all__ = ["ZERO_AMAX", "Calibration", "calibrate", "calibrate_data", "network_tensors", "weight_amax"]
+__all__ = ["ZERO_AMAX", "Calibration", "calibrate", "calibrate_data", "network_tensors", "weight_amax", "weights_sha256"]
 
 ZERO_AMAX = 1.0
 
@@ -46,6 +46,34 @@ class Calibration:
     precision: str | None = None
     weights_source: str | None = None
     all_zero: list[str] = field(default_factory=list)
+    weights_sha256: str | None = None  # weights_sha256() of the model calibrated (None in files made before it)
+
+
+def weights_sha256(model: nn.Module, weights=None) -> str | None:
+    """sha256 of a model's weights: over its floating-point state-dict tensors in state-dict order,
+    each as its name, a NUL and its values as contiguous little-endian float32. A calibration file
+    records it, so that it is not applied to other weights (buffers such as BatchNorm's running
+    statistics count; integer ones such as num_batches_tracked do not). `weights`: a WeightMap to
+    take the values from instead of the model's own (as if loaded into it; flat .wts rows are fine);
+    None if it lacks one of the tensors or holds another number of values (the build will say so)."""
+    import hashlib
+
+    import numpy as np
+
+    stored = weights.arrays() if weights is not None else None  # arrays() does not mark weights used
+    digest = hashlib.sha256()
+    for name, tensor in model.state_dict().items():
+        if not tensor.is_floating_point():
+            continue
+        if stored is None:
+            values = tensor.detach().to("cpu", torch.float32).contiguous().numpy()
+        else:
+            values = stored.get(name)
+            if values is None or values.size != tensor.numel() or values.dtype.kind != "f":
+                return None
+        digest.update(name.encode() + b"\0")
+        digest.update(np.ascontiguousarray(values, dtype="<f4").tobytes())
+    return digest.hexdigest()
 
 
 def weight_amax(weight: torch.Tensor) -> list[float]:
@@ -126,7 +154,7 @@ def calibrate(model: nn.Module, batches: Iterable[torch.Tensor], method: str = "
         params["num_bins"] = num_bins
     return Calibration(model=model_name, method=params, activations=activations, weights=weights,
                        shapes={"activations": rec.shapes, "weights": weight_shapes}, adds=rec.adds,
-                       modules=_module_names(model), all_zero=all_zero)
+                       modules=_module_names(model), all_zero=all_zero, weights_sha256=weights_sha256(model))
 
 
 def calibrate_data(model: nn.Module, source, method: str = "max", *, percentile: float = 99.99,

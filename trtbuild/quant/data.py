@@ -7,8 +7,9 @@
     source.description, source.kind
 
 Each item (file or element) is one sample (C, H, W) or a batch (N, C, H, W) of the model's
-per-sample shape; anything else, a non-float or non-finite tensor, or a file that cannot be read is
-a ValueError in one sentence naming the file or the item. ``batch_size`` regroups the samples into
+per-sample shape; anything else, a non-float tensor (uint8 pixels too: refused, not converted, since
+the model takes normalised float input), a non-finite one, or a file that cannot be read is a
+ValueError in one sentence naming the file or the item. ``batch_size`` regroups the samples into
 batches of that size (the last may be smaller); without it each item is one batch. The sha256 of the
 data (:class:`DataHash`) covers the float32 bytes of every sample fed, in order, so the same samples
 give the same hash however they are batched.
@@ -71,9 +72,11 @@ class CalibrationData:
         if not isinstance(value, torch.Tensor):
             raise ValueError(f"calibration data {where} is of type {type(value).__name__}, not a tensor or array "
                              "(nor a (tensor, label) pair)")
-        if not (value.is_floating_point() or value.dtype in (torch.uint8, torch.int8, torch.int16, torch.int32,
-                                                            torch.int64)):
-            raise ValueError(f"calibration data {where} has dtype {value.dtype}, not a real number type")
+        if not value.is_floating_point():  # e.g. uint8 pixels 0..255: the model takes normalised float input
+            dtype = str(value.dtype).replace("torch.", "")
+            raise ValueError(f"calibration data {where} has dtype {dtype}, not a floating-point type; give the samples "
+                             "exactly as the model takes them (e.g. uint8 pixels converted to float32 and normalised "
+                             "as in training)")
         shape = tuple(self.sample_shape)
         if tuple(value.shape) == shape:
             value = value.unsqueeze(0)
@@ -146,18 +149,14 @@ def folder_source(folder, sample_shape) -> CalibrationData:
 def iterable_source(ref: str, sample_shape) -> CalibrationData:
     """The items of the iterable `package.module:NAME` or `file.py:NAME` names (a callable taking no
     arguments is called first, so a generator function works)."""
-    from trtbuild.models.user import load_object
+    from trtbuild.models.user import call_without_arguments, load_object
 
     try:
         obj, where, _ = load_object(ref)
     except ValueError as e:
         raise ValueError(f"--data {ref}: {e}") from None
     if callable(obj) and not isinstance(obj, Iterable):
-        try:
-            obj = obj()
-        except TypeError as e:
-            raise ValueError(f"--data {where} cannot be called without arguments ({e}); give an iterable or a "
-                             "function returning one") from None
+        obj = call_without_arguments(obj, f"--data {where}", "give an iterable or a function returning one")
     if isinstance(obj, (torch.Tensor, np.ndarray)) or not isinstance(obj, Iterable):
         raise ValueError(f"--data {where} is of type {type(obj).__name__}, not an iterable of tensors or "
                          "(tensor, label) pairs")

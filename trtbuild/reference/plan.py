@@ -141,6 +141,22 @@ def deserialize_plan(data) -> tuple[dict, dict[str, np.ndarray]]:
     return header, arrays
 
 
+def plan_header(data) -> dict:
+    """The JSON header of plan bytes, read without the checksum or the weights (for a plan that
+    deserialize_plan has accepted, or to inspect one); PlanError if there is none."""
+    data = memoryview(data).cast("B")
+    if len(data) < len(MAGIC) + 8 or bytes(data[:len(MAGIC)]) != MAGIC:
+        raise PlanError("not a trtbuild reference plan (bad magic bytes)")
+    (hlen,) = struct.unpack_from("<Q", data, len(MAGIC))
+    try:
+        header = json.loads(bytes(data[len(MAGIC) + 8:len(MAGIC) + 8 + hlen]))
+    except ValueError as e:
+        raise PlanError(f"the header is not valid UTF-8 JSON ({e})", "header") from None
+    if not isinstance(header, dict):
+        raise PlanError(f"the header is a JSON {type(header).__name__}, not an object", "header")
+    return header
+
+
 _STAGE_TEXT = {"container": "", "header": "reference plan header: ", "blob": "reference plan weights blob: ",
                "graph": "reference plan graph: "}
 
