@@ -166,4 +166,5 @@ def test_out_directory_that_cannot_be_created_is_reported(tmp_path, capsys):
     out = tmp_path / "file" / "sub" / "w.wts"  # a path "under" a regular file
     assert cmd.run(parse(["export-weights", "--checkpoint", str(src), "--out", str(out)])) == 1
     err = capsys.readouterr().err
-    assert f"cannot write {out}: cannot create directory {out.parent}" in err
+    assert f"the parent {tmp_path / 'file'} of --out {out} is a file, not a directory" in err  # before any work
+    assert not out.parent.exists() and (tmp_path / "file").read_bytes() == b""
