@@ -2,8 +2,8 @@
 
 TensorRT 10, 11 and TensorRT-RTX quantize only where a network says so: a quantize layer
 (add_quantize) followed by a dequantize layer (add_dequantize) around each tensor that may run in
-low precision, in a strongly typed network (no BuilderFlag.INT8, no dynamic ranges). The rules
-followed here (TensorRT's "Explicit Quantization" guide):
+low precision, in a strongly typed network (no INT8 builder flag and no per-tensor dynamic ranges:
+TensorRT 11 removed both). The rules followed here (TensorRT's "Explicit Quantization" guide):
 
 - quantize both inputs of convolutions and matrix multiplies: activations per tensor
   (`quantize_dequantize`), weights per output channel on axis 0 (`quantized_weights`);
