@@ -23,20 +23,13 @@ from __future__ import annotations
 import argparse
 
 from .build import MODEL_HELP, add_user_model_options, resolve_cli_model
-from .parity import positive_int
+from .parity import number_type, positive_int
 
 DEFAULT_RANDOM_BATCHES = 8
 DEFAULT_RANDOM_BATCH_SIZE = 4
 
 
-def _percentile(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not 0 < value <= 100:
-        raise argparse.ArgumentTypeError(f"must be in (0, 100], got {text}")
-    return value
+_percentile = number_type(float, lambda v: 0 < v <= 100, "must be in (0, 100]")
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:

@@ -40,15 +40,25 @@ def range_type(text: str) -> tuple[float, float]:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
-def positive_float(text: str) -> float:
-    """argparse type of --scale: a finite float > 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not (value > 0 and value != float("inf")):
-        raise argparse.ArgumentTypeError(f"must be a positive finite number, got {text}")
-    return value
+def number_type(cast, accept, rule: str, expected: str = "a number"):
+    """An argparse type: `cast(text)` (else "expected <expected>, got 'text'"), then `accept(value)`
+    (else "<rule>, got <value>"). The CLI's bounded numbers (--scale, --batch, --percentile, ports)."""
+    def parse(text: str):
+        try:
+            value = cast(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}") from None
+        if not accept(value):
+            raise argparse.ArgumentTypeError(f"{rule}, got {text}")
+        return value
+
+    return parse
+
+
+#: argparse type of --scale: a finite float > 0.
+positive_float = number_type(float, lambda v: 0 < v < float("inf"), "must be a positive finite number")
+#: argparse type of --batch and other counts: an integer >= 1.
+positive_int = number_type(int, lambda v: v >= 1, "must be >= 1", "an integer")
 
 
 def tolerance(text: str) -> float:
@@ -59,17 +69,6 @@ def tolerance(text: str) -> float:
         return check_tolerance("the tolerance", text)
     except ValueError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
-
-
-def positive_int(text: str) -> int:
-    """argparse type of --batch: an integer >= 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:

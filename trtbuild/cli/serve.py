@@ -20,20 +20,13 @@ from __future__ import annotations
 import argparse
 
 from .build import add_model_command, backend_and_model
-from .parity import positive_int
+from .parity import number_type, positive_int
 
 DEFAULT_MAX_BATCH = 8
 
 
-def port(text: str) -> int:
-    """argparse type of the port options: an integer in 1..65535."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a port number, got {text!r}") from None
-    if not 1 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"a port is a number from 1 to 65535, got {value}")
-    return value
+#: argparse type of the port options: an integer in 1..65535.
+port = number_type(int, lambda v: 1 <= v <= 65535, "a port is a number from 1 to 65535", "a port number")
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
