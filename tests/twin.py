@@ -161,15 +161,20 @@ class Twin:
 
     def rtx_do(self, fn, what: str):
         """Run an RTX call while the reference accepted the same call; errors are remembered."""
+        result, errs = self.call(fn)
+        if errs:
+            self.rtx_errors.append(f"{what}: {errs[0]}")
+        return result
+
+    def call(self, fn):
+        """(fn()'s result or None, the RTX errors it logged or raised)."""
         with self.capture() as errs:
             try:
                 result = fn()
             except (RuntimeError, TypeError, ValueError, IndexError) as e:
                 errs.append(f"{type(e).__name__}: {e}")
                 result = None
-        if errs:
-            self.rtx_errors.append(f"{what}: {errs[0]}")
-        return result
+        return result, errs
 
     def shape_errors(self, tensors) -> list[str]:
         """Why RTX cannot give the shape or dtype of these tensors (empty: it can)."""
@@ -203,12 +208,7 @@ class Twin:
         """The reference raised `error` for `what`: RTX must reject it too. `rtx_fn` performs the
         same operation on RTX; `tensors_of(result)` lists the RTX tensors it affects."""
         self.ref_rejected = True
-        with self.capture() as errs:
-            try:
-                result = rtx_fn()
-            except (RuntimeError, TypeError, ValueError, IndexError) as e:
-                errs.append(f"{type(e).__name__}: {e}")
-                result = None
+        result, errs = self.call(rtx_fn)
         if not errs and result is None and what.startswith("add_"):
             errs.append("add_* returned None")
         if not errs:
