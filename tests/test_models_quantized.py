@@ -214,7 +214,7 @@ def test_keep_keeps_named_layers_out_of_quantization_with_casts(calib_file):
     for conv in kept:
         base = conv[: -len("/fp16")]
         assert not any(n.startswith(f"{base}/input_q") or n.startswith(f"{base}/weight_q") for n in layers)
-        cast = layers[f"{base}/to_fp16"]
+        cast = layers[f"{base}/keep_fp16"]
         assert cast.get_output(0).dtype == ref_trt.DataType.HALF and layers[conv].get_input(0).name == cast.name
         assert layers[base].get_output(0).dtype == ref_trt.DataType.FLOAT  # cast back to the network's type
     assert "layer4.0.add/residual_q" not in layers  # the add in layer4 is kept too
@@ -225,7 +225,7 @@ def test_keep_keeps_named_layers_out_of_quantization_with_casts(calib_file):
 def test_fp16_build_keeps_modules_in_fp32_and_passes_parity():
     quant = quant_plan("vgg16_ssd", "fp16", keep=["fp32:L2Norm,features.0"], small=True)
     layers = _network("vgg16_ssd", "fp16", quant)
-    assert layers["conv4_3_norm/to_fp32"].get_output(0).dtype == ref_trt.DataType.FLOAT
+    assert layers["conv4_3_norm/keep_fp32"].get_output(0).dtype == ref_trt.DataType.FLOAT
     assert layers["features.0/fp32"].get_input(0).dtype == ref_trt.DataType.FLOAT
     assert layers["features.2"].get_input(0).dtype == ref_trt.DataType.HALF  # the rest stays fp16
     report = check_model_parity("vgg16_ssd", ref_trt, precision="fp16", small=True, quant=quant)
@@ -408,3 +408,18 @@ def test_cli_export_onnx_int8_needs_the_calibration(tmp_path, monkeypatch, capsy
                           str(calib_file("alexnet")), "-o", "a.onnx")
     assert code == 0, err
     assert "model 'alexnet' int8, opset 17" in out and "QuantizeLinear x" in out
+
+
+@pytest.mark.parametrize("name, precision, keep", [
+    ("resnet18", "int8", ["fp16:layer4.*", "fp32:conv1"]),   # quantized, some modules kept in fp16/fp32 by casts
+    ("vgg16_ssd", "fp16", ["fp32:L2Norm,features.0"]),        # fp16, the L2Norm and the first conv kept in fp32
+])
+def test_tensorrt_rtx_builds_networks_with_kept_modules(rtx, name, precision, keep, calib_file):
+    """The casts --keep places around kept modules (and the Q/DQ around the others) are accepted by
+    TensorRT-RTX, which agrees with the reference on every tensor's shape and dtype."""
+    calib = calib_file(name) if precision == "int8" else None
+    plan = build_plan(ref_trt, _spec(name), weights=WeightMap.from_module(_torch(name)), precision=precision,
+                      small=True, quant=quant_plan(name, precision, calib, keep, small=True), progress=False,
+                      cross_check=True)
+    cross = plan.info["cross_check"]
+    assert cross["tensors_compared"] > 20 and cross["rtx_engine_bytes"] > 0

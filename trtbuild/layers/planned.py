@@ -15,7 +15,7 @@ import trtbuild.quant, which sits above the models):
   amax, the weights per output channel on axis 0 with the amax of the weights actually used
   (a conv+BN pair is folded first, so the folded weights' own amax: BN is not simulated);
 - kept in another float type (``--keep fp32:...`` / ``fp16:...``): the input cast to that type
-  (layer ``name/to_fp32``), the layer built in it (``name/fp32``), the output cast back to the
+  (layer ``name/keep_fp32``), the layer built in it (``name/fp32``), the output cast back to the
   network's type (``name``); strongly typed, no precision flags;
 - otherwise plain, in the network's type (what the builders do without a plan).
 
@@ -48,7 +48,7 @@ def _kept_type(network, x, precision: str):
 
 def _in_type(network, x, dtype, precision: str, name: str, build):
     """`build(x cast to dtype, layer name)` with its result cast back to `x`'s type, named `name`."""
-    xc = out(network.add_cast(x, dtype), f"{name}/to_{precision}")
+    xc = out(network.add_cast(x, dtype), f"{name}/keep_{precision}")
     y = build(xc, f"{name}/{precision}")
     return out(network.add_cast(y, x.dtype), name)
 

@@ -137,7 +137,7 @@ class ILayer:
 
     @name.setter
     def name(self, value: str) -> None:
-        self._name = str(value)
+        self._network._rename_layer(self, str(value))
 
     @property
     def type(self) -> LayerType:

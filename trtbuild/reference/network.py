@@ -3,7 +3,7 @@ names and defaults, and the checks TensorRT applies when a layer is added."""
 
 from __future__ import annotations
 
-from .core import Dims, ITensor, NetworkError
+from .core import Dims, ILogger, ITensor, NetworkError
 from .enums import (ActivationType, DataType, LayerType, MatrixOperation, NetworkDefinitionCreationFlag, PaddingMode,
                     SampleMode)
 from . import layers as L
@@ -58,7 +58,30 @@ class INetworkDefinition(NetworkDebugMarks):
     def _rename_tensor(self, tensor: ITensor, name: str) -> None:
         if not name:
             raise NetworkError(f"tensor '{tensor._name}': a tensor name cannot be empty")
+        if name != tensor._name and any(t._name == name for t in self._tensors_named()):
+            return self._refuse_rename("ITensor", "tensor", tensor._name, name)
         tensor._name = name
+
+    def _rename_layer(self, layer, name: str) -> None:
+        if name != layer._name and any(other._name == name for other in self._layers):
+            return self._refuse_rename("ILayer", "layer", layer._name, name)
+        layer._name = name
+
+    def _refuse_rename(self, cls: str, kind: str, old: str, new: str) -> None:
+        """A name already in use: TensorRT (and TensorRT-RTX) log an API usage error and keep the old
+        name; so does the reference, through its builder's logger (an error without one)."""
+        message = (f"{cls}::setName: Error Code 3: API Usage Error (Failed attempt to rename a {kind} from {old} "
+                   f"to {new} as the new name is already in use.)")
+        logger = getattr(self._builder, "logger", None)
+        if logger is None:
+            raise NetworkError(message)
+        logger.log(ILogger.ERROR, message)
+
+    def _tensors_named(self):
+        """Every tensor of the network: its inputs and every layer's outputs."""
+        yield from self._inputs
+        for layer in self._layers:
+            yield from layer._outputs
 
     def _own(self, tensor, what: str) -> ITensor:
         if not isinstance(tensor, ITensor):
