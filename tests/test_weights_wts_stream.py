@@ -22,6 +22,16 @@ def small_blocks(monkeypatch):
     monkeypatch.setattr(wts_stream, "DECODE_WORDS", 3)
 
 
+@pytest.fixture
+def no_fallback(monkeypatch):
+    """The streaming decoder itself must read the file: a fallback to parse_wts (which would give the
+    same tensors, so the comparison could not fail) is an error here."""
+    def fallback(*args, **kwargs):
+        raise AssertionError("read_wts fell back to parse_wts for a canonical file")
+
+    monkeypatch.setattr(wts_stream, "parse_wts", fallback)
+
+
 CANONICAL = [
     b"3\nconv1.weight 5 3f800000 c0000000 3f000000 80000000 3dcccccd\nempty 0\nb 2 7f800001 ffbadbad\n",
     b"2\na 2  3f800000 40400000\nb 1  00000001\n",  # gen_wts.py: two spaces after the count
@@ -31,7 +41,7 @@ CANONICAL = [
 
 
 @pytest.mark.parametrize("data", CANONICAL)
-def test_stream_reader_gives_parse_wts_tensors_bit_exactly(tmp_path, small_blocks, data):
+def test_stream_reader_gives_parse_wts_tensors_bit_exactly(tmp_path, small_blocks, no_fallback, data):
     got = wts_stream.read_wts(write_file(tmp_path / "w.wts", data))
     expected = parse_wts(data)
     assert list(got) == list(expected)
@@ -40,8 +50,10 @@ def test_stream_reader_gives_parse_wts_tensors_bit_exactly(tmp_path, small_block
         np.testing.assert_array_equal(got[name].view(np.uint32), expected[name].view(np.uint32))
 
 
-def test_stream_reader_decodes_a_hand_written_file(tmp_path, small_blocks):
-    got = wts_stream.read_wts(write_file(tmp_path / "w.wts", b"2\nx 4 3f800000 c0000000 80000000 7f7fffff\ny 0\n"))
+@pytest.mark.parametrize("end", [b"\n", b""], ids=["newline", "no-final-newline"])
+def test_stream_reader_decodes_a_hand_written_file(tmp_path, small_blocks, no_fallback, end):
+    """Ends with an empty tensor (as trtbuild writes one): still the fast path, not the whole file read at once."""
+    got = wts_stream.read_wts(write_file(tmp_path / "w.wts", b"2\nx 4 3f800000 c0000000 80000000 7f7fffff\ny 0" + end))
     np.testing.assert_array_equal(got["x"].view(np.uint32), [0x3F800000, 0xC0000000, 0x80000000, 0x7F7FFFFF])
     assert got["y"].shape == (0,)
 

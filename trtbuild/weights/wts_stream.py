@@ -83,7 +83,9 @@ def _read_line(blocks: _Blocks, source: str) -> tuple[str, np.ndarray]:
     """Decode one canonical tensor line at ``blocks.pos`` (and its newline, or the end of the file)."""
     available = blocks.need(4096)
     head = _HEAD.match(blocks.buf, blocks.pos, blocks.pos + available)
-    if head is None or head.end() >= blocks.pos + available - 1:
+    # the count might go on past the buffer, or its values are missing; at the end of the file (fewer
+    # than 4096 bytes left) an empty tensor's line ("name 0", "\n" or nothing after it) is complete
+    if head is None or (head.end() >= blocks.pos + available - 1 and (available == 4096 or int(head.group(2)))):
         raise _NotCanonical
     try:
         name = _decode_name(head.group(1), 0, source)
