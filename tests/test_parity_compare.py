@@ -98,7 +98,7 @@ def test_shape_mismatch_and_missing_output():
     assert "missing from the actual outputs" in report.outputs[1].note
     with pytest.raises(ValueError, match="no expected"):
         compare({"a": np.zeros(2)}, {"a": np.zeros(2)}, names=["zzz"])
-    with pytest.raises(ValueError, match="must be a finite number >= 0"):
+    with pytest.raises(ValueError, match=r"^atol must be a finite number >= 0, got -1\.0$"):
         compare({}, {}, atol=-1)
 
 

@@ -5,6 +5,7 @@ renamed outputs taken from the engine's sidecar."""
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -57,10 +58,13 @@ def test_a_nonfinite_layer_tensor_fails_its_layerwise_row():
     assert not rows[0].passed and rows[0].nonfinite_actual == 1
 
 
-@pytest.mark.parametrize("atol, rtol", [(math.nan, 1e-3), (1e-4, math.inf), (-1.0, 1e-3), (1e-4, -0.5)])
-def test_nonfinite_or_negative_tolerances_are_refused(atol, rtol):
+@pytest.mark.parametrize("atol, rtol, message", [(math.nan, 1e-3, "atol must be a finite number >= 0, got nan"),
+                                                  (1e-4, math.inf, "rtol must be a finite number >= 0, got inf"),
+                                                  (-1.0, 1e-3, "atol must be a finite number >= 0, got -1.0"),
+                                                  (1e-4, -0.5, "rtol must be a finite number >= 0, got -0.5")])
+def test_nonfinite_or_negative_tolerances_are_refused(atol, rtol, message):
     x = {"y": torch.ones(2)}
-    with pytest.raises(ValueError, match="must be a finite number >= 0"):
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):  # the tolerance named, and its value
         compare(x, x, atol, rtol)
 
 
