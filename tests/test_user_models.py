@@ -132,10 +132,42 @@ def test_importable_module_reference(cwd, capsys, monkeypatch):
     monkeypatch.delitem(sys.modules, "userpkg")
 
 
+TWO_OUTPUTS_PART = '''
+
+class Two(Small):
+    def forward(self, x):  # (scores, pooled): the order --output gives
+        pooled = self.pool(self.relu(self.conv1(x)))
+        return self.fc(torch.flatten(pooled, 1)), pooled
+
+
+def make_two():
+    return Two()
+
+
+def two_outputs(network, weights, x):  # returns pooled first
+    y = conv(network, x, weights.get("conv1.weight", (4, 3, 3, 3)), weights.get("conv1.bias"), "conv1", padding=1)
+    pooled = global_avg_pool(network, relu(network, y, "relu"), "pool")
+    return {"pooled": pooled, "scores": linear(network, pooled, *read_linear(weights, "fc"), "fc")}
+'''
+
+
 def test_output_option_orders_and_checks_outputs(cwd, capsys):
-    write(cwd / "net.py", TORCH_PART + NETWORK_PART)
+    write(cwd / "net.py", TORCH_PART + NETWORK_PART + TWO_OUTPUTS_PART)
     code, _, err = run(capsys, ["build", "net.py:small_net", *FUNC, "--output", "nope", "--no-progress", *REF])
     assert code == 1 and "build_network returned no tensor for outputs ['nope']" in err
+    two = ["--input", "input:1x3x8x8", "--torch", "net.py:make_two"]
+    # the function returns {pooled, scores}, the torch forward (scores, pooled): --output gives the order
+    code, out, err = run(capsys, ["parity", "net.py:two_outputs", *two, "--output", "scores", "--output", "pooled",
+                                  *REF])
+    assert code == 0 and "result: PASS" in out, out + err
+    assert out.index("scores  1x5") < out.index("pooled  1x4x1x1")
+    code, out, _ = run(capsys, ["build", "net.py:two_outputs", *two, "--output", "scores", "--output", "pooled",
+                                "--no-progress", *REF])
+    side = json.loads((cwd / "engines" / "two_outputs-fp32.engine.json").read_text())
+    assert code == 0 and [t["name"] for t in side["outputs"]] == ["scores", "pooled"]
+    # without --output, the function's order is taken: pooled is compared with the torch scores
+    code, out, _ = run(capsys, ["parity", "net.py:two_outputs", *two, *REF])
+    assert code == 1 and "result: FAIL" in out and "shape mismatch" in out
 
 
 @pytest.mark.parametrize("setup, argv, message", [
