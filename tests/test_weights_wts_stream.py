@@ -58,6 +58,26 @@ def test_stream_reader_decodes_a_hand_written_file(tmp_path, small_blocks, no_fa
     assert got["y"].shape == (0,)
 
 
+def test_files_the_writer_wrote_take_the_fast_path_whatever_the_block_sizes(tmp_path, monkeypatch, no_fallback):
+    """Random tensors (empty ones too, last or not; with and without the final newline) written by
+    write_wts, read with random tiny blocks: the stream decoder reads every one, bit for bit."""
+    import io
+
+    rng = np.random.default_rng(0)
+    for trial in range(200):
+        monkeypatch.setattr(wts_stream, "READ_BLOCK", int(rng.integers(1, 50)))
+        monkeypatch.setattr(wts_stream, "DECODE_WORDS", int(rng.integers(1, 6)))
+        tensors = {f"t{i}": rng.standard_normal(int(rng.integers(0, 12))).astype(np.float32)
+                   for i in range(int(rng.integers(1, 5)))}
+        stream = io.BytesIO()
+        write_wts(stream, tensors)
+        data = stream.getvalue()[:-1] if trial % 3 == 0 else stream.getvalue()
+        got = wts_stream.read_wts(write_file(tmp_path / "w.wts", data))
+        assert list(got) == list(tensors), trial
+        for name, values in tensors.items():
+            np.testing.assert_array_equal(got[name].view(np.uint32), values.view(np.uint32))
+
+
 BAD = [
     b"2\na 1 3f800000\n",  # truncated: fewer lines than the header
     b"1\na 1 3f800000\nb 1 3f800000\n",  # more lines than the header
