@@ -166,9 +166,16 @@ def test_bad_request_fails_alone(served):
     try:
         arg = tritonclient.http.InferInput("input", [1, 3, 32, 32], "FP32")  # the engine takes 64x64
         arg.set_data_from_numpy(np.zeros((1, 3, 32, 32), np.float32))
-        with pytest.raises(InferenceServerException, match="input"):
+        # refused by Triton against config.pbtxt's dims, before the model runs, naming the input and the shapes
+        with pytest.raises(InferenceServerException, match=r"unexpected shape for input 'input' for model 'resnet18'\. "
+                                                           r"Expected \[-1,3,64,64\], got \[1,3,32,32\]"):
             client.infer("resnet18", [arg])
         assert client.is_server_ready()
+        good = tritonclient.http.InferInput("input", [1, 3, 64, 64], "FP32")  # the next request is served
+        x = np.random.default_rng(3).random((1, 3, 64, 64), dtype=np.float32)
+        good.set_data_from_numpy(x)
+        answer = client.infer("resnet18", [good]).as_numpy("logits")
+        assert torch.equal(torch.from_numpy(answer), served["direct"]["resnet18"](torch.from_numpy(x))["logits"])
     finally:
         client.close()
 
