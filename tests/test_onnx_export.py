@@ -58,14 +58,21 @@ def test_default_names_and_duplicates_are_made_unique():
     def define(net, dt):
         x = net.add_input("x", dt, (2, 3))
         a = net.add_unary(x, trt.UnaryOperation.ABS).get_output(0)
+        # renaming to a name in use is refused (logged), as TensorRT refuses it; but a name no tensor has yet
+        # is accepted, and the next layer's default output name repeats it: a real duplicate
+        a.name = "(Unnamed Layer* 1) [Unary]_output"
         b = net.add_unary(a, trt.UnaryOperation.NEG).get_output(0)
-        a.name = b.name = "same"  # the second rename is refused (logged), as TensorRT refuses it
+        assert a.name == b.name == "(Unnamed Layer* 1) [Unary]_output"
         return {"y": net.add_elementwise(a, b, trt.ElementWiseOperation.SUM).get_output(0)}
     net = build(define, F32)
     model, ref, got = export_and_run(net)
     np.testing.assert_allclose(got["y"], ref["y"], rtol=0, atol=0)
+    nodes = {n.op_type: n for n in model.graph.node}
+    a, b = "(Unnamed Layer* 1) [Unary]_output", "(Unnamed Layer* 1) [Unary]_output__1"
+    assert list(nodes["Abs"].output) == [a] and list(nodes["Neg"].input) == [a] and list(nodes["Neg"].output) == [b]
+    assert list(nodes["Add"].input) == [a, b]
     outs = [o for n in model.graph.node for o in n.output]
-    assert "same" in outs and "(Unnamed Layer* 1) [Unary]_output" in outs and len(set(outs)) == len(outs)
+    assert len(set(outs)) == len(outs)
 
 
 def test_unused_layers_are_pruned_and_all_outputs_adds_every_layer():

@@ -10,6 +10,7 @@ differences (a definition that behaves differently on TensorRT-RTX).
 from __future__ import annotations
 
 import functools
+import re
 
 import pytest
 
@@ -163,16 +164,35 @@ def test_a_definition_error_on_one_side_is_a_cross_check_error(rtx):
 
 
 def test_duplicate_names_are_not_compared_by_name(rtx):
-    def define(network, x):  # TensorRT-RTX and the reference refuse the second name "t" (log an error)
+    """Renaming a tensor to a name in use is refused on both sides (TensorRT's API usage error), but a name
+    no tensor has yet is accepted, and the next layer's automatic output name repeats it. TensorRT-RTX then
+    suffixes the automatic name ('..._output_1'); the reference keeps the duplicate, which the cross-check
+    reports rather than pairing tensors by an ambiguous name."""
+    automatic = "(Unnamed Layer* 1) [Pooling]_output"  # the output name the second pooling layer gets
+
+    def define(network, x):
+        trt = trt_of(network)
+        a = network.add_pooling_nd(x, trt.PoolingType.MAX, (2, 2)).get_output(0)
+        a.name = automatic
+        b = network.add_pooling_nd(a, trt.PoolingType.MAX, (2, 2)).get_output(0)
+        assert b.name == (f"{automatic}_1" if is_rtx(trt) else automatic)
+        return {"y": _pool(network, b, (1, 1), "y")}
+
+    with pytest.raises(CrossCheckError, match=re.escape(
+            f"tensor name '{automatic}' is used by more than one tensor on the reference, so the networks cannot "
+            "be compared by name")):
+        build_plan(reference, define, input_shape=(1, 2, 8, 8), progress=False, cross_check=True)
+    # renaming to a name in use: both refuse it (the asked backend's error, quoting TensorRT's message)
+
+    def renamed(network, x):
         a, b = _pool(network, x, (2, 2), "p1"), None
-        b = _pool(network, a, (3, 3) if is_rtx(trt_of(network)) else (2, 2), "p2")
+        b = _pool(network, a, (2, 2), "p2")
         a.name = "t"
         b.name = "t"
         return {"y": _pool(network, b, (1, 1), "y")}
 
-    # both reject it (once the reference only, a one-sided CrossCheckError): the asked backend's error
     with pytest.raises(BuildError, match="rename a tensor from p2 to t as the new name is already in use"):
-        build_plan(reference, define, input_shape=(1, 2, 8, 8), progress=False, cross_check=True)
+        build_plan(reference, renamed, input_shape=(1, 2, 8, 8), progress=False, cross_check=True)
 
 
 def test_a_failed_cross_check_writes_no_timing_cache(rtx, tmp_path):
