@@ -108,7 +108,22 @@ def test_the_histogram_is_numpys_histogram():
     counts, _ = np.histogram(x, bins=512, range=(0, float(x.max())))
     assert h.counts.sum() == counts.sum()
     assert np.abs(h.counts - counts).sum() <= 4  # float32 vs float64 bin boundaries at most
-    assert amax_mse(counts.astype(np.float64), h.edges) > 0
+
+
+def test_mse_on_a_histogram_is_the_bin_centre_a_plain_loop_finds():
+    """amax_mse searches in chunks; this loop tries every candidate centre (bin 128 on) one by one."""
+    gen = np.random.default_rng(2)
+    x = np.abs(gen.standard_normal(10_000)).astype(np.float32)
+    counts, edges = np.histogram(x, bins=512, range=(0, float(x.max())))
+    centres = (edges[1:] + edges[:-1]) / 2
+    errors = {}
+    for i in range(128, 512):
+        scale = centres[i] / 127
+        q = np.clip(np.round(centres / scale), -128, 127) * scale
+        errors[i] = float((counts * (q - centres) ** 2).sum())
+    best = min(errors, key=errors.get)
+    assert 256 < best < 511  # in the second chunk of 256 candidates, and not the last bin (max)
+    assert amax_mse(counts.astype(np.float64), edges) == centres[best]
 
 
 def test_percentile_mse_entropy_clip_below_max_on_outliers_and_max_does_not():
