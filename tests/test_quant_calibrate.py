@@ -305,9 +305,11 @@ def test_cli_folder_of_npy_and_pt(tmp_path, capsys):
         digest.update(s.numpy().tobytes())
     assert d["data"]["sha256"] == digest.hexdigest()
     assert d["method"] == {"name": "percentile", "percentile": 99.99, "num_bins": 2048}
-    everything = torch.cat([samples[0], samples[1][None]]).abs()
-    assert d["activations"]["conv1.input"] <= float(everything.max()) + 1e-6
-    assert d["activations"]["conv1.input"] >= float(everything.flatten().kthvalue(int(0.999 * everything.numel())).values)
+    # the 99.99th percentile of |x| over both files, to within one bin (max |x| of the first batch / 2048)
+    everything = torch.cat([samples[0], samples[1][None]]).abs().numpy()
+    expected = float(np.percentile(everything, 99.99))
+    width = float(everything[:2].max()) / 2048
+    assert expected - 1e-6 <= d["activations"]["conv1.input"] <= expected + width + 1e-6
     load_calibration(out, registry.get("resnet18"), small=True)
     assert "wrote" in capsys.readouterr().out
 
