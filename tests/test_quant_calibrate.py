@@ -268,9 +268,9 @@ def test_the_file_is_refused_for_a_network_of_other_tensors(tmp_path):
 @pytest.mark.parametrize("edit, message", [
     (lambda d: d.update(fingerprint="0" * 64), "fingerprint"),
     (lambda d: d["shapes"]["weights"].update({"conv1.weight": [9, 3, 7, 7]}), "fingerprint"),
-    (lambda d: d["activations"].update({"conv1.input": float("nan")}), r"amax nan"),
-    (lambda d: d["activations"].update({"fc.input": 0.0}), r"amax 0.0"),
-    (lambda d: d["weights"]["fc.weight"].__setitem__(0, -1.0), r"amax -1.0"),
+    (lambda d: d["activations"].update({"conv1.input": float("nan")}), r"gives tensor conv1\.input the amax nan"),
+    (lambda d: d["activations"].update({"fc.input": 0.0}), r"gives tensor fc\.input the amax 0\.0"),
+    (lambda d: d["weights"]["fc.weight"].__setitem__(0, -1.0), r"gives weight fc\.weight the amax -1\.0"),
     (lambda d: d.update(format_version=2), r"format version 2"),
     (lambda d: d.pop("format"), "not a trtbuild calibration file"),
     (lambda d: d["activations"].pop("conv1.input"), "no amax for conv1.input"),
