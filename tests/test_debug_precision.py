@@ -139,7 +139,8 @@ def test_cli_errors_and_output_guard(tmp_path, capsys):
     net.write_text(Path(NET).read_text())
     before = net.read_bytes()
     code, out, err = _cli(capsys, f"{net}:EARLY", "--precision", "fp16", "--json", str(net))
-    assert code == 1 and "--json" in err and net.read_bytes() == before and "trial" not in out
+    assert code == 1 and net.read_bytes() == before and "trial" not in out
+    assert f"--json {net} is the same file as the model file {net} (of {net}:EARLY)" in err, err
     code, out, err = _cli(capsys, f"{NET}:WRONG", "--precision", "fp16", "--json", str(tmp_path / "w.json"))
     assert code == 1 and err.startswith("trtbuild: error: even with all 7 candidate modules kept in fp32")
     assert not (tmp_path / "w.json").exists()
