@@ -39,6 +39,22 @@ def test_debug_tensor_path_equals_extra_output_path(resnet_reports, via):
     assert f"layer tensors read through: {via}" in debug.to_table()
 
 
+@pytest.mark.parametrize("via", ["debug tensors", "unfused debug tensors"])
+def test_check_model_parity_checks_an_engine_with_only_the_models_outputs(monkeypatch, via):
+    """The engine a layerwise check_model_parity runs has the model's outputs only: the layer
+    tensors reach the report through the debug listener, not as extra engine outputs."""
+    import trtbuild.parity.check as check
+
+    engines = []
+    real = check.check_parity
+    monkeypatch.setattr(check, "check_parity", lambda engine, *a, **k: engines.append(engine) or real(engine, *a, **k))
+    report = check_model_parity("resnet18", trt, small=True, layerwise=True, layerwise_via=via)
+    assert report.passed and report.meta["layerwise_via"] == via and len(report.layers) > 20
+    (engine,) = engines
+    assert engine.output_names == list(registry.get("resnet18").output_names)
+    assert engine.sidecar["extra_outputs"] == {} and engine._engine.num_io_tensors == 2  # input, logits
+
+
 def test_layerwise_engine_is_the_deployable_one_plus_debug_marks():
     spec = registry.get("resnet18")
     wm = WeightMap.from_module(registry.get_torch_model("resnet18", seed=0, small=True))
