@@ -232,6 +232,27 @@ def test_tensor_never_reported_is_listed_as_fused_away(monkeypatch):
         in report.to_table()
 
 
+def test_a_debug_tensor_that_cannot_be_copied_fails_the_check_naming_it(monkeypatch):
+    """An exception in the listener (which TensorRT would swallow) is raised after the run, naming
+    the tensor, rather than leaving the tensor uncompared like one fused away."""
+    net = TinyNet(seed=4)
+    plan = build_plan(trt, tiny_define(net), input_shape=TINY_SHAPE, progress=False,
+                      debug_tensors=list(TINY_LAYER_MAP))
+    engine = Engine(plan, trt)
+
+    def failing(addr, location, type, shape):  # noqa: A002
+        raise RuntimeError("no such memory")
+
+    monkeypatch.setattr(dt, "tensor_at", failing)
+    with pytest.raises(ValueError, match=r"debug tensor 'conv1' \(FLOAT \(1, 4, 8, 8\)\): RuntimeError: no such "
+                                         r"memory; debug tensor 'relu1' "):
+        check_parity(engine, net, make_inputs({"input": TINY_SHAPE}, seed=1), output_names=["y"],
+                     layer_map=TINY_LAYER_MAP, meta={"precision": "fp32"})
+    assert not any(engine.context.get_debug_state(n) for n in TINY_LAYER_MAP)  # the states are off again
+    with pytest.raises(ValueError, match=r"has no debug tensors named \['input'\]"):
+        dt.run_with_debug_tensors(engine, make_inputs({"input": TINY_SHAPE}, seed=1), ["conv1", "input"])
+
+
 def test_bad_layerwise_via_and_unmarked_layer_tensors_are_refused():
     with pytest.raises(ValueError, match="layerwise_via 'debug' is not one of 'debug tensors', 'unfused debug tensors', 'outputs'"):
         check_model_parity("resnet18", trt, small=True, layerwise=True, layerwise_via="debug")
