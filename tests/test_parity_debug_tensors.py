@@ -161,6 +161,33 @@ def test_listener_gets_each_debug_tensor_once_per_execution_in_tensorrt_order():
         torch.testing.assert_close(value.cpu(), relu if name == "relu" else -relu, rtol=0, atol=0)
 
 
+def test_a_debug_tensor_no_output_needs_is_kept_and_reported():
+    """x -> relu -> y, and a side branch x -> neg marked as a debug tensor: the build keeps the
+    branch (as TensorRT-RTX does, whose engine grows by it) and the listener gets -x."""
+    logger = trt.Logger()
+    builder = trt.Builder(logger)
+    network = builder.create_network(1 << int(trt.NetworkDefinitionCreationFlag.STRONGLY_TYPED))
+    x = network.add_input("x", trt.float32, (2, 3))
+    y = network.add_activation(x, trt.ActivationType.RELU).get_output(0)
+    y.name = "y"
+    network.mark_output(y)
+    side = network.add_unary(x, trt.UnaryOperation.NEG).get_output(0)
+    side.name = "side"
+    network.mark_debug(side)
+    engine = trt.Runtime(logger).deserialize_cuda_engine(
+        builder.build_serialized_network(network, builder.create_builder_config()))
+    assert engine.is_debug_tensor("side")
+    context = engine.create_execution_context()
+    rec = Recorder()
+    context.set_debug_listener(rec)
+    context.set_tensor_debug_state("side", True)
+    xv = torch.tensor([[-1.0, 2.0, -3.0], [4.0, -5.0, 6.0]], device=device())
+    y_out = _execute(context, xv)
+    assert [c[5] for c in rec.calls] == ["side"]
+    torch.testing.assert_close(rec.calls[0][-1].cpu(), -xv.cpu(), rtol=0, atol=0)
+    torch.testing.assert_close(y_out.cpu(), xv.relu().cpu(), rtol=0, atol=0)
+
+
 def test_debug_state_off_stops_the_calls():
     context = _engine().create_execution_context()
     rec = Recorder()
