@@ -322,6 +322,9 @@ def test_cli_folder_errors_name_the_file(tmp_path, capsys):
     assert _run("resnet18", "--small", "--data", str(data), "--out", str(out)) == 1
     err = capsys.readouterr().err
     assert "a.npy has shape 3x64x63" in err and "3x64x64" in err and not out.exists()
+    np.save(data / "a.npy", np.full((1, *SMALL_SHAPE), 200, np.uint8))  # raw pixels, not the model's float input
+    assert _run("resnet18", "--small", "--data", str(data), "--out", str(out)) == 1
+    assert "a.npy has dtype uint8, not a floating-point type" in capsys.readouterr().err and not out.exists()
     np.save(data / "a.npy", np.full((1, *SMALL_SHAPE), np.nan, np.float32))
     assert _run("resnet18", "--small", "--data", str(data), "--out", str(out)) == 1
     assert "a.npy holds NaN" in capsys.readouterr().err and not out.exists()
