@@ -88,6 +88,24 @@ def test_int8_search_finds_the_layer_whose_range_was_shrunk(shrunk_calibration):
     assert not _parity(P.PLAIN, "int8", ["fp32:conv1,conv2,conv3,conv5,conv6"], calibration=shrunk).passed
 
 
+def test_int8_search_prunes_a_window_to_the_two_layers_that_need_fp32(tmp_path, shrunk_calibration):
+    """Two ranges shrunk (conv2, conv5): the bisections give the window conv2..conv5, and pruning
+    must drop conv3 and conv4, which pass parity either way."""
+    good, _ = shrunk_calibration
+    data = json.loads(Path(good).read_text())
+    for key in ("conv2.input", "conv5.input"):
+        data["activations"][key] /= 10
+    two = tmp_path / "two.json"
+    two.write_text(json.dumps(data))
+    result = search_precision(P.PLAIN, ref_trt, "int8", calibration=two)
+    assert result.kept == ["conv2", "conv5"] and result.complete and result.after.passed
+    assert ("conv2", "conv3", "conv4", "conv5") in [t.kept for t in result.trials]  # the window bisection found
+    # independent parity runs: both kept passes, either alone fails
+    assert _parity(P.PLAIN, "int8", ["fp32:conv2,conv5"], calibration=two).passed
+    assert not _parity(P.PLAIN, "int8", ["fp32:conv2"], calibration=two).passed
+    assert not _parity(P.PLAIN, "int8", ["fp32:conv5"], calibration=two).passed
+
+
 def test_bad_options_are_refused():
     with pytest.raises(PrecisionSearchError, match="--max-builds 1: the search needs at least 2 builds"):
         search_precision(P.EARLY, ref_trt, "fp16", max_builds=1)
@@ -139,7 +157,8 @@ def test_cli_errors_and_output_guard(tmp_path, capsys):
     net.write_text(Path(NET).read_text())
     before = net.read_bytes()
     code, out, err = _cli(capsys, f"{net}:EARLY", "--precision", "fp16", "--json", str(net))
-    assert code == 1 and "--json" in err and net.read_bytes() == before and "trial" not in out
+    assert code == 1 and net.read_bytes() == before and "trial" not in out
+    assert f"--json {net} is the same file as the model file {net} (of {net}:EARLY)" in err, err
     code, out, err = _cli(capsys, f"{NET}:WRONG", "--precision", "fp16", "--json", str(tmp_path / "w.json"))
     assert code == 1 and err.startswith("trtbuild: error: even with all 7 candidate modules kept in fp32")
     assert not (tmp_path / "w.json").exists()

@@ -75,9 +75,12 @@ def test_qadd_quantizes_the_residual_only():
     net = RefNet()
     a, r = net.input("a", (1, 4)), net.input("r", (1, 4))
     y = qadd(net.network, a, r, "add1", 1.0)
-    av, rv = torch.tensor([[0.013, 2.0, -5.0, 0.5]]), torch.tensor([[0.013, 2.0, -5.0, 0.5]])
+    # a and r differ, and each has values int8 with amax 1 changes (0.013, 0.3: off the grid; 2.0, -5.0:
+    # saturated), so quantizing a instead of r, or both, gives other sums
+    av, rv = torch.tensor([[0.013, 2.0, -5.0, 0.3]]), torch.tensor([[0.3, -0.013, 0.5, 2.0]])
     got = net.run({"a": av, "r": rv}, y=y)["y"]
-    torch.testing.assert_close(got, av + _int8_tensor(rv, 1.0))
+    torch.testing.assert_close(got, av + _int8_tensor(rv, 1.0), atol=1e-7, rtol=0)
+    assert (_int8_tensor(av, 1.0) + rv - got).abs().max() > 1e-2  # not the other operand quantized
 
 
 def test_layers_are_named_and_the_last_layer_has_no_qdq():

@@ -197,7 +197,10 @@ def test_int8_resnet18_follows_nvidias_placement_rules(calib_file):
         assert f"{conv}/input_q/quantize" in layers and f"{conv}/weight_q" in layers, conv
         assert layers[f"{conv}/weight_q"].axis == 0
         assert layers[conv].get_input(0).name == f"{conv}/input_q"
+        assert layers[conv].get_input(1).name == f"{conv}/weight_q"  # the kernel is the dequantized weight
     assert "fc/input_q/quantize" in layers and "fc/weight_q" in layers  # the matmul too
+    assert [layers["fc/matmul"].get_input(i).name for i in (0, 1)] == ["fc/flatten", "fc/weight_q"]
+    assert layers["fc/flatten"].get_input(0).name == "fc/input_q"  # the quantized activation, flattened
     adds = [f"layer{s}.{b}.add" for s in range(1, 5) for b in range(2)]
     for add in adds:  # the residual (identity) input quantized, so the add fuses into the conv before it
         assert layers[add].get_input(1).name == f"{add}/residual_q", add
@@ -376,7 +379,7 @@ def test_planned_helpers_quantize_a_user_network_as_a_fake_quant_pytorch_model()
 
 @pytest.mark.parametrize("precision", ["int8", "fp8"])
 def test_quantized_zoo_model_exports_to_onnx_and_onnxruntime_agrees(precision, calib_file):
-    pytest.importorskip("onnxruntime")
+    import onnxruntime  # noqa: F401  (the test extra installs it: its absence fails here, never skips)
     from trtbuild.onnx_export.reference_network import build_reference_network
     from trtbuild.onnx_export.verify import export_and_run
 

@@ -39,6 +39,22 @@ def test_debug_tensor_path_equals_extra_output_path(resnet_reports, via):
     assert f"layer tensors read through: {via}" in debug.to_table()
 
 
+@pytest.mark.parametrize("via", ["debug tensors", "unfused debug tensors"])
+def test_check_model_parity_checks_an_engine_with_only_the_models_outputs(monkeypatch, via):
+    """The engine a layerwise check_model_parity runs has the model's outputs only: the layer
+    tensors reach the report through the debug listener, not as extra engine outputs."""
+    import trtbuild.parity.check as check
+
+    engines = []
+    real = check.check_parity
+    monkeypatch.setattr(check, "check_parity", lambda engine, *a, **k: engines.append(engine) or real(engine, *a, **k))
+    report = check_model_parity("resnet18", trt, small=True, layerwise=True, layerwise_via=via)
+    assert report.passed and report.meta["layerwise_via"] == via and len(report.layers) > 20
+    (engine,) = engines
+    assert engine.output_names == list(registry.get("resnet18").output_names)
+    assert engine.sidecar["extra_outputs"] == {} and engine._engine.num_io_tensors == 2  # input, logits
+
+
 def test_layerwise_engine_is_the_deployable_one_plus_debug_marks():
     spec = registry.get("resnet18")
     wm = WeightMap.from_module(registry.get_torch_model("resnet18", seed=0, small=True))
@@ -145,6 +161,33 @@ def test_listener_gets_each_debug_tensor_once_per_execution_in_tensorrt_order():
         torch.testing.assert_close(value.cpu(), relu if name == "relu" else -relu, rtol=0, atol=0)
 
 
+def test_a_debug_tensor_no_output_needs_is_kept_and_reported():
+    """x -> relu -> y, and a side branch x -> neg marked as a debug tensor: the build keeps the
+    branch (as TensorRT-RTX does, whose engine grows by it) and the listener gets -x."""
+    logger = trt.Logger()
+    builder = trt.Builder(logger)
+    network = builder.create_network(1 << int(trt.NetworkDefinitionCreationFlag.STRONGLY_TYPED))
+    x = network.add_input("x", trt.float32, (2, 3))
+    y = network.add_activation(x, trt.ActivationType.RELU).get_output(0)
+    y.name = "y"
+    network.mark_output(y)
+    side = network.add_unary(x, trt.UnaryOperation.NEG).get_output(0)
+    side.name = "side"
+    network.mark_debug(side)
+    engine = trt.Runtime(logger).deserialize_cuda_engine(
+        builder.build_serialized_network(network, builder.create_builder_config()))
+    assert engine.is_debug_tensor("side")
+    context = engine.create_execution_context()
+    rec = Recorder()
+    context.set_debug_listener(rec)
+    context.set_tensor_debug_state("side", True)
+    xv = torch.tensor([[-1.0, 2.0, -3.0], [4.0, -5.0, 6.0]], device=device())
+    y_out = _execute(context, xv)
+    assert [c[5] for c in rec.calls] == ["side"]
+    torch.testing.assert_close(rec.calls[0][-1].cpu(), -xv.cpu(), rtol=0, atol=0)
+    torch.testing.assert_close(y_out.cpu(), xv.relu().cpu(), rtol=0, atol=0)
+
+
 def test_debug_state_off_stops_the_calls():
     context = _engine().create_execution_context()
     rec = Recorder()
@@ -214,6 +257,27 @@ def test_tensor_never_reported_is_listed_as_fused_away(monkeypatch):
     assert report.first_jump is None and report.first_failure is None
     assert "fused away (1, marked as debug tensors but never reported by the engine; not compared): relu1" \
         in report.to_table()
+
+
+def test_a_debug_tensor_that_cannot_be_copied_fails_the_check_naming_it(monkeypatch):
+    """An exception in the listener (which TensorRT would swallow) is raised after the run, naming
+    the tensor, rather than leaving the tensor uncompared like one fused away."""
+    net = TinyNet(seed=4)
+    plan = build_plan(trt, tiny_define(net), input_shape=TINY_SHAPE, progress=False,
+                      debug_tensors=list(TINY_LAYER_MAP))
+    engine = Engine(plan, trt)
+
+    def failing(addr, location, type, shape):  # noqa: A002
+        raise RuntimeError("no such memory")
+
+    monkeypatch.setattr(dt, "tensor_at", failing)
+    with pytest.raises(ValueError, match=r"debug tensor 'conv1' \(FLOAT \(1, 4, 8, 8\)\): RuntimeError: no such "
+                                         r"memory; debug tensor 'relu1' "):
+        check_parity(engine, net, make_inputs({"input": TINY_SHAPE}, seed=1), output_names=["y"],
+                     layer_map=TINY_LAYER_MAP, meta={"precision": "fp32"})
+    assert not any(engine.context.get_debug_state(n) for n in TINY_LAYER_MAP)  # the states are off again
+    with pytest.raises(ValueError, match=r"has no debug tensors named \['input'\]"):
+        dt.run_with_debug_tensors(engine, make_inputs({"input": TINY_SHAPE}, seed=1), ["conv1", "input"])
 
 
 def test_bad_layerwise_via_and_unmarked_layer_tensors_are_refused():

@@ -12,12 +12,9 @@ The model is trained once per module (a few seconds).
 from __future__ import annotations
 
 import pytest
+import sklearn  # noqa: F401  (the test extra installs scikit-learn: its absence fails here, never skips)
 import torch
-
-pytest.importorskip("sklearn")
-
-from digits_model import (TOLERANCE_POINTS, calibrate_model, engine_logits, load_split, mean_cosine,  # noqa: E402
-                          top1, train)
+from digits_model import TOLERANCE_POINTS, calibrate_model, engine_logits, load_split, mean_cosine, top1, train
 
 
 @pytest.fixture(scope="module")

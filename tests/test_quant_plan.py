@@ -83,9 +83,9 @@ def test_refusals():
         QuantPlan.build(None, "int8")
     with pytest.raises(ValueError, match="made for fp8, not --precision int8"):
         QuantPlan.build(_calibration("fp8"), "int8")
-    with pytest.raises(ValueError, match="keeps nothing in a fp16 build"):
-        QuantPlan.build(None, "fp16", parse_keep(["fp16:fc"]), modules=MODULES)
-    with pytest.raises(ValueError, match="not a Conv/Linear"):
+    with pytest.raises(ValueError, match=r"--keep fp16:fc keeps nothing in a fp16 build"):  # not the fp32 entry
+        QuantPlan.build(None, "fp16", parse_keep(["fp32:conv4_3_norm", "fp16:fc"]), modules=MODULES)
+    with pytest.raises(ValueError, match=r"module bn1 is not a Conv/Linear of the calibrated model 'toy'"):
         QuantPlan.build(_calibration(), "int8").layer("bn1")
 
 

@@ -101,3 +101,30 @@ def test_layer_map_of_the_tiny_net_marks_layer_tensors_only():
                       debug_tensors=list(TINY_LAYER_MAP))
     assert [o["name"] for o in plan.info["outputs"]] == ["y"]
     assert list(plan.info["debug_tensors"]) == ["conv1", "relu1", "conv2"]  # network order
+
+
+def test_unmark_undoes_mark_as_on_tensorrt_rtx(rtx):
+    """unmark_debug / unmark_unfused_tensors_as_debug_tensors on both backends: the mark is gone from
+    is_debug_tensor, and the reference's plan is byte for byte the plan of the unmarked network."""
+    from trtbuild.engine.build import new_network
+
+    seen = {}
+    for trt in (reference, rtx):
+        builder, network, _ = new_network(trt)
+        x = network.add_input("x", trt.float32, (1, 3))
+        relu = network.add_activation(x, trt.ActivationType.RELU).get_output(0)
+        y = network.add_unary(relu, trt.UnaryOperation.NEG).get_output(0)
+        network.mark_output(y)
+        steps = [network.is_debug_tensor(relu)]
+        steps += [network.mark_debug(relu), network.is_debug_tensor(relu)]
+        steps += [network.unmark_debug(relu), network.is_debug_tensor(relu)]
+        steps += [network.mark_unfused_tensors_as_debug_tensors(), network.unmark_unfused_tensors_as_debug_tensors()]
+        seen[trt.__name__] = steps
+        if trt is reference:
+            plan = bytes(builder.build_serialized_network(network, builder.create_builder_config()))
+            _, plain, _ = new_network(trt)
+            px = plain.add_input("x", trt.float32, (1, 3))
+            plain.mark_output(plain.add_unary(plain.add_activation(px, trt.ActivationType.RELU).get_output(0),
+                                              trt.UnaryOperation.NEG).get_output(0))
+            assert plan == bytes(builder.build_serialized_network(plain, builder.create_builder_config()))
+    assert seen["trtbuild.reference"] == seen[rtx.__name__] == [False, True, True, True, False, True, True], seen

@@ -358,9 +358,13 @@ def test_scale_must_be_a_build_time_constant():
 def test_int8_constant_outside_a_dequantize_is_refused_at_build():
     net = RefNet()
     c = net.network.add_constant((2, 3), np.arange(6, dtype=np.int8))
-    net.network.mark_output(net.network.add_identity(c.get_output(0)).get_output(0))
+    c.name = "w_int8"
+    copy = net.network.add_identity(c.get_output(0))
+    copy.name = "copy"
+    net.network.mark_output(copy.get_output(0))
     assert net.build() is None
-    assert any("quantized constant" in e for e in net.logger.errors), net.logger.errors
+    assert any(e.startswith("layer 'w_int8': INT8 weights make a quantized constant") and "feeds layer 'copy'" in e
+               for e in net.logger.errors), net.logger.errors
 
 
 def test_refusals_name_the_layer():
@@ -373,8 +377,10 @@ def test_refusals_name_the_layer():
         q.get_output(0).shape
     q.axis = 1
     assert tuple(q.get_output(0).shape) == (1, 4, 3, 3) and q.get_output(0).dtype == trt.DataType.INT8
-    with pytest.raises(NetworkError, match="a dequantize layer takes INT8, FP8"):
-        net.network.add_dequantize(x, s, trt.float32).get_output(0).dtype
+    d = net.network.add_dequantize(x, s, trt.float32)
+    d.name = "x_dq"
+    with pytest.raises(NetworkError, match=r"layer 'x_dq': input has type FLOAT but a dequantize layer takes INT8, FP8"):
+        d.get_output(0).dtype
 
 
 def test_python_defaults_are_tensorrt_10s():
