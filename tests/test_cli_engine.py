@@ -113,7 +113,6 @@ def test_parity_layerwise_and_failure_exit_code(cwd, capsys):
 
 
 def test_parity_against_onnxruntime(cwd, capsys):
-    pytest.importorskip("onnxruntime")
     code, out, err = _run(capsys, ["parity", "alexnet", "--small", "--against", "onnxruntime"])
     assert code == 0, err
     assert out.splitlines()[0].startswith("backend: reference") and "result: PASS" in out
@@ -181,7 +180,6 @@ def test_against_onnxruntime_rejects_options_it_cannot_honour(cwd, capsys, extra
 
 
 def test_against_onnxruntime_is_always_layerwise(cwd, capsys):
-    pytest.importorskip("onnxruntime")
     code, out, err = _run(capsys, ["parity", "alexnet", "--small", "--against", "onnxruntime", "--layerwise",
                                    "--backend", "reference"])
     assert code == 0, err

@@ -312,7 +312,6 @@ def test_small_rednet_composed_runs_in_bf16(small):
 # ---------------------------------------------------------------------------- ONNX
 
 def test_onnx_export_of_the_composed_op_matches_onnxruntime():
-    pytest.importorskip("onnxruntime")
     from trtbuild.onnx_export import export_onnx, run_onnxruntime
 
     case = CASES[10]  # stride 3, padding 4, dilation 2
@@ -329,7 +328,6 @@ def test_onnx_export_of_the_composed_op_matches_onnxruntime():
 
 
 def test_onnx_export_of_the_composed_rednet_has_no_custom_nodes(small):
-    pytest.importorskip("onnxruntime")
     from trtbuild.onnx_export import export_onnx, run_onnxruntime
 
     spec, model, x, ref = small

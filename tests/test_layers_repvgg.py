@@ -104,7 +104,6 @@ def test_missing_branch_weight_names_the_key():
 
 @pytest.mark.parametrize("c_in,c_out,stride,groups", [(8, 8, 1, 1), (8, 16, 2, 2)])
 def test_unfused_block_matches_and_keeps_three_branches(c_in, c_out, stride, groups):
-    pytest.importorskip("trtbuild.layers.batchnorm")
     block = make_block(c_in, c_out, stride, groups)
     x = torch.randn(1, c_in, 9, 9, generator=torch.Generator().manual_seed(4))
     y, net = run_block(wrap(block), x, stride, groups, builder=repvgg_block_unfused)

@@ -23,7 +23,7 @@ from trtbuild.onnx_export.reference_network import build_reference_network, new_
 from trtbuild.onnx_export.rtx_parse import (RtxParseResult, declared_outputs, output_differences,
                                             parse_with_tensorrt_rtx, value_differences)
 
-registry = pytest.importorskip("trtbuild.models.registry")
+from trtbuild.models import registry
 
 #: the zoo models without plugins, checked at full size in fp32 and fp16
 FULL_SIZE = ["alexnet", "vgg16_ssd", "vgg16_refinedet", "resnet18", "resnet50", "repvgg_a0"]
