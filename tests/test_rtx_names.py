@@ -251,3 +251,71 @@ def test_a_layer_may_take_an_automatic_layer_name_but_not_a_renamed_one(rtx):
         "returned": None, "errors": [
             f"ILayer::setName: Error Code 3: API Usage Error (Failed attempt to rename a layer from {A.format(2)} "
             f"to {A.format(0)} as the new name is already in use.)"]})
+
+
+def test_renaming_a_layer_to_its_own_name_and_releasing_a_shared_name(rtx):
+    """Found by the random test below: a layer renamed to the name it has is neither checked nor
+    registered (only its automatic outputs are named again); a layer renamed away from a name it shares
+    with a renamed layer frees that name for everyone."""
+    def scenario(network, trt):
+        x = network.add_input("x", trt.float32, (2, 3))
+        a, b, c, d = (_ident(network, x) for _ in range(4))
+        a.name = a.name  # its own automatic name: not registered (its output: _output_1, its own name taken)
+        c.name = a.name  # so c may take it: a and c share (Unnamed Layer* 0), c's explicitly
+        a.name = "a"  # a gives it up, and the name is free again although c holds it
+        d.name = c.name
+        b.name = b.name  # its own name: no error, its output named again
+        c.name = c.name  # its own name, although d holds it explicitly: not checked, no error
+        return None
+
+    _both(rtx, scenario, {
+        "inputs": ["x"],
+        "layers": [("a", ["a_output"]), (A.format(1), [OUT.format(1) + "_3"]),
+                   (A.format(0), [OUT.format(0) + "_4"]), (A.format(0), [OUT.format(0) + "_2"])],
+        "returned": None, "errors": []})
+
+
+def _random_scenario(seed: int):
+    """A random sequence of adds and renames, names drawn from taken, automatic and future ones."""
+    import random
+
+    rng = random.Random(seed)
+    steps = [rng.random() for _ in range(40)]
+
+    def scenario(network, trt):
+        r = random.Random(seed)
+        returned = []
+        tensors = [network.add_input("x", trt.float32, (2, 3))]
+        layers = []
+
+        def some_name():
+            k = r.randrange(max(len(layers), 1) + 2)
+            label = r.choice(["Identity", "ElementWise"])
+            return r.choice(["a", "b", "foo", "foo_output", "foo_output_1", f"(Unnamed Layer* {k}) [{label}]",
+                             f"(Unnamed Layer* {k}) [{label}]_output", f"(Unnamed Layer* {k}) [{label}]_output_1",
+                             r.choice(tensors).name] + ([r.choice(layers).name] if layers else []))
+
+        for u in steps[:r.randrange(5, 40)]:
+            if u < 0.15:
+                t = network.add_input(some_name(), trt.float32, (2, 3))
+                returned.append(t is None)
+                if t is not None:
+                    tensors.append(t)
+            elif u < 0.45:
+                layer = (network.add_identity(r.choice(tensors)) if r.random() < 0.7 else
+                         network.add_elementwise(r.choice(tensors), r.choice(tensors), trt.ElementWiseOperation.SUM))
+                layers.append(layer)
+                tensors.append(layer.get_output(0))
+            elif u < 0.75:
+                r.choice(tensors).name = some_name()
+            elif layers:
+                r.choice(layers).name = some_name()
+        return returned
+
+    return scenario
+
+
+@pytest.mark.parametrize("seed", range(150))
+def test_random_adds_and_renames_name_alike(rtx, seed):
+    scenario = _random_scenario(seed)
+    assert _run(reference, scenario) == _run(rtx, scenario)

@@ -67,7 +67,8 @@ class INetworkDefinition(NetworkDebugMarks):
     #   "L_output_<counter>" (L its layer; " (i)" is not kept), so names stay unique;
     # - renaming a layer names its automatic outputs again from the new name (its own old names count
     #   as in use); renaming it to another layer's *automatic* name is accepted (two layers then share
-    #   a name), to a renamed layer's name refused.
+    #   a name), to a renamed layer's name refused; renaming a layer to the name it has makes that name
+    #   no more explicit than it was (a tensor's does).
     def _auto_layer_name(self, label: str) -> str:
         while True:
             self._layer_counter += 1
@@ -121,12 +122,14 @@ class INetworkDefinition(NetworkDebugMarks):
 
     def _rename_layer(self, layer, name: str) -> None:
         holder = self._explicit_layers.get(name)
-        if holder is not None and holder is not layer:
+        if holder is not None and holder is not layer and name != layer._name:
             return self._refuse_rename("ILayer", "layer", layer._name, name)
-        if self._explicit_layers.get(layer._name) is layer:
-            del self._explicit_layers[layer._name]
-        layer._name = name
-        self._explicit_layers[name] = layer
+        if name != layer._name:  # TensorRT-RTX: renaming a layer to its own name checks and registers nothing
+            # the old name is released whoever registered it (TensorRT-RTX: a layer that shares a renamed
+            # layer's name, its own automatic one, frees that name by being renamed)
+            self._explicit_layers.pop(layer._name, None)
+            layer._name = name
+            self._explicit_layers[name] = layer
         self._name_outputs(layer)
 
     def _refuse_rename(self, cls: str, kind: str, old: str, new: str) -> None:
