@@ -67,8 +67,9 @@ class INetworkDefinition(NetworkDebugMarks):
     #   "L_output_<counter>" (L its layer; " (i)" is not kept), so names stay unique;
     # - renaming a layer names its automatic outputs again from the new name (its own old names count
     #   as in use); renaming it to another layer's *automatic* name is accepted (two layers then share
-    #   a name), to a renamed layer's name refused; renaming a layer to the name it has makes that name
-    #   no more explicit than it was (a tensor's does).
+    #   a name), to a renamed layer's name refused; renaming a layer to the name it has is not checked and
+    #   makes that name no more explicit than it was (a tensor's is made explicit); renaming a layer away
+    #   frees its old name, even where another layer shares it explicitly.
     def _auto_layer_name(self, label: str) -> str:
         while True:
             self._layer_counter += 1
