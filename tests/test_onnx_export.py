@@ -58,10 +58,12 @@ def test_default_names_and_duplicates_are_made_unique():
     def define(net, dt):
         x = net.add_input("x", dt, (2, 3))
         a = net.add_unary(x, trt.UnaryOperation.ABS).get_output(0)
-        # renaming to a name in use is refused (logged), as TensorRT refuses it; but a name no tensor has yet
-        # is accepted, and the next layer's default output name repeats it: a real duplicate
-        a.name = "(Unnamed Layer* 1) [Unary]_output"
         b = net.add_unary(a, trt.UnaryOperation.NEG).get_output(0)
+        # TensorRT's API keeps tensor names unique (a rename to a name in use is refused, or takes an automatic
+        # name from its holder, which is renamed: tests/test_rtx_names.py), so the duplicate is planted in the
+        # reference's bookkeeping, as a network from elsewhere could hold it
+        a.name = "(Unnamed Layer* 1) [Unary]_output"  # taken from b, which becomes ..._output_1
+        b._name = a.name
         assert a.name == b.name == "(Unnamed Layer* 1) [Unary]_output"
         return {"y": net.add_elementwise(a, b, trt.ElementWiseOperation.SUM).get_output(0)}
     net = build(define, F32)

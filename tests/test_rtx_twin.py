@@ -123,3 +123,30 @@ def test_attribute_sets_reach_rtx(pair):
     layer.stride_nd, layer.padding_mode = (2, 2), trt.PaddingMode.SAME_UPPER
     assert tuple(layer.rtx.stride_nd) == (2, 2) and layer.rtx.padding_mode.name == "SAME_UPPER"
     assert tuple(layer.get_output(0).shape) == (1, 4, 5, 5)  # compared with RTX's (1, 4, 5, 5)
+
+
+def test_refusals_logged_on_both_pass(pair):
+    """TensorRT's refusals of misused API calls (an error logged, the call ignored) made on both: the
+    networks stay valid and build. On main the reference raised NetworkError for the input's name."""
+    x = pair.input("x", (2, 3))
+    assert pair.network.add_input("x", trt.float32, (2, 3)) is None
+    unary = pair.network.add_unary(x, trt.UnaryOperation.EXP)
+    y = unary.get_output(0)
+    y.name = "x"  # an input's name: refused on both
+    unary.name = "exp"
+    pair.network.add_unary(y, trt.UnaryOperation.ABS).name = "exp"  # a renamed layer's name: refused on both
+    assert (y.name, unary.name) == ("exp_output", "exp")  # the layer rename renamed its output
+    assert len(pair.logger.errors) == 3
+    y.name = "y"
+    pair.network.mark_output(y)
+    assert pair.build() is not None
+
+
+def test_a_refusal_rtx_does_not_make_fails(pair, monkeypatch):
+    refuse = network_module.INetworkDefinition._refuse_rename
+    monkeypatch.setattr(network_module.INetworkDefinition, "_rename_tensor",
+                        lambda self, tensor, name: refuse(self, "ITensor", "tensor", tensor.name, name))
+    y = pair.network.add_unary(pair.input("x", (2, 3)), trt.UnaryOperation.EXP).get_output(0)
+    with pytest.raises(Disagreement, match=r"the reference refuses .*\.name = 'y' \(ITensor::setName: Error Code 3: "
+                                           r".* but TensorRT-RTX .* accepts it"):
+        y.name = "y"

@@ -13,6 +13,9 @@ The judgement (`Disagreement`, an AssertionError, fails the test):
 - the reference raises NetworkError (at add time, on an attribute set or a shape query): RTX must
   reject the same construction: its call returns None or logs an error, a shape query of the
   affected tensors raises, or a build with them marked as outputs fails;
+- the reference logs an error for a call and ignores it, as TensorRT does with a misused API call
+  (a rename to a name in use, add_input with a taken name): RTX must log an error for it (or raise);
+  both networks stay valid;
 - the reference's build_serialized_network returns None: RTX must have rejected something, or fail
   its own build;
 - the reference accepts (a build succeeds, or the test ends): RTX must have logged no error, its
@@ -164,6 +167,24 @@ class Twin:
         result, errs = self.call(fn)
         if errs:
             self.rtx_errors.append(f"{what}: {errs[0]}")
+        return result
+
+    def ref_logged(self, fn):
+        """(fn()'s result, the errors the reference logged meanwhile): a misused API call (a rename to a name
+        in use, add_input with a taken name) is refused the TensorRT way, an error logged and no effect."""
+        log = self.refnet.logger
+        start = len(log.errors)
+        result = fn()
+        return result, log.errors[start:]
+
+    def refused_on_both(self, what: str, ref_message: str, rtx_fn):
+        """The reference logged `ref_message` for `what`: RTX must refuse it too (log an error or raise); its
+        result is returned. Neither side's network is broken by such a refusal."""
+        result, errs = self.call(rtx_fn) if rtx_fn is not None else (None, ["no RTX twin"])
+        if not errs:
+            raise Disagreement(f"the reference refuses {what} ({ref_message}) but TensorRT-RTX "
+                               f"{self.rtx.__version__} accepts it")
+        self.audit(what, ref_message, errs[0])
         return result
 
     def call(self, fn):
@@ -339,10 +360,13 @@ class TwinTensor:
         return getattr(self.ref, attr)
 
     def __setattr__(self, attr, value):
-        setattr(self.ref, attr, self._twin.to_ref(value))
-        if self.rtx is not None:
-            self._twin.rtx_do(lambda: setattr(self.rtx, attr, self._twin.to_rtx(value)),
-                              f"{self._what}.{attr} = {value!r}")
+        twin, what = self._twin, f"{self._what}.{attr} = {value!r}"
+        _, logged = twin.ref_logged(lambda: setattr(self.ref, attr, twin.to_ref(value)))
+        on_rtx = (lambda: setattr(self.rtx, attr, twin.to_rtx(value))) if self.rtx is not None else None
+        if logged:
+            twin.refused_on_both(what, logged[0], on_rtx)
+        elif on_rtx is not None:
+            twin.rtx_do(on_rtx, what)
 
     def __repr__(self):
         return f"Twin{self.ref!r}"
@@ -410,10 +434,13 @@ class _TwinObject:
             return getattr(self.rtx, attr)(*twin.to_rtx(args), **{k: twin.to_rtx(v) for k, v in kwargs.items()})
 
         try:
-            r = ref_method(*twin.to_ref(args), **{k: twin.to_ref(v) for k, v in kwargs.items()})
+            r, logged = twin.ref_logged(
+                lambda: ref_method(*twin.to_ref(args), **{k: twin.to_ref(v) for k, v in kwargs.items()}))
         except NetworkError as e:
             twin.expect_rejected(what, e, on_rtx, lambda res: _outputs(res) if adds else self._affected(res))
             raise
+        if logged:  # e.g. add_input with a name in use: None on both, the networks unchanged
+            return _wrap(twin, r, twin.refused_on_both(what, logged[0], on_rtx), what)
         x = twin.rtx_do(on_rtx, what) if self.rtx is not None else None
         if adds and x is None and self.rtx is not None and not twin.rtx_errors:
             twin.rtx_errors.append(f"{what}: TensorRT-RTX returned None")
@@ -425,13 +452,16 @@ class _TwinObject:
         twin = self._twin
         what = f"{self._what}.{attr} = {value!r}"
         try:
-            setattr(self.ref, attr, twin.to_ref(value))
+            _, logged = twin.ref_logged(lambda: setattr(self.ref, attr, twin.to_ref(value)))
         except NetworkError as e:
             twin.expect_rejected(what, e, lambda: setattr(self.rtx, attr, twin.to_rtx(value)) if self.rtx else None,
                                  lambda _: _outputs(self.rtx))
             raise
-        if self.rtx is not None:
-            twin.rtx_do(lambda: setattr(self.rtx, attr, twin.to_rtx(value)), what)
+        on_rtx = (lambda: setattr(self.rtx, attr, twin.to_rtx(value))) if self.rtx is not None else None
+        if logged:  # e.g. a layer renamed to a name in use: refused on both, the old name kept
+            twin.refused_on_both(what, logged[0], on_rtx)
+        elif on_rtx is not None:
+            twin.rtx_do(on_rtx, what)
 
     def __repr__(self):
         return f"Twin({self.ref!r})"

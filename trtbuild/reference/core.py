@@ -162,6 +162,7 @@ class ITensor:
                  index: int = 0):
         self._network = network
         self._name = name
+        self._explicit = False  # named by add_input or a rename (not automatically): see network._set_tensor_name
         self._dtype = DataType(dtype)
         self._shape = Dims(shape) if shape is not None else None
         self._producer = producer

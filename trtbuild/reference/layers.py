@@ -118,10 +118,11 @@ class ILayer:
         self._inputs = list(inputs)
         self._params = dict(params)
         self._weights = {k: as_weights(v, f"{type(self).__name__}: {k}") for k, v in (weights or {}).items()}
-        self._index = network._next_layer_index()
-        self._name = f"(Unnamed Layer* {self._index}) [{self._type_label()}]"
-        self._outputs = [ITensor(network, f"{self._name}_output" + (f"_{i}" if i else ""), DataType.FLOAT,
-                                 producer=self, index=i) for i in range(num_outputs)]
+        self._name = network._auto_layer_name(self._type_label())
+        self._outputs = [ITensor(network, "", DataType.FLOAT, producer=self, index=i) for i in range(num_outputs)]
+        for t in self._outputs:
+            network._register_tensor(t)
+        network._name_outputs(self)
         self.metadata = ""
         self._cache = None
 

@@ -45,43 +45,107 @@ class INetworkDefinition(NetworkDebugMarks):
         self._inputs: list[ITensor] = []
         self._outputs: list[ITensor] = []
         self._version = 0
+        # names (see _auto_layer_name and _auto_tensor_name): TensorRT-RTX 1.7's behaviour, probed
         self._layer_counter = 0
+        self._suffix_counter = 0
+        self._tensors_by_name: dict[str, list[ITensor]] = {}  # every tensor of the network, by its name
+        self._explicit_tensors: dict[str, ITensor] = {}  # names given by add_input or a rename
+        self._explicit_layers: dict[str, object] = {}  # layer names given by a rename
 
     # -- bookkeeping ----------------------------------------------------------------------
     def _touch(self) -> None:
         self._version += 1
 
-    def _next_layer_index(self) -> int:
-        self._layer_counter += 1
-        return self._layer_counter - 1
+    # -- names ------------------------------------------------------------------------------
+    # What TensorRT-RTX 1.7 does, probed (tests/test_rtx_names.py compares both on the same calls):
+    # - a layer is named "(Unnamed Layer* k) [Type]" from a per-network counter; a name a renamed layer
+    #   already has is skipped (the counter moves on, so later layers' numbers shift too);
+    # - output i of a layer named L is "L_output" (i = 0) or "L_output (i)"; if any tensor already has
+    #   that name, "_1", "_2", ... is appended from one counter per network, skipping names in use;
+    # - a name given by add_input or a rename is *explicit*: renaming to another tensor's explicit name
+    #   is refused (logged), but an automatic name may be taken: its holder is then renamed
+    #   "L_output_<counter>" (L its layer; " (i)" is not kept), so names stay unique;
+    # - renaming a layer names its automatic outputs again from the new name (its own old names count
+    #   as in use); renaming it to another layer's *automatic* name is accepted (two layers then share
+    #   a name), to a renamed layer's name refused; renaming a layer to the name it has is not checked and
+    #   makes that name no more explicit than it was (a tensor's is made explicit); renaming a layer away
+    #   frees its old name, even where another layer shares it explicitly.
+    def _auto_layer_name(self, label: str) -> str:
+        while True:
+            self._layer_counter += 1
+            name = f"(Unnamed Layer* {self._layer_counter - 1}) [{label}]"
+            if name not in self._explicit_layers:
+                return name
+
+    def _auto_tensor_name(self, layer, index: int) -> str:
+        base = f"{layer._name}_output" + (f" ({index})" if index else "")
+        name = base
+        while self._tensors_by_name.get(name):
+            self._suffix_counter += 1
+            name = f"{base}_{self._suffix_counter}"
+        return name
+
+    def _register_tensor(self, tensor: ITensor) -> None:
+        self._tensors_by_name.setdefault(tensor._name, []).append(tensor)
+
+    def _unregister_tensor(self, tensor: ITensor) -> None:
+        holders = self._tensors_by_name.get(tensor._name, [])
+        if tensor in holders:
+            holders.remove(tensor)
+            if not holders:
+                del self._tensors_by_name[tensor._name]
+        if self._explicit_tensors.get(tensor._name) is tensor:
+            del self._explicit_tensors[tensor._name]
+
+    def _set_tensor_name(self, tensor: ITensor, name: str, explicit: bool) -> None:
+        self._unregister_tensor(tensor)
+        tensor._name, tensor._explicit = name, explicit
+        self._register_tensor(tensor)
+        if explicit:
+            self._explicit_tensors[name] = tensor
+            for other in list(self._tensors_by_name[name]):  # automatic holders give the name up
+                if other is not tensor and not other._explicit:
+                    self._set_tensor_name(other, self._auto_tensor_name(other._producer, 0), False)
+
+    def _name_outputs(self, layer) -> None:
+        """(Re)name the outputs of `layer` that have no explicit name."""
+        for i, t in enumerate(layer._outputs):
+            if not t._explicit:
+                self._set_tensor_name(t, self._auto_tensor_name(layer, i), False)
 
     def _rename_tensor(self, tensor: ITensor, name: str) -> None:
         if not name:
             raise NetworkError(f"tensor '{tensor._name}': a tensor name cannot be empty")
-        if name != tensor._name and any(t._name == name for t in self._tensors_named()):
+        holder = self._explicit_tensors.get(name)
+        if holder is not None and holder is not tensor:
             return self._refuse_rename("ITensor", "tensor", tensor._name, name)
-        tensor._name = name
+        self._set_tensor_name(tensor, name, True)
 
     def _rename_layer(self, layer, name: str) -> None:
-        if name != layer._name and any(other._name == name for other in self._layers):
+        holder = self._explicit_layers.get(name)
+        if holder is not None and holder is not layer and name != layer._name:
             return self._refuse_rename("ILayer", "layer", layer._name, name)
-        layer._name = name
+        if name != layer._name:  # TensorRT-RTX: renaming a layer to its own name checks and registers nothing
+            # the old name is released whoever registered it (TensorRT-RTX: a layer that shares a renamed
+            # layer's name, its own automatic one, frees that name by being renamed)
+            self._explicit_layers.pop(layer._name, None)
+            layer._name = name
+            self._explicit_layers[name] = layer
+        self._name_outputs(layer)
 
     def _refuse_rename(self, cls: str, kind: str, old: str, new: str) -> None:
         """A name already in use: TensorRT (and TensorRT-RTX) log an API usage error and keep the old
         name; so does the reference, through its builder's logger (an error without one)."""
-        message = (f"{cls}::setName: Error Code 3: API Usage Error (Failed attempt to rename a {kind} from {old} "
-                   f"to {new} as the new name is already in use.)")
+        self._api_usage_error(f"{cls}::setName: Error Code 3: API Usage Error (Failed attempt to rename a {kind} "
+                              f"from {old} to {new} as the new name is already in use.)")
+
+    def _api_usage_error(self, message: str) -> None:
+        """TensorRT's way with a misused API call: an error logged through the builder's logger (and the
+        call has no effect); without a logger, a NetworkError."""
         logger = getattr(self._builder, "logger", None)
         if logger is None:
             raise NetworkError(message)
         logger.log(ILogger.ERROR, message)
-
-    def _tensors_named(self):
-        """Every tensor of the network: its inputs and every layer's outputs."""
-        yield from self._inputs
-        for layer in self._layers:
-            yield from layer._outputs
 
     def _own(self, tensor, what: str) -> ITensor:
         if not isinstance(tensor, ITensor):
@@ -100,6 +164,8 @@ class INetworkDefinition(NetworkDebugMarks):
                 layer._infer()
             except NetworkError as e:
                 self._layers.pop()
+                for t in layer._outputs:
+                    self._unregister_tensor(t)
                 names = ", ".join(f"'{t.name}' {tuple(t.shape)} {t.dtype.name}" for t in inputs)
                 raise NetworkError(f"{e} [inputs: {names}]") from None
         return layer
@@ -147,15 +213,25 @@ class INetworkDefinition(NetworkDebugMarks):
             self._touch()
 
     # -- layers ---------------------------------------------------------------------------
-    def add_input(self, name: str, dtype: DataType, shape) -> ITensor:
+    def add_input(self, name: str, dtype: DataType, shape) -> ITensor | None:
+        """A name another input has, or another tensor has explicitly (set by a rename): TensorRT-RTX
+        logs an API usage error and returns None, and so does the reference (see _api_usage_error). A
+        layer output's automatic name may be taken: that output is renamed (see _auto_tensor_name)."""
+        name = str(name)
         if any(t.name == name for t in self._inputs):
-            raise NetworkError(f"add_input: an input named '{name}' already exists")
+            return self._api_usage_error("INetworkDefinition::addInput: Error Code 3: API Usage Error (Parameter "
+                                         "check failed, condition: inName != knownInput->getName().)")
+        if name in self._explicit_tensors:
+            return self._api_usage_error(f"INetworkDefinition::addInput: Error Code 3: API Usage Error (Failed "
+                                         f"attempt to add tensor {name} to the network as it uses an existing name.)")
         shape = Dims(shape)
         if any(d < -1 or d == 0 for d in shape):
             raise NetworkError(f"add_input '{name}': shape {tuple(shape)} may hold positive sizes or -1 (dynamic) only")
         if DataType(dtype) in (DataType.FP8, DataType.INT4, DataType.FP4):
             raise NetworkError(f"add_input '{name}': type {DataType(dtype).name} {QUANTIZED_INPUT}")
-        t = ITensor(self, str(name), DataType(dtype), shape)
+        t = ITensor(self, "", DataType(dtype), shape)
+        self._register_tensor(t)
+        self._set_tensor_name(t, name, True)
         self._inputs.append(t)
         self._touch()
         return t
