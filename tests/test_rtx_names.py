@@ -319,3 +319,37 @@ def _random_scenario(seed: int):
 def test_random_adds_and_renames_name_alike(rtx, seed):
     scenario = _random_scenario(seed)
     assert _run(reference, scenario) == _run(rtx, scenario)
+
+
+def test_a_null_name_is_refused_and_bytes_are_decoded(rtx):
+    """TensorRT-RTX 1.7 probed: None as a name logs "Parameter check failed, condition: (name) != nullptr."
+    and changes nothing (add_input returns None); bytes are taken as UTF-8 text."""
+    null = "Error Code 3: API Usage Error (Parameter check failed, condition: (name) != nullptr.)"
+
+    def scenario(network, trt):
+        x = network.add_input("x", trt.float32, (2, 3))
+        refused = network.add_input(None, trt.float32, (2, 3))
+        layer = network.add_identity(x)
+        layer.name = None
+        layer.get_output(0).name = None
+        network.add_identity(x).name = b"ab"
+        return refused
+
+    _both(rtx, scenario, {"inputs": ["x"],
+                          "layers": [(A.format(0), [OUT.format(0)]), ("ab", ["ab_output"])],
+                          "returned": None,
+                          "errors": [f"INetworkDefinition::addInput: {null}", f"ILayer::setName: {null}",
+                                     f"ITensor::setName: {null}"]})
+
+
+@pytest.mark.parametrize("backend", ["reference", "rtx"])
+def test_a_name_of_another_type_is_a_type_error(backend, rtx):
+    trt = reference if backend == "reference" else rtx
+    _, network, _ = new_network(trt)
+    x = network.add_input("x", trt.float32, (2, 3))
+    layer = network.add_identity(x)
+    for call in (lambda: setattr(layer, "name", 3), lambda: setattr(layer.get_output(0), "name", 3.5),
+                 lambda: network.add_input(7, trt.float32, (2, 3))):
+        with pytest.raises(TypeError, match="incompatible function arguments"):
+            call()
+    assert layer.name == A.format(0) and network.num_inputs == 1

@@ -178,7 +178,7 @@ class ITensor:
 
     @name.setter
     def name(self, value: str) -> None:
-        self._network._rename_tensor(self, str(value))
+        self._network._rename_tensor(self, value)
 
     @property
     def dtype(self) -> DataType:

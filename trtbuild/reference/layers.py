@@ -138,7 +138,7 @@ class ILayer:
 
     @name.setter
     def name(self, value: str) -> None:
-        self._network._rename_layer(self, str(value))
+        self._network._rename_layer(self, value)
 
     @property
     def type(self) -> LayerType:

@@ -10,6 +10,20 @@ from . import layers as L
 from .quantize import validate as validate_quantization
 from .debug import NetworkDebugMarks
 
+
+def _name_argument(network, value, api: str) -> str | None:
+    """A name as TensorRT's bindings take it: a str (bytes are decoded as UTF-8); None is TensorRT's null
+    name, refused with a logged API usage error (the caller then does nothing); anything else is a TypeError."""
+    if isinstance(value, bytes):
+        return value.decode("utf-8")
+    if isinstance(value, str):
+        return value
+    if value is None:
+        network._api_usage_error(f"{api}: Error Code 3: API Usage Error (Parameter check failed, condition: "
+                                 "(name) != nullptr.)")
+        return None
+    raise TypeError(f"{api}: incompatible function arguments: a name is a str, got {type(value).__name__}")
+
 _IDENTITY = tuple(range(Dims.MAX_DIMS))
 _FLT_MAX = 3.4028234663852886e38
 #: alpha and beta that add_activation gives each type (float32 values, as TensorRT stores them):
@@ -114,6 +128,9 @@ class INetworkDefinition(NetworkDebugMarks):
                 self._set_tensor_name(t, self._auto_tensor_name(layer, i), False)
 
     def _rename_tensor(self, tensor: ITensor, name: str) -> None:
+        name = _name_argument(self, name, "ITensor::setName")
+        if name is None:
+            return None
         if not name:
             raise NetworkError(f"tensor '{tensor._name}': a tensor name cannot be empty")
         holder = self._explicit_tensors.get(name)
@@ -122,6 +139,9 @@ class INetworkDefinition(NetworkDebugMarks):
         self._set_tensor_name(tensor, name, True)
 
     def _rename_layer(self, layer, name: str) -> None:
+        name = _name_argument(self, name, "ILayer::setName")
+        if name is None:
+            return None
         holder = self._explicit_layers.get(name)
         if holder is not None and holder is not layer and name != layer._name:
             return self._refuse_rename("ILayer", "layer", layer._name, name)
@@ -217,7 +237,9 @@ class INetworkDefinition(NetworkDebugMarks):
         """A name another input has, or another tensor has explicitly (set by a rename): TensorRT-RTX
         logs an API usage error and returns None, and so does the reference (see _api_usage_error). A
         layer output's automatic name may be taken: that output is renamed (see _auto_tensor_name)."""
-        name = str(name)
+        name = _name_argument(self, name, "INetworkDefinition::addInput")
+        if name is None:
+            return None
         if any(t.name == name for t in self._inputs):
             return self._api_usage_error("INetworkDefinition::addInput: Error Code 3: API Usage Error (Parameter "
                                          "check failed, condition: inName != knownInput->getName().)")
