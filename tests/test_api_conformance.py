@@ -634,3 +634,25 @@ def test_debug_tensor_api_exists_in_tensorrt_rtx(ref, rtx_api):
                                                  "RTX", frozenset())]
     assert not problems, "\n".join(problems)
     assert all(_debug_members(rtx_api, cls) - {"debug_sync"} == set(names) for cls, names in DEBUG_API.items())
+
+
+def test_enums_print_as_tensorrt_rtx_enums(rtx):
+    """str(), format() and %s of every reference enum member that TensorRT-RTX has print as TensorRT-RTX's
+    ('DataType.INT32'); as plain IntEnums they printed the number, so a builder's "input 'x' has type
+    {dtype}" read "has type 3" on the reference."""
+    import enum
+
+    checked = 0
+    for cls_name in dir(trt):
+        cls = getattr(trt, cls_name)
+        if not (isinstance(cls, type) and issubclass(cls, enum.Enum)) or not hasattr(rtx, cls_name):
+            continue
+        for member in cls:
+            theirs = getattr(getattr(rtx, cls_name), member.name, None)
+            if theirs is None:
+                continue
+            assert (str(member), f"{member}", "%s" % member) == (str(theirs),) * 3, f"{cls_name}.{member.name}"
+            checked += 1
+    severity = trt.Logger.Severity.ERROR
+    assert (str(severity), f"{severity:>16}") == (str(rtx.Logger.Severity.ERROR), "  Severity.ERROR")
+    assert checked >= 140, checked  # 146 with TensorRT-RTX 1.7.1.116

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Iterable
 
 import numpy as np
 
-from .enums import DataType, TensorLocation
+from .enums import DataType, TensorLocation, TrtEnum
 
 if TYPE_CHECKING:  # pragma: no cover
     from .layers import ILayer
@@ -235,7 +235,7 @@ class ITensor:
 class ILogger:
     """Abstract logger; subclass and implement log(severity, msg), as with TensorRT."""
 
-    class Severity(IntEnum):
+    class Severity(TrtEnum):
         INTERNAL_ERROR = 0
         ERROR = 1
         WARNING = 2

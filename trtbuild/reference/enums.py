@@ -9,7 +9,17 @@ from __future__ import annotations
 from enum import IntEnum
 
 
-class DataType(IntEnum):
+class TrtEnum(IntEnum):
+    """An enum that prints as TensorRT's do: str, format and %s give 'DataType.HALF' (IntEnum gives '1')."""
+
+    def __str__(self) -> str:
+        return f"{type(self).__name__}.{self.name}"
+
+    def __format__(self, spec: str) -> str:
+        return format(str(self), spec)
+
+
+class DataType(TrtEnum):
     FLOAT = 0
     HALF = 1
     INT8 = 2
@@ -34,13 +44,13 @@ _ITEMSIZE = {
 }
 
 
-class ScaleMode(IntEnum):
+class ScaleMode(TrtEnum):
     UNIFORM = 0
     CHANNEL = 1
     ELEMENTWISE = 2
 
 
-class ReduceOperation(IntEnum):
+class ReduceOperation(TrtEnum):
     SUM = 0
     PROD = 1
     MAX = 2
@@ -48,7 +58,7 @@ class ReduceOperation(IntEnum):
     AVG = 4
 
 
-class ElementWiseOperation(IntEnum):
+class ElementWiseOperation(TrtEnum):
     SUM = 0
     PROD = 1
     MAX = 2
@@ -65,7 +75,7 @@ class ElementWiseOperation(IntEnum):
     LESS = 13
 
 
-class UnaryOperation(IntEnum):
+class UnaryOperation(TrtEnum):
     EXP = 0
     LOG = 1
     SQRT = 2
@@ -93,7 +103,7 @@ class UnaryOperation(IntEnum):
     ISNAN = 24
 
 
-class ActivationType(IntEnum):
+class ActivationType(TrtEnum):
     RELU = 0
     SIGMOID = 1
     TANH = 2
@@ -110,26 +120,26 @@ class ActivationType(IntEnum):
     GELU_TANH = 13
 
 
-class PoolingType(IntEnum):
+class PoolingType(TrtEnum):
     MAX = 0
     AVERAGE = 1
     MAX_AVERAGE_BLEND = 2
 
 
-class PaddingMode(IntEnum):
+class PaddingMode(TrtEnum):
     EXPLICIT_ROUND_DOWN = 0
     EXPLICIT_ROUND_UP = 1
     SAME_UPPER = 2
     SAME_LOWER = 3
 
 
-class MatrixOperation(IntEnum):
+class MatrixOperation(TrtEnum):
     NONE = 0
     TRANSPOSE = 1
     VECTOR = 2
 
 
-class SampleMode(IntEnum):
+class SampleMode(TrtEnum):
     STRICT_BOUNDS = 0
     WRAP = 1
     CLAMP = 2
@@ -137,7 +147,7 @@ class SampleMode(IntEnum):
     REFLECT = 4
 
 
-class NetworkDefinitionCreationFlag(IntEnum):
+class NetworkDefinitionCreationFlag(TrtEnum):
     """Values follow TensorRT 11. TensorRT 10 numbers them one higher (its EXPLICIT_BATCH was 0):
     use the names, never the numbers; the conformance test checks both tables."""
 
@@ -146,7 +156,7 @@ class NetworkDefinitionCreationFlag(IntEnum):
     PREFER_AOT_PYTHON_PLUGINS = 2
 
 
-class MemoryPoolType(IntEnum):
+class MemoryPoolType(TrtEnum):
     WORKSPACE = 0
     DLA_MANAGED_SRAM = 1
     DLA_LOCAL_DRAM = 2
@@ -155,7 +165,7 @@ class MemoryPoolType(IntEnum):
     TACTIC_SHARED_MEMORY = 5
 
 
-class BuilderFlag(IntEnum):
+class BuilderFlag(TrtEnum):
     """Only the flags whose name and value are the same in TensorRT 10 and 11.
 
     11 removed FP16, BF16, INT8, OBEY_PRECISION_CONSTRAINTS, ... and renumbered the flags after
@@ -172,18 +182,18 @@ class BuilderFlag(IntEnum):
     DIRECT_IO = 11
 
 
-class TensorIOMode(IntEnum):
+class TensorIOMode(TrtEnum):
     NONE = 0
     INPUT = 1
     OUTPUT = 2
 
 
-class TensorLocation(IntEnum):
+class TensorLocation(TrtEnum):
     DEVICE = 0
     HOST = 1
 
 
-class LayerType(IntEnum):
+class LayerType(TrtEnum):
     CONVOLUTION = 0
     CAST = 1
     ACTIVATION = 2
@@ -209,7 +219,7 @@ class LayerType(IntEnum):
     PLUGIN_V3 = 46
 
 
-class PluginFieldType(IntEnum):
+class PluginFieldType(TrtEnum):
     FLOAT16 = 0
     FLOAT32 = 1
     FLOAT64 = 2
@@ -223,12 +233,12 @@ class PluginFieldType(IntEnum):
     INT64 = 10
 
 
-class TensorRTPhase(IntEnum):
+class TensorRTPhase(TrtEnum):
     BUILD = 0
     RUNTIME = 1
 
 
-class ProfilingVerbosity(IntEnum):
+class ProfilingVerbosity(TrtEnum):
     LAYER_NAMES_ONLY = 0
     NONE = 1
     DETAILED = 2
