@@ -113,12 +113,13 @@ def test_rejects_rank2():
 @pytest.mark.parametrize("dtype", [trt.DataType.FLOAT, trt.DataType.HALF, trt.DataType.BF16])
 @pytest.mark.parametrize("impl", ["native", "composed"])
 @pytest.mark.parametrize("strategy", ["safe", "naive"])
-def test_every_layer_named_under_name(dtype, impl, strategy):
+@pytest.mark.parametrize("shape", [(1, 8, 3), (1, 8, 3, 3), (1, 8, 2, 3, 3)])
+def test_every_layer_named_under_name(dtype, impl, strategy, shape):
     _, network = new_network()
-    x = network.add_input("x", dtype, (1, 8, 3, 3))
+    x = network.add_input("x", dtype, shape)
     y = lrn(network, x, 5, 1e-4, 0.75, 2.0, "norm1", impl=impl, strategy=strategy)
     assert_named_under(network, "norm1", y)
-    assert y.dtype == dtype
+    assert y.dtype == dtype and tuple(y.shape) == shape
 
 
 def test_composed_dynamic_batch():

@@ -131,10 +131,15 @@ def test_dynamic_batch_native_and_composed():
         assert_close(y, m(x), 1e-5, 1e-6, impl)
 
 
+def _c(x):
+    return x.shape[1]
+
+
 BUILDERS = {
-    "instance": lambda net, x, **kw: instance_norm(net, x, np.ones(6), np.zeros(6), 1e-5, "blk/norm", **kw),
-    "group": lambda net, x, **kw: group_norm(net, x, 3, np.ones(6), np.zeros(6), 1e-5, "blk/norm", **kw),
-    "layer": lambda net, x, **kw: layer_norm(net, x, (3, 3), np.ones((3, 3)), np.zeros((3, 3)), 1e-5, "blk/norm", **kw),
+    "instance": lambda net, x, **kw: instance_norm(net, x, np.ones(_c(x)), np.zeros(_c(x)), 1e-5, "blk/norm", **kw),
+    "group": lambda net, x, **kw: group_norm(net, x, 3, np.ones(_c(x)), np.zeros(_c(x)), 1e-5, "blk/norm", **kw),
+    "layer": lambda net, x, **kw: layer_norm(net, x, tuple(x.shape)[-2:], np.ones(tuple(x.shape)[-2:]),
+                                             np.zeros(tuple(x.shape)[-2:]), 1e-5, "blk/norm", **kw),
 }
 
 
@@ -142,12 +147,27 @@ BUILDERS = {
 @pytest.mark.parametrize("dtype", [trt.DataType.FLOAT, trt.DataType.HALF, trt.DataType.BF16])
 @pytest.mark.parametrize("impl", ["native", "composed"])
 @pytest.mark.parametrize("strategy", ["safe", "naive"])
-def test_every_layer_named_under_name(which, dtype, impl, strategy):
+@pytest.mark.parametrize("shape", [(2, 6, 3), (2, 6, 3, 3), (1, 6, 2, 3, 3)])
+def test_every_layer_named_under_name(which, dtype, impl, strategy, shape):
     _, network = new_network()
-    x = network.add_input("x", dtype, (2, 6, 3, 3))
+    x = network.add_input("x", dtype, shape)
     y = BUILDERS[which](network, x, impl=impl, strategy=strategy)
     assert_named_under(network, "blk/norm", y)
-    assert y.dtype == dtype and tuple(y.shape) == (2, 6, 3, 3)
+    assert y.dtype == dtype and tuple(y.shape) == shape
+
+
+@pytest.mark.parametrize("strategy", ["safe", "naive"])
+def test_group_norm_without_v2_layer_names_every_layer(strategy, monkeypatch):
+    """Where the network has no add_normalization_v2 (TensorRT before 10.x's v2 layer), group norm takes the
+    v1 path (ones/zeros per group, then the per-channel affine): named under the name too."""
+    monkeypatch.delattr(trt.INetworkDefinition, "add_normalization_v2")
+    _, network = new_network()
+    x = network.add_input("x", trt.DataType.HALF, (2, 6, 3, 3))
+    y = BUILDERS["group"](network, x, impl="native", strategy=strategy)
+    assert_named_under(network, "blk/norm", y)
+    kinds = [network.get_layer(i).type for i in range(network.num_layers)]
+    names = [network.get_layer(i).name for i in range(network.num_layers)]
+    assert trt.LayerType.NORMALIZATION in kinds and {"blk/norm/ones", "blk/norm/norm"} <= set(names)
 
 
 @pytest.mark.parametrize("call, pattern", [
