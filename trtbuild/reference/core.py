@@ -39,6 +39,8 @@ class Dims(tuple):
     def __new__(cls, shape: Iterable[int] = ()):
         if isinstance(shape, (int, np.integer)):
             shape = (int(shape),)
+        if any(isinstance(d, (float, np.floating)) for d in shape):
+            raise TypeError(f"Dims {tuple(shape)}: incompatible constructor arguments: dimensions are integers")
         dims = tuple(int(d) for d in shape)
         if len(dims) > cls.MAX_DIMS:
             raise NetworkError(f"Dims {dims} has rank {len(dims)}; TensorRT allows at most {cls.MAX_DIMS}")

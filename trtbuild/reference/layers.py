@@ -7,6 +7,8 @@ the same description drives shape inference (infer.py), execution (execute.py) a
 
 from __future__ import annotations
 
+import numpy as np
+
 from .core import Dims, NetworkError, Permutation, as_weights
 from .enums import (ActivationType, DataType, ElementWiseOperation, LayerType, MatrixOperation,
                     PaddingMode, PoolingType, ReduceOperation, SampleMode, ScaleMode, UnaryOperation)
@@ -72,6 +74,28 @@ def _layer_classes():
     return [c for c in out if c._TYPE is not None]
 
 
+def _setter_value(kind, value, where):
+    """`value` as TensorRT's Python bindings take it for an attribute of this kind (pybind11's casters,
+    checked against TensorRT-RTX 1.7): an enum only as its own enum type; bool from None (False) or a
+    number; int from an integer, never a Python float or None; float from a number; dims and permutations
+    from a sequence of integers. Anything else is a TypeError, as the bindings raise."""
+    number = (bool, int, float, np.number, np.bool_)
+    if not isinstance(kind, str):
+        ok = isinstance(value, kind)
+    elif kind == "bool":
+        ok = value is None or isinstance(value, number)
+    elif kind == "int":
+        ok = isinstance(value, number) and not isinstance(value, float)
+    elif kind == "float":
+        ok = isinstance(value, number)
+    else:  # dims, perm
+        ok = isinstance(value, (tuple, list, np.ndarray))
+    if not ok:
+        what = kind if isinstance(kind, str) else kind.__name__
+        raise TypeError(f"{where()}: incompatible function arguments: a {what} is needed, got {type(value).__name__}")
+    return bool(value) if kind == "bool" else _CONVERTERS[kind](value) if isinstance(kind, str) else value
+
+
 def _param(key: str, kind: str, check=None):
     """A layer attribute stored in `_params[key]`; `kind` is a converter name or an enum class.
     `check(value)` returns why a value is refused (TensorRT refuses it in the setter), or None."""
@@ -82,7 +106,7 @@ def _param(key: str, kind: str, check=None):
         return conv(v) if v is not None else None
 
     def set(self, value):
-        value = conv(value) if value is not None else None
+        value = _setter_value(kind, value, lambda: f"layer '{self.name}': {key} = {value!r}")
         why = check(value) if check is not None and value is not None else None
         if why:
             raise NetworkError(f"layer '{self.name}': {key} = {tuple(value) if isinstance(value, tuple) else value} "

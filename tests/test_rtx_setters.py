@@ -1,0 +1,58 @@
+"""Layer attributes take what TensorRT's bindings take, and refuse the rest with a TypeError.
+
+The same value is set on the same attribute of a reference layer and a TensorRT-RTX 1.7 layer; both must
+end alike (the value read back, or a TypeError). Before this, the reference converted anything it could:
+Dims((2.5, 0)) became (2, 0), `type = 1` became ActivationType.SIGMOID, `average_count_excludes_padding =
+None` stored None and "x" stored True, and `pre_padding = 1` became (1,): a builder computing `size / 2`
+worked on the reference and failed with TensorRT (found by mutation testing the LRN builder, issue 15)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import trtbuild.reference as reference
+from trtbuild.engine.build import new_network
+
+VALUES = {"None": None, "True": True, "1": 1, "3": 3, "2.5": 2.5, "2.0": 2.0, "int64": np.int64(3),
+          "float32": np.float32(3.0), "str": "x", "tuple": (1, 1), "list": [1, 1], "array": np.array([1, 1]),
+          "float tuple": (2.5, 0), "integral float tuple": (2.0, 0)}
+ATTRIBUTES = [("lrn", "window_size"), ("lrn", "alpha"), ("pool", "average_count_excludes_padding"),
+              ("pool", "pre_padding"), ("pool", "stride_nd"), ("act", "type"), ("act", "alpha")]
+
+
+def _set(trt, owner: str, attribute: str, value):
+    _, network, _ = new_network(trt)
+    x = network.add_input("x", trt.float32, (1, 4, 6, 6))
+    layer = {"lrn": lambda: network.add_lrn(x, 5, 1e-4, 0.75, 2.0),
+             "pool": lambda: network.add_pooling_nd(x, trt.PoolingType.AVERAGE, trt.Dims((3, 3))),
+             "act": lambda: network.add_activation(x, trt.ActivationType.RELU)}[owner]()
+    try:
+        setattr(layer, attribute, value)
+    except TypeError:
+        return "TypeError"
+    got = getattr(layer, attribute)
+    return tuple(got) if attribute in ("pre_padding", "stride_nd") else (got.name if hasattr(got, "name") else got)
+
+
+@pytest.mark.parametrize("owner,attribute", ATTRIBUTES, ids=[a for _, a in ATTRIBUTES])
+def test_attribute_setters_take_what_tensorrt_rtx_takes(owner, attribute, rtx):
+    ours = {k: _set(reference, owner, attribute, v) for k, v in VALUES.items()}
+    theirs = {k: _set(rtx, owner, attribute, v) for k, v in VALUES.items()}
+    assert ours == theirs
+
+
+def test_written_out_cases():
+    """What TensorRT-RTX 1.7.1.116 did when probed, written out."""
+    assert _set(reference, "pool", "average_count_excludes_padding", None) is False
+    assert _set(reference, "pool", "average_count_excludes_padding", 0.5) is True
+    assert _set(reference, "pool", "average_count_excludes_padding", "x") == "TypeError"
+    assert _set(reference, "act", "type", 1) == "TypeError"
+    assert _set(reference, "act", "type", reference.ActivationType.SIGMOID) == "SIGMOID"
+    assert _set(reference, "lrn", "window_size", 2.0) == "TypeError"
+    assert _set(reference, "lrn", "window_size", np.int64(3)) == 3
+    assert _set(reference, "pool", "pre_padding", 1) == "TypeError"
+    assert _set(reference, "pool", "pre_padding", [1, 1]) == (1, 1)
+    with pytest.raises(TypeError, match=r"Dims \(2\.5, 0\): incompatible constructor arguments"):
+        reference.Dims((2.5, 0))
+    assert tuple(reference.Dims((True, 2))) == (1, 2)
