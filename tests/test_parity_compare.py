@@ -188,3 +188,30 @@ def test_equal_size_shape_mismatch_fails_the_report():
     report = compare({"y": expected.T.copy()}, {"y": expected}, 1e3, 1e3)
     assert not report.passed and not report.outputs[0].passed
     assert "shape mismatch: actual (3, 2) vs expected (2, 3)" in report.outputs[0].note
+
+
+def _strict_json(text: str) -> dict:
+    """json.loads that refuses NaN/Infinity (not JSON; many parsers reject them)."""
+    def refuse(constant):
+        raise AssertionError(f"the report holds the non-JSON constant {constant}")
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_json_report_spells_non_finite_statistics_out():
+    """inf becomes "inf", -inf "-inf" and NaN null, so the report is strict JSON; atol_mode and layers say
+    what the run was (values written by hand: y's error is inf, z's relative error is 1/0)."""
+    report = compare({"y": np.array([np.inf, 1.0]), "z": np.array([1.0, 2.0])},
+                     {"y": np.array([1.0, 1.0]), "z": np.array([0.0, 2.0])})
+    d = _strict_json(report.to_json())
+    y, z = d["outputs"]
+    assert [y[k] for k in ("max_abs", "mean_abs", "max_rel", "rel_l2", "min_atol", "min_rtol")] == ["inf"] * 6
+    assert (z["max_abs"], z["mean_abs"], z["max_rel"], z["min_atol"], z["min_rtol"]) == (1.0, 0.5, "inf", 1.0, "inf")
+    assert d["atol_mode"] == "absolute" and d["layers"] is None
+    relative = _strict_json(compare({"y": np.ones(2)}, {"y": np.ones(2)}, atol_relative=True).to_json())
+    assert relative["atol_mode"] == "relative to max |expected| per tensor"
+    stats = compare_tensor("t", np.ones(2), np.ones(2), 1e-4, 1e-3)
+    stats.cosine, stats.min_atol, stats.expected_max_abs = math.nan, -math.inf, 2
+    assert (stats.to_dict()["cosine"], stats.to_dict()["min_atol"], stats.to_dict()["expected_max_abs"]) == \
+        (None, "-inf", 2)
+    report.layers = [stats]  # a layerwise run's rows
+    assert _strict_json(report.to_json())["layers"] == [stats.to_dict()]
