@@ -12,6 +12,12 @@ impl="composed" uses reduce/elementwise layers: mean = AVG, d = x - mean, var = 
 (N, G, -1) first and back after. impl="auto" is native where TensorRT's layer can express it
 (group norm on (N, C) without spatial dims needs composed).
 
+Dynamic shapes. The batch and spatial dims may be dynamic; C must be known at build time (it sets
+gamma/beta), and so must layer norm's normalized dims. The composed group norm's way back from
+(N, G, -1) restores one dynamic spatial dim (-1); with two or more it moves C last, splits it into
+(G, C/G) and transposes to (N, G, C/G, *S) in one shuffle, 0-copy reshapes keeping every dynamic dim
+(refused on rank 8, where that view would need 9 dims).
+
 Range safety. The variance of fp16 data above |x| ~ 256 does not fit fp16 (d^2 overflows to inf,
 so the composed output collapses to 0), and squares of |d| < ~2e-3 are fp16 subnormals.
 strategy="safe" (default) runs the whole normalization in FLOAT between two casts: normalization
