@@ -21,9 +21,9 @@ impl="auto" picks native when its constraints hold, else composed.
 Dynamic shapes. N and the spatial dims may be dynamic (an optimization profile sets them). The
 reshapes to (N, C, S, 1) and (N, 1, C, S) copy N (and C) with 0 and flatten the spatial dims with
 -1, and the way back restores one dynamic spatial dim with -1; with two or more (dynamic H and W),
-the composed LRN instead transposes C next to the last dim, (N, H, C, W), pools the same (size x 1)
-window there and transposes back, which keeps every dim, and the native one on a 4-D input needs no
-reshape at all. A native LRN on a rank-5 (or higher) input with two or more dynamic spatial dims is
+the composed LRN instead transposes C to the first pooled dim, (N, H, C, W) or (N, D, C, H, W), pools
+a (size x 1) or (size x 1 x 1) window there and transposes back, which keeps every dim; the native
+one on a 4-D input needs no reshape at all. A native LRN on a rank-5 (or higher) input with two or more dynamic spatial dims is
 refused (impl="auto" takes the composed one), and the composed LRN's reshape needs C known at build
 time.
 
@@ -128,13 +128,16 @@ def _composed(network, x, size: int, alpha: float, beta: float, k: float, name: 
     if flat:  # (N, 1, C, S) and back: the -1 restores at most one dynamic dim
         c = tuple(x.shape)[1]
         view = S.reshape(network, sq, (0, 1, c, -1), f"{name}/to_nc1s")
-    else:  # two or more dynamic spatial dims: C moves next to the last dim, (N, *S', C, S_last), rank >= 4
-        perm = [0, *range(2, rank - 1), 1, rank - 1]
+        nsp = 2
+    else:  # two or more dynamic spatial dims (rank >= 4): C becomes the first pooled dim, (N, H, C, W) or
+        nsp = min(rank - 2, 3)  # (N, D, C, H, W), so the window runs over C with 1 along the others
+        perm = [0, *range(2, rank - nsp + 1), 1, *range(rank - nsp + 1, rank)]
         view = S.shuffle(network, sq, f"{name}/to_window_view", first=perm)
-    pool = named(network.add_pooling_nd(view, trt.PoolingType.AVERAGE, trt.Dims((size, 1))), f"{name}/window_avg")
-    pool.stride_nd = trt.Dims((1, 1))
-    pool.pre_padding = trt.Dims((size // 2, 0))
-    pool.post_padding = trt.Dims(((size - 1) // 2, 0))
+    rest = (1,) * (nsp - 1)
+    pool = named(network.add_pooling_nd(view, trt.PoolingType.AVERAGE, trt.Dims((size, *rest))), f"{name}/window_avg")
+    pool.stride_nd = trt.Dims((1, *rest))
+    pool.pre_padding = trt.Dims((size // 2, *[0] * (nsp - 1)))
+    pool.post_padding = trt.Dims(((size - 1) // 2, *[0] * (nsp - 1)))
     pool.average_count_excludes_padding = False
     avg_view = out(pool, f"{name}/window_avg")
     if flat:
