@@ -171,7 +171,8 @@ _T6 = [torch.tensor(v) for v in (_G6, _B6)]
 _CH = [torch.tensor(v) for v in (_B6, _G6 + 0.2)]  # running mean, var
 DYNAMIC_BUILDS = {  # label: (build(network, x), torch reference on float64)
     "l2norm": (lambda n, t: l2norm_mod.l2norm(n, t, _G6, "l2"),
-               lambda x: x / (x.pow(2).sum(1, keepdim=True).sqrt() + 1e-10) * _T6[0].reshape(1, -1, *[1] * (x.dim() - 2))),
+               lambda x: x / (x.pow(2).sum(1, keepdim=True).sqrt() + 1e-10)
+               * _T6[0].reshape(1, -1, *[1] * (x.dim() - 2))),
     "lrn composed 4": (lambda n, t: lrn_mod.lrn(n, t, 4, 1e-2, 0.75, 1.0, "lrn", impl="composed"),
                        lambda x: F.local_response_norm(x, 4, 1e-2, 0.75, 1.0)),
     "lrn auto 3": (lambda n, t: lrn_mod.lrn(n, t, 3, 1e-2, 0.75, 1.0, "lrn"),

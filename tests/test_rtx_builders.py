@@ -35,7 +35,8 @@ from test_layers_basic import POOL_CASES
 from test_layers_batchnorm import CASES as BN_CASES
 from test_layers_lrn import SHAPES as LRN_SHAPES
 from test_layers_repvgg import CASES as REPVGG_CASES, make_block, wrap
-from test_layers_dynamic_shapes import LAYER_SHAPES as DYN_LAYER_SHAPES, LRN_CASES as DYN_LRN_CASES, SHAPES as DYN_SHAPES
+from test_layers_dynamic_shapes import LAYER_SHAPES as DYN_LAYER_SHAPES, LRN_CASES as DYN_LRN_CASES
+from test_layers_dynamic_shapes import SHAPES as DYN_SHAPES
 from test_onnx_builders import GROUP_SHAPES
 from twin import _NOISE
 

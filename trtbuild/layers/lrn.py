@@ -23,9 +23,9 @@ reshapes to (N, C, S, 1) and (N, 1, C, S) copy N (and C) with 0 and flatten the 
 -1, and the way back restores one dynamic spatial dim with -1; with two or more (dynamic H and W),
 the composed LRN instead transposes C to the first pooled dim, (N, H, C, W) or (N, D, C, H, W), pools
 a (size x 1) or (size x 1 x 1) window there and transposes back, which keeps every dim; the native
-one on a 4-D input needs no reshape at all. A native LRN on a rank-5 (or higher) input with two or more dynamic spatial dims is
-refused (impl="auto" takes the composed one), and the composed LRN's reshape needs C known at build
-time.
+one on a 4-D input needs no reshape at all. A native LRN on a rank-5 (or higher) input with two or
+more dynamic spatial dims is refused (impl="auto" takes the composed one), and the composed LRN's
+reshape needs C known at build time.
 
 Range safety. LRN is not scale invariant (k is not scaled with x), so per-position pre-scaling
 would have to carry k / m^2 along, which itself overflows fp16 for small m; the robust choice is
@@ -37,8 +37,8 @@ once it exceeds 65504. For the native layer the
 reference backend computes internally in fp32, so its naive fp16 rows pass there; on a GPU the
 precision inside TensorRT's LRN kernel is TensorRT's choice, which the safe cast takes out of play.
 
-Layers are named under `name` (/to_f32, /to_nc_s1, /lrn or /sq, /to_nc1s or /to_window_view, /window_avg, /to_input_shape,
-/denom, /mul, /from_f32); the returned tensor is named `name`.
+Layers are named under `name` (/to_f32, /to_nc_s1, /lrn or /sq, /to_nc1s or /to_window_view,
+/window_avg, /to_input_shape, /denom, /mul, /from_f32); the returned tensor is named `name`.
 """
 
 from __future__ import annotations
