@@ -71,6 +71,22 @@ def run_builder(fn, x: torch.Tensor, *args, input_shape=None, trt_module=trt, **
     return run_network(builder, network, {"x": x}, trt_module)[y.name], network
 
 
+def run_builder_at(fn, xs: list[torch.Tensor], *args, input_shape, trt_module=trt, **kwargs):
+    """Build `fn(network, input, *args, **kwargs)` ONCE on an input of `input_shape` (-1: dynamic) with
+    one optimization profile from the elementwise min to the max of the shapes of `xs` (opt = max),
+    and run that one engine on each of `xs`; returns ([output per x], network)."""
+    builder, network = new_network(trt_module)
+    inp = network.add_input("x", _torch_dtypes(trt_module)[0][xs[0].dtype], tuple(input_shape))
+    y = fn(network, inp, *args, **kwargs)
+    network.mark_output(y)
+    lo = tuple(min(x.shape[i] for x in xs) for i in range(len(input_shape)))
+    hi = tuple(max(x.shape[i] for x in xs) for i in range(len(input_shape)))
+    plan = serialize_network(trt_module, builder, network, _LOGGERS[id(builder)], profile_shapes={"x": (lo, hi, hi)},
+                             progress=False)
+    engine = Engine(plan, trt_module, name="layer_harness")
+    return [engine.run({"x": x.to(engine.device)}, synchronize=True)[y.name].cpu() for x in xs], network
+
+
 def layer_names(network) -> list[str]:
     return [network.get_layer(i).name for i in range(network.num_layers)]
 

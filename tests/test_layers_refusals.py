@@ -63,7 +63,7 @@ def _ln(shape=(3, 3), **kw):
 
 RANK = "input 'x' has shape {shape} (rank {rank}); rank {span} is needed ({why})"
 TYPE = "input 'x' has type DataType.INT32; FLOAT, HALF or BF16 is needed"
-DYN = "input 'x' has shape {shape}; dims from {first} on must be known at build time ({why})"
+DYN = "input 'x' has shape {shape}; dim 1 (C) must be known at build time ({why})"
 STRATEGY = "strategy='fast' is not one of 'safe', 'naive'"
 IMPL = "impl='fused' is not one of 'auto', 'native', 'composed'"
 L2_WHY = "L2Norm normalizes across channel axis 1 of (N, C, ...); IScaleLayer needs rank >= 3"
@@ -76,7 +76,7 @@ CASES = [
     ("l2-rank", (2, 4), F, _l2(X), "layer 'l2': " + RANK.format(shape=(2, 4), rank=2, span="3..8", why=L2_WHY)),
     ("l2-type", X, I32, _l2(X), f"layer 'l2': {TYPE}"),
     ("l2-dynamic-c", (2, -1, 3, 3), F, _l2(X),
-     "layer 'l2': " + DYN.format(shape=(2, -1, 3, 3), first=1, why="the channel count sets the weight length")),
+     "layer 'l2': " + DYN.format(shape=(2, -1, 3, 3), why="the channel count sets the weight length")),
     ("l2-weight-length", X, F, _l2(X, weight=np.ones(3)),
      "layer 'l2': weight has 3 values but 4 are needed (one per channel)"),
     ("l2-weight-missing", X, F, _l2(X, weight=None), "layer 'l2': weight is required"),
@@ -101,12 +101,19 @@ CASES = [
     ("lrn-native-k", X, F, _lrn(k=0.0, impl="native"),
      "layer 'lrn': impl='native' is not possible: TensorRT's ILRNLayer needs k in [1e-5, 1e10], got 0.0; "
      "use impl='composed' or 'auto'"),
+    ("lrn-composed-dynamic-c", (2, -1, 3, 3), F, _lrn(impl="composed"),
+     "layer 'lrn': " + DYN.format(shape=(2, -1, 3, 3), why="the composed LRN reshapes to (N, 1, C, S) and back")),
+    ("lrn-native-rank5-dynamic-hw", (-1, 4, 2, -1, -1), F, _lrn(impl="native"),
+     "layer 'lrn': input 'x' has shape (-1, 4, 2, -1, -1); impl='native' needs all but one of dims 2..4 known at "
+     "build time on a rank-5 input (dims 3, 4 are dynamic, and TensorRT's LRN windows over the C of a 4-D view, so "
+     "the input is reshaped to (N, C, S, 1) and back, which restores one dynamic dim at most); use impl='composed' "
+     "or 'auto'"),
 
     ("bn-strategy", X, F, _bn(strategy="fast"), f"layer 'bn': {STRATEGY}"),
     ("bn-rank", (4,), F, _bn(), "layer 'bn': " + RANK.format(shape=(4,), rank=1, span="2..8", why=BN_WHY)),
     ("bn-type", X, I32, _bn(), f"layer 'bn': {TYPE}"),
     ("bn-dynamic-c", (2, -1, 3, 3), F, _bn(),
-     "layer 'bn': " + DYN.format(shape=(2, -1, 3, 3), first=1, why="the channel count sets the parameter length")),
+     "layer 'bn': " + DYN.format(shape=(2, -1, 3, 3), why="the channel count sets the parameter length")),
     ("bn-gamma", X, F, _bn(gamma=np.ones(5)), "layer 'bn': gamma has 5 values but 4 are needed (one per channel)"),
     ("bn-beta", X, F, _bn(beta=np.ones(3)), "layer 'bn': beta has 3 values but 4 are needed (one per channel)"),
     ("bn-mean", X, F, _bn(mean=None), "layer 'bn': mean is required"),
@@ -118,7 +125,7 @@ CASES = [
     ("bs-rank", (4,), F, _bs(), "layer 'bs': " + RANK.format(shape=(4,), rank=1, span="2..8", why=BN_WHY)),
     ("bs-type", X, I32, _bs(), f"layer 'bs': {TYPE}"),
     ("bs-dynamic-c", (2, -1, 3, 3), F, _bs(),
-     "layer 'bs': " + DYN.format(shape=(2, -1, 3, 3), first=1, why="the channel count sets the parameter length")),
+     "layer 'bs': " + DYN.format(shape=(2, -1, 3, 3), why="the channel count sets the parameter length")),
     ("bs-gamma", X, F, _bs(gamma=np.ones(5)), "layer 'bs': gamma has 5 values but 4 are needed (one per channel)"),
     ("bs-beta", X, F, _bs(beta=np.ones(3)), "layer 'bs': beta has 3 values but 4 are needed (one per channel)"),
     ("bs-eps", X, F, _bs(eps=0.0), "layer 'bs': eps must be finite and > 0, got 0.0"),
@@ -126,7 +133,7 @@ CASES = [
     ("in-rank", (2, 4), F, _in(),
      "layer 'in': " + RANK.format(shape=(2, 4), rank=2, span="3..8", why="instance norm needs (N, C, spatial...)")),
     ("in-dynamic-c", (2, -1, 3, 3), F, _in(),
-     "layer 'in': " + DYN.format(shape=(2, -1, 3, 3), first=1, why="the channel count sets gamma/beta")),
+     "layer 'in': " + DYN.format(shape=(2, -1, 3, 3), why="the channel count sets gamma/beta")),
     ("in-gamma", X, F, _in(gamma=np.ones(5)), "layer 'in': gamma has 5 values but 4 are needed (one per channel)"),
     ("in-beta", X, F, _in(beta=np.ones(3)), "layer 'in': beta has 3 values but 4 are needed (one per channel)"),
     ("in-eps", X, F, _in(eps=float("nan")), "layer 'in': eps must be finite and > 0, got nan"),
@@ -137,7 +144,7 @@ CASES = [
     ("gn-rank", (4,), F, _gn(),
      "layer 'gn': " + RANK.format(shape=(4,), rank=1, span="2..8", why="group norm needs (N, C, ...)")),
     ("gn-dynamic-c", (2, -1, 3, 3), F, _gn(),
-     "layer 'gn': " + DYN.format(shape=(2, -1, 3, 3), first=1, why="the channel count sets the groups and gamma/beta")),
+     "layer 'gn': " + DYN.format(shape=(2, -1, 3, 3), why="the channel count sets the groups and gamma/beta")),
     ("gn-groups", X, F, _gn(groups=3),
      "layer 'gn': num_groups=3 must be a positive integer dividing the 4 channels of 'x'"),
     ("gn-groups-bool", X, F, _gn(groups=True),
@@ -148,11 +155,21 @@ CASES = [
     ("gn-native-2d", (2, 4), F, _gn(impl="native"),
      "layer 'gn': impl='native' group norm with 2 groups needs spatial dims (TensorRT normalizes groups over dims "
      "2..), got shape (2, 4); use impl='composed'"),
+    ("gn-composed-rank8-dynamic", (1, 4, -1, -1, 1, 1, 1, 1), F, _gn(impl="composed"),
+     "layer 'gn': input 'x' has shape (1, 4, -1, -1, 1, 1, 1, 1); impl='composed' needs all but one of dims 2..7 "
+     "known at build time on a rank-8 input (with dims 2, 3 dynamic it splits C into (G, C/G) in a rank-9 view, and "
+     "TensorRT tensors have at most 8 dims); use impl='native' or 'auto'"),
     ("gn-strategy", X, F, _gn(strategy="fast"), f"layer 'gn': {STRATEGY}"),
     ("gn-impl", X, F, _gn(impl="fused"), f"layer 'gn': {IMPL}"),
 
     ("ln-shape", X, F, _ln(shape=(4, 3)),
      "layer 'ln': normalized_shape (4, 3) must equal the trailing dims of 'x' (2, 4, 3, 3)"),
+    ("ln-dynamic-normalized", (2, 4, 3, -1), F, _ln(),
+     "layer 'ln': input 'x' has shape (2, 4, 3, -1); dim 3 must be known at build time (normalized_shape (3, 3) is "
+     "normalized over and sets the shape of gamma/beta; only the leading dims may be dynamic)"),
+    ("ln-dynamic-normalized-2", (-1, 4, -1, -1), F, _ln(),
+     "layer 'ln': input 'x' has shape (-1, 4, -1, -1); dims 2, 3 must be known at build time (normalized_shape "
+     "(3, 3) is normalized over and sets the shape of gamma/beta; only the leading dims may be dynamic)"),
     ("ln-rank", (3, 3), F, _ln(shape=(2, 3, 3)),
      "layer 'ln': " + RANK.format(shape=(3, 3), rank=2, span="3..8", why="layer norm over 3 trailing dims (2, 3, 3)")),
     ("ln-gamma", X, F, _ln(gamma=np.ones(3)), "layer 'ln': gamma has 3 values but 9 are needed (one per channel)"),

@@ -166,6 +166,50 @@ def test_group_norm_dynamic_batch(impl):
     assert_close(y, m(x), what=impl)
 
 
+_G6, _B6 = np.random.RandomState(2).uniform(0.5, 1.5, 6), np.random.RandomState(3).uniform(-0.5, 0.5, 6)
+_T6 = [torch.tensor(v) for v in (_G6, _B6)]
+_CH = [torch.tensor(v) for v in (_B6, _G6 + 0.2)]  # running mean, var
+DYNAMIC_BUILDS = {  # label: (build(network, x), torch reference on float64)
+    "l2norm": (lambda n, t: l2norm_mod.l2norm(n, t, _G6, "l2"),
+               lambda x: x / (x.pow(2).sum(1, keepdim=True).sqrt() + 1e-10)
+               * _T6[0].reshape(1, -1, *[1] * (x.dim() - 2))),
+    "lrn composed 4": (lambda n, t: lrn_mod.lrn(n, t, 4, 1e-2, 0.75, 1.0, "lrn", impl="composed"),
+                       lambda x: F.local_response_norm(x, 4, 1e-2, 0.75, 1.0)),
+    "lrn auto 3": (lambda n, t: lrn_mod.lrn(n, t, 3, 1e-2, 0.75, 1.0, "lrn"),
+                   lambda x: F.local_response_norm(x, 3, 1e-2, 0.75, 1.0)),
+    "batchnorm": (lambda n, t: bn_mod.batchnorm(n, t, _G6, _B6, _B6, _G6 + 0.2, 1e-5, "bn"),
+                  lambda x: F.batch_norm(x, _CH[0], _CH[1], _T6[0], _T6[1], training=False, eps=1e-5)),
+    "batchnorm_batch_stats": (lambda n, t: bn_mod.batchnorm_batch_stats(n, t, _G6, _B6, 1e-5, "bs"),
+                              lambda x: F.batch_norm(x, None, None, _T6[0], _T6[1], training=True, eps=1e-5)),
+    **{f"instance_norm {impl}": (lambda n, t, impl=impl: norm_mod.instance_norm(n, t, _G6, _B6, 1e-5, "in", impl=impl),
+                                 lambda x: F.instance_norm(x, weight=_T6[0], bias=_T6[1], eps=1e-5))
+       for impl in ("native", "composed")},
+    **{f"group_norm {impl}": (lambda n, t, impl=impl: norm_mod.group_norm(n, t, 3, _G6, _B6, 1e-5, "gn", impl=impl),
+                              lambda x: F.group_norm(x, 3, _T6[0], _T6[1], eps=1e-5))
+       for impl in ("native", "composed")},
+}
+DYNAMIC_SIZES = {(-1, 6, -1, -1): [(1, 6, 5, 7), (3, 6, 8, 3)], (-1, 6, -1, -1, -1): [(1, 6, 3, 5, 4), (2, 6, 2, 3, 6)],
+                 (2, 6, -1, 5): [(2, 6, 3, 5), (2, 6, 7, 5)]}
+
+
+@pytest.mark.parametrize("shape", DYNAMIC_SIZES, ids=["NxCxHxW", "NxCxDxHxW", "H only"])
+@pytest.mark.parametrize("label", DYNAMIC_BUILDS)
+def test_dynamic_batch_and_spatial_dims(label, shape):
+    """One export of a network with dynamic N/H/W (tests/test_layers_dynamic_shapes.py's shapes) keeps
+    those dims symbolic and runs at two sizes in onnxruntime, as PyTorch computes."""
+    build, expected = DYNAMIC_BUILDS[label]
+    net = trt.Builder(trt.Logger()).create_network(1 << int(trt.NetworkDefinitionCreationFlag.STRONGLY_TYPED))
+    y = build(net, net.add_input("x", trt.float32, shape))
+    net.mark_output(y)
+    model = export_onnx(net)
+    dims = model.graph.input[0].type.tensor_type.shape.dim
+    assert [d.HasField("dim_value") for d in dims] == [d >= 0 for d in shape]
+    for size in DYNAMIC_SIZES[shape]:
+        x = _x(size)
+        got = torch.from_numpy(run_onnxruntime(model, {"x": x.float()})[y.name]).double()
+        assert_close(got, expected(x.float().double()), what=f"{label} at {size}")
+
+
 # ---------------------------------------------------------------- fp16/bf16: the robustness cases
 MAGNITUDES = [1e-3, 1.0, 11.0, 64.0, 1e3, 6e4, 0.0]
 R = np.random.RandomState(0)

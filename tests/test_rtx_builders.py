@@ -35,6 +35,8 @@ from test_layers_basic import POOL_CASES
 from test_layers_batchnorm import CASES as BN_CASES
 from test_layers_lrn import SHAPES as LRN_SHAPES
 from test_layers_repvgg import CASES as REPVGG_CASES, make_block, wrap
+from test_layers_dynamic_shapes import LAYER_SHAPES as DYN_LAYER_SHAPES, LRN_CASES as DYN_LRN_CASES
+from test_layers_dynamic_shapes import SHAPES as DYN_SHAPES
 from test_onnx_builders import GROUP_SHAPES
 from twin import _NOISE
 
@@ -53,6 +55,7 @@ class Config:
     shape: tuple
     build: Callable
     marks: tuple = ()
+    profile: tuple | None = None  # (min, max) shapes of the optimization profile; None: 1..2 for each -1
 
 
 def _rng(seed):
@@ -109,6 +112,46 @@ NORM_CONFIGS += [Config(f"layer_norm {impl} {s} over {ns}", s,
                                                                       _vec(ns, 1).reshape(ns), 1e-5, "ln", impl=impl,
                                                                       strategy=st))
                  for s, ns in LAYER_SHAPES for impl in IMPLS]
+
+
+# -- dynamic batch and spatial dims: tests/test_layers_dynamic_shapes.py's shapes and profiles ----
+def _span(sizes):
+    """(min, max) shapes over `sizes`: the profile the reference test builds with."""
+    return tuple(tuple(f(s[i] for s in sizes) for i in range(len(sizes[0]))) for f in (min, max))
+
+
+def _dyn(label, shape, build, sizes=None):
+    return Config(f"dynamic {label} {shape}", shape, build, profile=_span(sizes or DYN_SHAPES[shape]))
+
+
+DYN_C = 6
+DYNAMIC_CONFIGS = [_dyn("l2norm", s, lambda n, x, st: l2norm(n, x, _vec(DYN_C, 1, 5, 25), "l2", strategy=st))
+                   for s in DYN_SHAPES]
+DYNAMIC_CONFIGS += [_dyn(f"lrn {impl} {size}", s,
+                         lambda n, x, st, size=size, impl=impl: lrn(n, x, size, 1e-2, 0.75, 1.0, "lrn", impl=impl,
+                                                                    strategy=st))
+                    for impl, size in DYN_LRN_CASES for s in DYN_SHAPES]
+DYNAMIC_CONFIGS += [_dyn("batchnorm", s, lambda n, x, st: batchnorm(n, x, *_bn_eval(DYN_C), "bn", strategy=st),
+                         sizes=[(1, DYN_C), (5, DYN_C)] if s == (-1, DYN_C) else None)
+                    for s in list(DYN_SHAPES) + [(-1, DYN_C)]]
+DYNAMIC_CONFIGS += [_dyn("batchnorm_batch_stats", s,
+                         lambda n, x, st: batchnorm_batch_stats(n, x, _vec(DYN_C), _vec(DYN_C, 1, -0.5, 0.5), 1e-5,
+                                                                "bnt", strategy=st))
+                    for s in DYN_SHAPES]
+DYNAMIC_CONFIGS += [_dyn(f"instance_norm {impl}", s,
+                         lambda n, x, st, impl=impl: instance_norm(n, x, _vec(DYN_C), _vec(DYN_C, 1), 1e-5, "in",
+                                                                   impl=impl, strategy=st))
+                    for impl in IMPLS for s in DYN_SHAPES]
+DYNAMIC_CONFIGS += [_dyn(f"group_norm G={g} {impl}", s,
+                         lambda n, x, st, g=g, impl=impl: group_norm(n, x, g, _vec(DYN_C), _vec(DYN_C, 1), 1e-4, "gn",
+                                                                     impl=impl, strategy=st))
+                    for g in (1, 3) for impl in IMPLS for s in DYN_SHAPES]
+DYNAMIC_CONFIGS += [_dyn(f"layer_norm {impl} over {ns}", s,
+                         lambda n, x, st, ns=ns, impl=impl: layer_norm(n, x, ns, _vec(ns).reshape(ns),
+                                                                       _vec(ns, 1).reshape(ns), 1e-5, "ln", impl=impl,
+                                                                       strategy=st),
+                         sizes=sizes)
+                    for (s, ns), sizes in DYN_LAYER_SHAPES.items() for impl in IMPLS]
 
 
 # -- basic builders and RepVGG (no strategy) ------------------------------------------------------
@@ -199,9 +242,10 @@ def _attempt(trt, net, errors: Callable[[], list], config: Config, dtype: str, s
         side.rejected = f"logged: {errs[0]}"
         return side
     net.network.mark_output(side.result)
-    if -1 in tuple(config.shape):  # dynamic batch: a profile from 1 to 2
+    if -1 in tuple(config.shape):  # dynamic dims: the config's profile, or one from 1 to 2
         profile = net.builder.create_optimization_profile()
-        lo, hi = (tuple(1 if d < 0 else d for d in config.shape), tuple(2 if d < 0 else d for d in config.shape))
+        lo, hi = config.profile or (tuple(1 if d < 0 else d for d in config.shape),
+                                    tuple(2 if d < 0 else d for d in config.shape))
         profile.set_shape("x", lo, hi, hi)
         net.config.add_optimization_profile(profile)
     if net.builder.build_serialized_network(net.network, net.config) is None:
@@ -261,6 +305,20 @@ def _cases(configs, strategies):
 @pytest.mark.parametrize("config, dtype, strategy", _cases(NORM_CONFIGS, STRATEGIES))
 def test_normalization_builders_agree(rtx, config, dtype, strategy):
     assert_same(*both(rtx, config, DTYPES[dtype], strategy), f"{config.id} {dtype} {strategy}")
+
+
+@pytest.mark.parametrize("config, dtype, strategy", _cases(DYNAMIC_CONFIGS, STRATEGIES))
+def test_normalization_builders_agree_on_dynamic_shapes(rtx, config, dtype, strategy):
+    """Dynamic batch and H/W (profile min..max of the shapes the reference runs at): TensorRT-RTX builds
+    every one of them, with the same layers as the reference; only the one path the builder refuses (a
+    native LRN on rank 5 with two or more dynamic spatial dims) is refused, by the builder, on both."""
+    r, x = both(rtx, config, DTYPES[dtype], strategy)
+    assert_same(r, x, f"{config.id} {dtype} {strategy}")
+    refused = "lrn native" in config.id and len(config.shape) == 5 and sum(d < 0 for d in config.shape[2:]) > 1
+    if refused:
+        assert r.rejected.startswith("BuilderError: layer 'lrn': input 'x' has shape"), r.rejected
+    else:
+        assert r.rejected is None, r.rejected
 
 
 @pytest.mark.parametrize("config, dtype, strategy", _cases(BASIC_CONFIGS, ("safe",)))

@@ -46,7 +46,7 @@ def batchnorm(network, x, gamma, beta, mean, var, eps, name: str, strategy: str 
     S.check_choice(strategy, S.STRATEGIES, "strategy", name)
     rank = S.check_rank(x, 2, 8, name, "BatchNorm works on (N, C, ...)")
     kind = S.kind(network, x, name)
-    c = S.static_dims(x, 1, name, "the channel count sets the parameter length")[0]
+    c = S.channels(x, name, "the channel count sets the parameter length")
     params = [S.vector(gamma, c, "gamma", name, default=1.0), S.vector(beta, c, "beta", name, default=0.0),
               S.vector(mean, c, "mean", name), S.vector(var, c, "var", name)]
     try:
@@ -72,7 +72,7 @@ def batchnorm_batch_stats(network, x, gamma, beta, eps, name: str, strategy: str
     S.check_choice(strategy, S.STRATEGIES, "strategy", name)
     rank = S.check_rank(x, 2, 8, name, "BatchNorm works on (N, C, ...)")
     S.kind(network, x, name)
-    c = S.static_dims(x, 1, name, "the channel count sets the parameter length")[0]
+    c = S.channels(x, name, "the channel count sets the parameter length")
     g = S.vector(gamma, c, "gamma", name, default=1.0)
     b = S.vector(beta, c, "beta", name, default=0.0)
     eps = S.positive_eps(eps, name)

@@ -49,7 +49,7 @@ def l2norm(network, x, weight, name: str, eps: float = 1e-10, strategy: str = "s
     S.check_choice(strategy, S.STRATEGIES, "strategy", name)
     S.check_rank(x, 3, 8, name, "L2Norm normalizes across channel axis 1 of (N, C, ...); IScaleLayer needs rank >= 3")
     kind = S.kind(network, x, name)
-    c = S.static_dims(x, 1, name, "the channel count sets the weight length")[0]
+    c = S.channels(x, name, "the channel count sets the weight length")
     w = S.vector(weight, c, "weight", name)
     eps = S.positive_eps(eps, name, allow_zero=True)
     if strategy == "naive":

@@ -18,6 +18,15 @@ always `size`, exactly torch's avg_pool over the padded channels; then one UNIFO
 computes (alpha * avg + k) ** -beta and a PROD applies it. It supports any window and parameters.
 impl="auto" picks native when its constraints hold, else composed.
 
+Dynamic shapes. N and the spatial dims may be dynamic (an optimization profile sets them). The
+reshapes to (N, C, S, 1) and (N, 1, C, S) copy N (and C) with 0 and flatten the spatial dims with
+-1, and the way back restores one dynamic spatial dim with -1; with two or more (dynamic H and W),
+the composed LRN instead transposes C to the first pooled dim, (N, H, C, W) or (N, D, C, H, W), pools
+a (size x 1) or (size x 1 x 1) window there and transposes back, which keeps every dim; the native
+one on a 4-D input needs no reshape at all. A native LRN on a rank-5 (or higher) input with two or
+more dynamic spatial dims is refused (impl="auto" takes the composed one), and the composed LRN's
+reshape needs C known at build time.
+
 Range safety. LRN is not scale invariant (k is not scaled with x), so per-position pre-scaling
 would have to carry k / m^2 along, which itself overflows fp16 for small m; the robust choice is
 an fp32 island: strategy="safe" (default) casts fp16/bf16 inputs to FLOAT, runs the native or
@@ -28,8 +37,8 @@ once it exceeds 65504. For the native layer the
 reference backend computes internally in fp32, so its naive fp16 rows pass there; on a GPU the
 precision inside TensorRT's LRN kernel is TensorRT's choice, which the safe cast takes out of play.
 
-Layers are named under `name` (/to_f32, /to_nc_s1, /lrn or /sq, /to_nc1s, /window_avg, /to_input_shape,
-/denom, /mul, /from_f32); the returned tensor is named `name`.
+Layers are named under `name` (/to_f32, /to_nc_s1, /lrn or /sq, /to_nc1s or /to_window_view,
+/window_avg, /to_input_shape, /denom, /mul, /from_f32); the returned tensor is named `name`.
 """
 
 from __future__ import annotations
@@ -79,6 +88,17 @@ def lrn(network, x, size: int, alpha: float, beta: float, k: float, name: str,
     if impl == "native" and reason:
         raise BuilderError(f"layer '{name}': impl='native' is not possible: {reason}; use impl='composed' or 'auto'")
     use_native = impl == "native" or (impl == "auto" and reason is None)
+    rank, dynamic = len(x.shape), S.dynamic_dims(x)
+    if use_native and rank != 4 and len(dynamic) > 1:
+        if impl == "native":
+            raise BuilderError(f"layer '{name}': input '{x.name}' has shape {tuple(x.shape)}; impl='native' needs all "
+                               f"but one of dims 2..{rank - 1} known at build time on a rank-{rank} input "
+                               f"({S.dims_text(dynamic)} are dynamic, and TensorRT's LRN windows over the C of a 4-D "
+                               f"view, so the input is reshaped to (N, C, S, 1) and back, which restores one dynamic "
+                               f"dim at most); use impl='composed' or 'auto'")
+        use_native = False  # auto: the composed LRN takes any dynamic dims
+    if not use_native and len(dynamic) <= 1:
+        S.channels(x, name, "the composed LRN reshapes to (N, 1, C, S) and back")
     dtype = x.dtype
     if strategy == "safe" or use_native:  # TensorRT's LRN operator takes FLOAT only
         x, _ = S.to_float(network, x, f"{name}/to_f32")
@@ -91,26 +111,38 @@ def lrn(network, x, size: int, alpha: float, beta: float, k: float, name: str,
 
 def _native(network, x, size: int, alpha: float, beta: float, k: float, name: str):
     """add_lrn on a 4-D view: TensorRT's LRN operator windows over dimension rank-3 (the C of NCHW),
-    so other ranks are reshaped to (N, C, S, 1) and back."""
+    so other ranks are reshaped to (N, C, S, 1) and back (0 copies N and C; the caller makes sure at
+    most one of the spatial dims is dynamic, which the -1 of the way back restores)."""
     if len(x.shape) == 4:
         return out(network.add_lrn(x, size, alpha, beta, k), f"{name}/lrn")
-    c, *spatial = S.static_dims(x, 1, name, "a non-4-D native LRN reshapes to (N, C, S, 1) and back")
-    x4 = S.reshape(network, x, (0, c, -1, 1), f"{name}/to_nc_s1")
+    x4 = S.reshape(network, x, (0, 0, -1, 1), f"{name}/to_nc_s1")
     y4 = out(network.add_lrn(x4, size, alpha, beta, k), f"{name}/lrn")
-    return S.reshape(network, y4, (0, c, *spatial), f"{name}/to_input_shape")
+    return S.reshape(network, y4, (0, 0, *tuple(x.shape)[2:]), f"{name}/to_input_shape")
 
 
 def _composed(network, x, size: int, alpha: float, beta: float, k: float, name: str):
     trt = trt_of(network)
-    c, *spatial = S.static_dims(x, 1, name, "the composed LRN reshapes to (N, 1, C, S) and back")
+    rank = len(x.shape)
     sq = S.square(network, x, f"{name}/sq")
-    sq4 = S.reshape(network, sq, (0, 1, c, -1), f"{name}/to_nc1s")
-    pool = named(network.add_pooling_nd(sq4, trt.PoolingType.AVERAGE, trt.Dims((size, 1))), f"{name}/window_avg")
-    pool.stride_nd = trt.Dims((1, 1))
-    pool.pre_padding = trt.Dims((size // 2, 0))
-    pool.post_padding = trt.Dims(((size - 1) // 2, 0))
+    flat = len(S.dynamic_dims(x)) <= 1
+    if flat:  # (N, 1, C, S) and back: the -1 restores at most one dynamic dim
+        c = tuple(x.shape)[1]
+        view = S.reshape(network, sq, (0, 1, c, -1), f"{name}/to_nc1s")
+        nsp = 2
+    else:  # two or more dynamic spatial dims (rank >= 4): C becomes the first pooled dim, (N, H, C, W) or
+        nsp = min(rank - 2, 3)  # (N, D, C, H, W), so the window runs over C with 1 along the others
+        perm = [0, *range(2, rank - nsp + 1), 1, *range(rank - nsp + 1, rank)]
+        view = S.shuffle(network, sq, f"{name}/to_window_view", first=perm)
+    rest = (1,) * (nsp - 1)
+    pool = named(network.add_pooling_nd(view, trt.PoolingType.AVERAGE, trt.Dims((size, *rest))), f"{name}/window_avg")
+    pool.stride_nd = trt.Dims((1, *rest))
+    pool.pre_padding = trt.Dims((size // 2, *[0] * (nsp - 1)))
+    pool.post_padding = trt.Dims(((size - 1) // 2, *[0] * (nsp - 1)))
     pool.average_count_excludes_padding = False
-    avg4 = out(pool, f"{name}/window_avg")
-    avg = S.reshape(network, avg4, (0, c, *spatial), f"{name}/to_input_shape")
+    avg_view = out(pool, f"{name}/window_avg")
+    if flat:
+        avg = S.reshape(network, avg_view, (0, c, *tuple(x.shape)[2:]), f"{name}/to_input_shape")
+    else:
+        avg = S.shuffle(network, avg_view, f"{name}/to_input_shape", first=[perm.index(i) for i in range(rank)])
     inv = S.uniform_affine(network, avg, alpha, k, -beta, f"{name}/denom")
     return S.elementwise(network, x, inv, trt.ElementWiseOperation.PROD, f"{name}/mul")

@@ -12,6 +12,12 @@ impl="composed" uses reduce/elementwise layers: mean = AVG, d = x - mean, var = 
 (N, G, -1) first and back after. impl="auto" is native where TensorRT's layer can express it
 (group norm on (N, C) without spatial dims needs composed).
 
+Dynamic shapes. The batch and spatial dims may be dynamic; C must be known at build time (it sets
+gamma/beta), and so must layer norm's normalized dims. The composed group norm's way back from
+(N, G, -1) restores one dynamic spatial dim (-1); with two or more it moves C last, splits it into
+(G, C/G) and transposes to (N, G, C/G, *S) in one shuffle, 0-copy reshapes keeping every dynamic dim
+(refused on rank 8, where that view would need 9 dims).
+
 Range safety. The variance of fp16 data above |x| ~ 256 does not fit fp16 (d^2 overflows to inf,
 so the composed output collapses to 0), and squares of |d| < ~2e-3 are fp16 subnormals.
 strategy="safe" (default) runs the whole normalization in FLOAT between two casts: normalization
@@ -113,7 +119,7 @@ def instance_norm(network, x, gamma, beta, eps, name: str, impl: str = "auto", s
     """InstanceNorm over the spatial dims of `x` (N, C, *S) with per-channel gamma/beta [C]
     (None: no scale / no shift)."""
     S.check_rank(x, 3, 8, name, "instance norm needs (N, C, spatial...)")
-    c = S.static_dims(x, 1, name, "the channel count sets gamma/beta")[0]
+    c = S.channels(x, name, "the channel count sets gamma/beta")
     g = S.vector(gamma, c, "gamma", name, default=1.0)
     b = S.vector(beta, c, "beta", name, default=0.0)
     eps = S.positive_eps(eps, name)
@@ -133,7 +139,7 @@ def group_norm(network, x, num_groups: int, gamma, beta, eps, name: str, impl: s
     """GroupNorm of `x` (N, C, *S): statistics per sample over each group of C / num_groups
     channels and all spatial dims; per-channel gamma/beta [C] (None: no scale / no shift)."""
     S.check_rank(x, 2, 8, name, "group norm needs (N, C, ...)")
-    c = S.static_dims(x, 1, name, "the channel count sets the groups and gamma/beta")[0]
+    c = S.channels(x, name, "the channel count sets the groups and gamma/beta")
     if isinstance(num_groups, bool) or int(num_groups) != num_groups or num_groups < 1 or c % int(num_groups):
         raise BuilderError(f"layer '{name}': num_groups={num_groups!r} must be a positive integer dividing "
                            f"the {c} channels of '{x.name}'")
@@ -146,19 +152,44 @@ def group_norm(network, x, num_groups: int, gamma, beta, eps, name: str, impl: s
     if impl == "native" and not native_ok:
         raise BuilderError(f"layer '{name}': impl='native' group norm with {groups} groups needs spatial dims "
                            f"(TensorRT normalizes groups over dims 2..), got shape {tuple(x.shape)}; use impl='composed'")
+    S.check_choice(strategy, S.STRATEGIES, "strategy", name)
+    S.check_choice(impl, S.IMPLS, "impl", name)
+    composed = not (impl in ("auto", "native") and native_ok)
+    dynamic = S.dynamic_dims(x)
+    if composed and len(dynamic) > 1 and rank == 8:
+        raise BuilderError(f"layer '{name}': input '{x.name}' has shape {tuple(x.shape)}; impl='composed' needs all "
+                           f"but one of dims 2..7 known at build time on a rank-8 input (with {S.dims_text(dynamic)} "
+                           f"dynamic it splits C into (G, C/G) in a rank-9 view, and TensorRT tensors have at most "
+                           f"8 dims); use impl='native' or 'auto'")
     x, dtype = _begin(network, x, strategy, impl, name)
-    if impl in ("auto", "native") and native_ok:
+    if not composed:
         # one group: statistics over C and the spatial dims; several: TensorRT's num_groups over dims 2..
         axes = _bits(range(1, rank)) if groups == 1 else _bits(range(2, rank))
         y = _native(network, x, _channel_shape(x, g), _channel_shape(x, b), axes, eps, groups, name)
     else:
-        spatial = S.static_dims(x, 2, name, "the composed group norm reshapes to (N, G, -1) and back")
-        xg = S.reshape(network, x, (0, groups, -1), f"{name}/to_groups")
-        yg = standardize(network, xg, 1 << 2, eps, name)
-        y = S.reshape(network, yg, (0, c, *spatial), f"{name}/from_groups")
+        if len(dynamic) <= 1:  # (N, G, -1) and back: (0, C, *spatial) restores at most one dynamic dim (-1)
+            xg = S.reshape(network, x, (0, groups, -1), f"{name}/to_groups")
+            yg = standardize(network, xg, 1 << 2, eps, name)
+            y = S.reshape(network, yg, (0, c, *tuple(x.shape)[2:]), f"{name}/from_groups")
+        else:
+            y = _composed_groups_dynamic(network, x, groups, eps, name)
         y = _affine(network, y, None if gamma is None else _channel_shape(x, g),
                     None if beta is None else _channel_shape(x, b), name)
     return _end(network, y, dtype, name)
+
+
+def _composed_groups_dynamic(network, x, groups: int, eps: float, name: str):
+    """Group statistics of `x` (N, C, *S) with two or more dynamic spatial dims, where flattening to
+    (N, G, -1) could not be undone: C moves last and splits into (G, C/G) by 0-copy reshapes, which keep
+    every dynamic dim, viewed as (N, G, C/G, *S) (`name`/to_groups); standardize over dims 2..; then
+    back to (N, C, *S) (`name`/from_groups)."""
+    rank, c = len(x.shape), tuple(x.shape)[1]
+    spatial = list(range(2, rank))
+    xg = S.shuffle(network, x, f"{name}/to_groups", first=[0, *spatial, 1],
+                   dims=[0] * (rank - 1) + [groups, c // groups], second=[0, rank - 1, rank, *range(1, rank - 1)])
+    yg = standardize(network, xg, _bits(range(2, rank + 1)), eps, name)
+    return S.shuffle(network, yg, f"{name}/from_groups", first=[0, *range(3, rank + 1), 1, 2],
+                     dims=[0] * (rank - 1) + [c], second=[0, rank - 1, *range(1, rank - 1)])
 
 
 def layer_norm(network, x, normalized_shape, gamma, beta, eps, name: str, impl: str = "auto",
@@ -168,6 +199,11 @@ def layer_norm(network, x, normalized_shape, gamma, beta, eps, name: str, impl: 
     shape = (int(normalized_shape),) if np.ndim(normalized_shape) == 0 else tuple(int(d) for d in normalized_shape)
     k = len(shape)
     rank = S.check_rank(x, max(k, 1), 8, name, f"layer norm over {k} trailing dims {shape}")
+    dynamic = S.dynamic_dims(x, rank - k) if k else []
+    if dynamic:
+        raise BuilderError(f"layer '{name}': input '{x.name}' has shape {tuple(x.shape)}; {S.dims_text(dynamic)} "
+                           f"must be known at build time (normalized_shape {shape} is normalized over and sets the "
+                           f"shape of gamma/beta; only the leading dims may be dynamic)")
     if k == 0 or tuple(x.shape)[rank - k:] != shape:
         raise BuilderError(f"layer '{name}': normalized_shape {shape} must equal the trailing dims of '{x.name}' "
                            f"{tuple(x.shape)}")

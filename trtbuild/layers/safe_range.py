@@ -64,13 +64,24 @@ def check_rank(x, lo: int, hi: int, name: str, why: str) -> int:
     return rank
 
 
-def static_dims(x, first: int, name: str, why: str) -> tuple[int, ...]:
-    """Dims of `x` from `first` on, which must be known at build time."""
-    dims = tuple(x.shape)[first:]
-    if any(d < 0 for d in dims):
-        raise BuilderError(f"layer '{name}': input '{x.name}' has shape {tuple(x.shape)}; dims from {first} on "
-                           f"must be known at build time ({why})")
-    return dims
+def channels(x, name: str, why: str) -> int:
+    """The channel count (dim 1) of `x`, which must be known at build time; the batch and spatial dims
+    may be dynamic (-1, set by an optimization profile)."""
+    c = tuple(x.shape)[1]
+    if c < 0:
+        raise BuilderError(f"layer '{name}': input '{x.name}' has shape {tuple(x.shape)}; dim 1 (C) must be known "
+                           f"at build time ({why})")
+    return c
+
+
+def dynamic_dims(x, first: int = 2) -> list[int]:
+    """The positions of the dims of `x` from `first` on that are dynamic (-1)."""
+    return [i for i, d in enumerate(tuple(x.shape)) if i >= first and d < 0]
+
+
+def dims_text(dims) -> str:
+    """[2] -> 'dim 2', [2, 3] -> 'dims 2, 3'."""
+    return ("dim " if len(dims) == 1 else "dims ") + ", ".join(map(str, dims))
 
 
 def vector(values, n: int, what: str, name: str, default: float | None = None) -> np.ndarray:
@@ -231,6 +242,20 @@ def reshape(network, x, dims, name: str):
     """add_shuffle with reshape_dims (0 copies the input dim at that position, -1 is inferred)."""
     layer = named(network.add_shuffle(x), name)
     layer.reshape_dims = tuple(int(d) for d in dims)
+    return out(layer, name)
+
+
+def shuffle(network, x, name: str, first=None, dims=None, second=None):
+    """One add_shuffle: transpose by `first`, reshape to `dims` (0 copies the dim at that position of
+    the transposed tensor), transpose by `second`; each step is skipped when None. With 0s and
+    transposes it keeps dynamic dims, where a reshape to literal sizes cannot."""
+    layer = named(network.add_shuffle(x), name)
+    if first is not None:
+        layer.first_transpose = tuple(int(a) for a in first)
+    if dims is not None:
+        layer.reshape_dims = tuple(int(d) for d in dims)
+    if second is not None:
+        layer.second_transpose = tuple(int(a) for a in second)
     return out(layer, name)
 
 
