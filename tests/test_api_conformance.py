@@ -654,5 +654,8 @@ def test_enums_print_as_tensorrt_rtx_enums(rtx):
             assert (str(member), f"{member}", "%s" % member) == (str(theirs),) * 3, f"{cls_name}.{member.name}"
             checked += 1
     severity = trt.Logger.Severity.ERROR
-    assert (str(severity), f"{severity:>16}") == (str(rtx.Logger.Severity.ERROR), "  Severity.ERROR")
+    assert str(severity) == str(rtx.Logger.Severity.ERROR) == "Severity.ERROR"
+    for enum_value in (severity, rtx.Logger.Severity.ERROR, trt.DataType.HALF, rtx.DataType.HALF):
+        with pytest.raises(TypeError, match="unsupported format string"):
+            f"{enum_value:>16}"
     assert checked >= 140, checked  # 146 with TensorRT-RTX 1.7.1.116

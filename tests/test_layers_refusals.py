@@ -14,6 +14,7 @@ import pytest
 
 import trtbuild.reference as trt
 from layer_harness import new_network
+from trtbuild.layers.basic import conv, max_pool
 from trtbuild.layers.batchnorm import batchnorm, batchnorm_batch_stats
 from trtbuild.layers.common import BuilderError
 from trtbuild.layers.l2norm import l2norm
@@ -189,3 +190,24 @@ def test_refusal_is_one_exact_sentence_and_adds_nothing(shape, dtype, call, mess
         call(network, x)
     assert str(refused.value) == message
     assert "\n" not in message and network.num_layers == 0
+
+
+@pytest.mark.parametrize("call,message", [
+    (lambda n, x: conv(n, x, np.ones((4, 4, 3, 3), np.float32), None, "c", stride=(2.5, 2.5)),
+     "layer 'c': stride=(2.5, 2.5) must be an integer or 2 integers (one per spatial dim)"),
+    (lambda n, x: conv(n, x, np.ones((4, 4, 3, 3), np.float32), None, "c", padding=1.9),
+     "layer 'c': padding=1.9 must be an integer or 2 integers (one per spatial dim)"),
+    (lambda n, x: max_pool(n, x, (2.9, 2.9), None, 0, "p"),
+     "layer 'p': kernel=(2.9, 2.9) must be an integer or 2 integers (one per spatial dim)"),
+    (lambda n, x: max_pool(n, x, "2", None, 0, "p"),
+     "layer 'p': kernel='2' must be an integer or 2 integers (one per spatial dim)"),
+    (lambda n, x: max_pool(n, x, 2.0, None, 0, "p"),
+     "layer 'p': kernel=2.0 must be an integer or 2 integers (one per spatial dim)"),
+])
+def test_window_sizes_are_whole_numbers(call, message):
+    """conv and pooling truncated 2.5 to 2 and 1.9 to 1 (int(v)), building another network than asked for."""
+    _, network = new_network()
+    x = network.add_input("x", F, X)
+    with pytest.raises(BuilderError) as refused:
+        call(network, x)
+    assert str(refused.value) == message and network.num_layers == 0

@@ -18,7 +18,8 @@ VALUES = {"None": None, "True": True, "1": 1, "3": 3, "2.5": 2.5, "2.0": 2.0, "i
           "float32": np.float32(3.0), "str": "x", "tuple": (1, 1), "list": [1, 1], "array": np.array([1, 1]),
           "float tuple": (2.5, 0), "integral float tuple": (2.0, 0)}
 ATTRIBUTES = [("lrn", "window_size"), ("lrn", "alpha"), ("pool", "average_count_excludes_padding"),
-              ("pool", "pre_padding"), ("pool", "stride_nd"), ("act", "type"), ("act", "alpha")]
+              ("pool", "pre_padding"), ("pool", "stride_nd"), ("pool", "padding_nd"), ("act", "type"),
+              ("act", "alpha")]
 
 
 def _set(trt, owner: str, attribute: str, value):
@@ -32,7 +33,7 @@ def _set(trt, owner: str, attribute: str, value):
     except TypeError:
         return "TypeError"
     got = getattr(layer, attribute)
-    return tuple(got) if attribute in ("pre_padding", "stride_nd") else (got.name if hasattr(got, "name") else got)
+    return tuple(got) if attribute in ("pre_padding", "stride_nd", "padding_nd") else (got.name if hasattr(got, "name") else got)
 
 
 @pytest.mark.parametrize("owner,attribute", ATTRIBUTES, ids=[a for _, a in ATTRIBUTES])
@@ -53,6 +54,48 @@ def test_written_out_cases():
     assert _set(reference, "lrn", "window_size", np.int64(3)) == 3
     assert _set(reference, "pool", "pre_padding", 1) == "TypeError"
     assert _set(reference, "pool", "pre_padding", [1, 1]) == (1, 1)
-    with pytest.raises(TypeError, match=r"Dims \(2\.5, 0\): incompatible constructor arguments"):
+    with pytest.raises(TypeError, match=r"Dims: incompatible function arguments: an integer is needed, got 2\.5"):
         reference.Dims((2.5, 0))
     assert tuple(reference.Dims((True, 2))) == (1, 2)
+
+
+DIMS_VALUES = {"generator": lambda: (d for d in (2, 3)), "range": lambda: range(1, 3), "int": lambda: 3,
+               "int64": lambda: np.int64(3), "float32 element": lambda: [np.float32(2.5)],
+               "float64 element": lambda: [np.float64(2)], "str element": lambda: ["1"], "bool": lambda: [True],
+               "int array": lambda: np.array([2, 3]), "float array": lambda: np.array([2.0, 3.0]),
+               "None element": lambda: [None], "empty": lambda: (), "str": lambda: "12"}
+
+
+def _dims(trt, make):
+    try:
+        return tuple(trt.Dims(make()))
+    except TypeError:
+        return "TypeError"
+
+
+def test_dims_take_what_tensorrt_rtx_dims_take(rtx):
+    """A generator is read once (a check that iterated it first left Dims empty), a bare integer or a string
+    is refused, elements follow pybind11's int caster (np.float32 truncates, a Python float is refused)."""
+    ours = {k: _dims(reference, make) for k, make in DIMS_VALUES.items()}
+    assert ours == {k: _dims(rtx, make) for k, make in DIMS_VALUES.items()}
+    assert (ours["generator"], ours["int"], ours["float32 element"]) == ((2, 3), "TypeError", (2,))
+
+
+@pytest.mark.parametrize("what", ["network", "metadata"])
+def test_network_name_and_layer_metadata_take_names_as_tensorrt_rtx_does(what, rtx):
+    def scenario(trt):
+        _, network, logger = new_network(trt)
+        logger.clear()
+        x = network.add_input("x", trt.float32, (1, 2))
+        owner, attribute = (network, "name") if what == "network" else (network.add_identity(x), "metadata")
+        got = []
+        for value in ("m", None, b"ab", 3):
+            try:
+                setattr(owner, attribute, value)
+                got.append(getattr(owner, attribute))
+            except TypeError:
+                got.append("TypeError")
+        errors = [e for e in logger.errors if "nullptr" in e]
+        return got, len(errors)
+
+    assert scenario(reference) == scenario(rtx) == (["m", "m", "ab", "TypeError"], 1)

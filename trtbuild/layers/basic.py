@@ -21,9 +21,17 @@ __all__ = ["conv", "relu", "max_pool", "avg_pool", "adaptive_avg_pool", "global_
 
 
 def _ntuple(value, n: int, what: str, name: str) -> tuple[int, ...]:
-    """An int or a length-n sequence of ints as an n-tuple."""
-    if isinstance(value, (int, np.integer)):
+    """An int or a length-n sequence of ints as an n-tuple; anything else (2.5, (1.9, 1.9), "2") is refused."""
+    def whole(v) -> bool:
+        return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
+
+    if whole(value):
         return (int(value),) * n
+    if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
+        raise BuilderError(f"layer '{name}': {what}={value!r} must be an integer or {n} integers (one per spatial dim)")
+    value = tuple(value)
+    if not all(whole(v) for v in value):
+        raise BuilderError(f"layer '{name}': {what}={value!r} must be an integer or {n} integers (one per spatial dim)")
     vals = tuple(int(v) for v in value)
     if len(vals) != n:
         raise BuilderError(f"layer '{name}': {what}={tuple(value)} has {len(vals)} values; "
@@ -83,6 +91,8 @@ def conv(network, x, weight, bias, name: str, stride=1, padding=0, dilation=1, g
                            f"with groups={groups} expects {w.shape[1] * groups}")
     if bias is not None and np.asarray(bias).size != out_ch:
         raise BuilderError(f"layer '{name}': bias has {np.asarray(bias).size} values; expected {out_ch}")
+    window = [_ntuple(v, nsp, what, name) for v, what in ((stride, "stride"), (padding, "padding"),
+                                                          (dilation, "dilation"))]  # checked before any layer
     trt = trt_of(network)
     kernel = trt_weights(network, x, w) if kernel_tensor is None else trt.Weights()
     ks = trt.Dims(w.shape[2:])
@@ -94,9 +104,7 @@ def conv(network, x, weight, bias, name: str, stride=1, padding=0, dilation=1, g
         return out(layer, name)
     if kernel_tensor is not None:
         layer.set_input(1, kernel_tensor)
-    layer.stride_nd = trt.Dims(_ntuple(stride, nsp, "stride", name))
-    layer.padding_nd = trt.Dims(_ntuple(padding, nsp, "padding", name))
-    layer.dilation_nd = trt.Dims(_ntuple(dilation, nsp, "dilation", name))
+    layer.stride_nd, layer.padding_nd, layer.dilation_nd = (trt.Dims(v) for v in window)
     layer.num_groups = groups
     return out(layer, name)
 
@@ -121,10 +129,11 @@ def pool_output_size(size: int, kernel: int, stride: int, padding: int, ceil_mod
 
 def _pool(network, x, ptype, kernel, stride, padding, name, ceil_mode, count_include_pad=True):
     shape = _shape(x)
-    if isinstance(kernel, (int, np.integer)):
+    if isinstance(kernel, (str, bytes)) or not hasattr(kernel, "__iter__"):  # one size (else _ntuple refuses it)
         nsp = len(shape) - 2
     else:
-        nsp = len(tuple(kernel))
+        kernel = tuple(kernel)
+        nsp = len(kernel)
     if nsp not in (1, 2, 3) or len(shape) < nsp + 2:
         raise BuilderError(f"layer '{name}': pooling needs an (N, C, *spatial) input with 1 to 3 spatial dims, "
                            f"got '{x.name}' with shape {shape} and kernel {kernel}")

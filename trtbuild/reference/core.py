@@ -31,17 +31,27 @@ class NetworkError(ValueError):
     """A construction that TensorRT rejects; the message names the layer and the problem."""
 
 
+def binding_int(value, where: str) -> int:
+    """An integer as pybind11's int caster takes it (TensorRT's bindings, checked on TensorRT-RTX 1.7):
+    no Python float (np.float64 is one), str, bytes or None; anything else int() takes (np.float32 too,
+    truncated, as the bindings do)."""
+    if value is None or isinstance(value, (float, str, bytes)):
+        raise TypeError(f"{where}: incompatible function arguments: an integer is needed, got {value!r}")
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise TypeError(f"{where}: incompatible function arguments: an integer is needed, got {value!r}") from None
+
+
 class Dims(tuple):
     """A shape. -1 marks a dimension known only at run time (dynamic)."""
 
     MAX_DIMS = 8
 
     def __new__(cls, shape: Iterable[int] = ()):
-        if isinstance(shape, (int, np.integer)):
-            shape = (int(shape),)
-        if any(isinstance(d, (float, np.floating)) for d in shape):
-            raise TypeError(f"Dims {tuple(shape)}: incompatible constructor arguments: dimensions are integers")
-        dims = tuple(int(d) for d in shape)
+        if isinstance(shape, (int, np.integer, str, bytes)) or not isinstance(shape, Iterable):
+            raise TypeError(f"Dims({shape!r}): incompatible constructor arguments: a sequence of integers is needed")
+        dims = tuple(binding_int(d, "Dims") for d in shape)  # once: shape may be a generator
         if len(dims) > cls.MAX_DIMS:
             raise NetworkError(f"Dims {dims} has rank {len(dims)}; TensorRT allows at most {cls.MAX_DIMS}")
         return super().__new__(cls, dims)
@@ -55,7 +65,7 @@ class Permutation(tuple):
     """A permutation of dimensions, as IShuffleLayer.first_transpose takes it."""
 
     def __new__(cls, order: Iterable[int] = ()):
-        return super().__new__(cls, tuple(int(i) for i in order))
+        return super().__new__(cls, tuple(binding_int(i, "Permutation") for i in order))
 
 
 _NP_TO_DT = {

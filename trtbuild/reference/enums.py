@@ -16,7 +16,9 @@ class TrtEnum(IntEnum):
         return f"{type(self).__name__}.{self.name}"
 
     def __format__(self, spec: str) -> str:
-        return format(str(self), spec)
+        if spec:  # TensorRT's enums take no format spec ("unsupported format string")
+            raise TypeError(f"unsupported format string passed to {type(self).__name__}.__format__")
+        return str(self)
 
 
 class DataType(TrtEnum):

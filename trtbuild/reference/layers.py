@@ -7,6 +7,8 @@ the same description drives shape inference (infer.py), execution (execute.py) a
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import numpy as np
 
 from .core import Dims, NetworkError, Permutation, as_weights
@@ -88,8 +90,8 @@ def _setter_value(kind, value, where):
         ok = isinstance(value, number) and not isinstance(value, float)
     elif kind == "float":
         ok = isinstance(value, number)
-    else:  # dims, perm
-        ok = isinstance(value, (tuple, list, np.ndarray))
+    else:  # dims, perm: any sequence of integers (Dims checks the elements)
+        ok = isinstance(value, Iterable) and not isinstance(value, (str, bytes))
     if not ok:
         what = kind if isinstance(kind, str) else kind.__name__
         raise TypeError(f"{where()}: incompatible function arguments: a {what} is needed, got {type(value).__name__}")
@@ -147,7 +149,7 @@ class ILayer:
         for t in self._outputs:
             network._register_tensor(t)
         network._name_outputs(self)
-        self.metadata = ""
+        self._metadata = ""
         self._cache = None
 
     @classmethod
@@ -167,6 +169,19 @@ class ILayer:
     @property
     def type(self) -> LayerType:
         return self._TYPE
+
+    @property
+    def metadata(self) -> str:
+        return self._metadata
+
+    @metadata.setter
+    def metadata(self, value) -> None:
+        from .network import _name_argument  # TensorRT checks metadata as it checks names
+
+        value = _name_argument(self._network, value, "ILayer::setMetadata")
+        if value is not None:
+            self._metadata = value
+
 
     @property
     def num_inputs(self) -> int:
@@ -272,6 +287,7 @@ class _ConvLike(ILayer):
 
     @padding_nd.setter
     def padding_nd(self, value) -> None:
+        value = _setter_value("dims", value, lambda: f"layer '{self.name}': padding_nd = {value!r}")
         if _non_negative(Dims(value)):
             raise NetworkError(f"layer '{self.name}': padding_nd = {tuple(Dims(value))} is refused: padding must be >= 0")
         self._params["pre_padding"] = tuple(Dims(value))

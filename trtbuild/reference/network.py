@@ -53,7 +53,7 @@ class INetworkDefinition(NetworkDebugMarks):
                 "create_network: the reference backend builds strongly typed networks only (TensorRT 11 has no other "
                 "kind); pass flags=1 << int(trt.NetworkDefinitionCreationFlag.STRONGLY_TYPED)")
         self.flags = int(flags)
-        self.name = "Unnamed Network 0"
+        self._name = "Unnamed Network 0"
         self._builder = builder
         self._layers: list[L.ILayer] = []
         self._inputs: list[ITensor] = []
@@ -158,6 +158,16 @@ class INetworkDefinition(NetworkDebugMarks):
         name; so does the reference, through its builder's logger (an error without one)."""
         self._api_usage_error(f"{cls}::setName: Error Code 3: API Usage Error (Failed attempt to rename a {kind} "
                               f"from {old} to {new} as the new name is already in use.)")
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @name.setter
+    def name(self, value) -> None:
+        value = _name_argument(self, value, "INetworkDefinition::setName")
+        if value is not None:
+            self._name = value
 
     def _api_usage_error(self, message: str) -> None:
         """TensorRT's way with a misused API call: an error logged through the builder's logger (and the
