@@ -224,3 +224,39 @@ def test_fuse_rejects_bad_inputs_naming_the_tensor():
         fuse_repvgg_block(np.zeros((c, 2, 3, 3)), bn, None, None, None, c, 3)
     with pytest.raises(AttributeError, match="not a RepVGG block"):
         fuse_repvgg_module(nn.Conv2d(3, 3, 3))
+
+
+def test_fuse_module_on_a_bias_free_deploy_conv_gives_zero_bias_per_output_channel():
+    """A deploy-form conv without bias (in 4, out 6): the bias is 6 zeros, float32, and the pair reproduces it."""
+    block = nn.Module()
+    block.rbr_reparam = nn.Conv2d(4, 6, 3, padding=1, bias=False)
+    w, b = fuse_repvgg_module(block)
+    assert b.dtype == np.float32 and b.shape == (6,) and not b.any()
+    x = torch.randn(1, 4, 5, 5)
+    torch.testing.assert_close(F.conv2d(x, torch.from_numpy(w), torch.from_numpy(b), padding=1),
+                               block.rbr_reparam(x).detach(), rtol=0, atol=0)
+
+
+def test_fuse_module_without_1x1_or_identity_attributes_matches_the_dense_branch():
+    """A block that lacks rbr_1x1 and rbr_identity altogether (not merely None): only the dense branch."""
+    torch.manual_seed(3)
+    block = nn.Module()
+    block.rbr_dense = nn.Module()
+    block.rbr_dense.conv = nn.Conv2d(4, 4, 3, padding=1, bias=False)
+    block.rbr_dense.bn = randomize_bn_(nn.BatchNorm2d(4), seed=4).eval()
+    w, b = fuse_repvgg_module(block)
+    x = torch.randn(1, 4, 6, 6)
+    with torch.no_grad():
+        expected = block.rbr_dense.bn(block.rbr_dense.conv(x))
+    torch.testing.assert_close(F.conv2d(x, torch.from_numpy(w), torch.from_numpy(b), padding=1), expected,
+                               rtol=1e-5, atol=1e-5)
+
+
+def test_fuse_module_refuses_a_block_whose_dense_branch_lacks_conv_or_bn():
+    for missing in ("conv", "bn"):
+        block = nn.Module()
+        block.rbr_dense = nn.Module()
+        setattr(block.rbr_dense, "bn" if missing == "conv" else "conv", nn.Identity())
+        with pytest.raises(AttributeError, match=r"^Module: not a RepVGG block \(expected rbr_dense\.conv and "
+                                                 r"rbr_dense\.bn\)$"):
+            fuse_repvgg_module(block)
