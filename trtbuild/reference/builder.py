@@ -6,6 +6,7 @@ import hashlib
 import json
 
 from . import arithmetic as _arith
+from .argtypes import api_types
 from .core import Dims, ILogger, Logger, NetworkError
 from .enums import BuilderFlag, DataType, MemoryPoolType, ProfilingVerbosity
 from .host_memory import IHostMemory, host_memory_of
@@ -32,12 +33,13 @@ class IProgressMonitor:
         pass
 
 
+@api_types
 class IOptimizationProfile:
     def __init__(self):
         self._shapes: dict[str, list[tuple]] = {}
         self.extra_memory_target = 1.0
 
-    def set_shape(self, input: str, min, opt, max) -> None:  # noqa: A002
+    def set_shape(self, input: str, min: Dims, opt: Dims, max: Dims) -> None:  # noqa: A002
         self._shapes[str(input)] = [tuple(Dims(min)), tuple(Dims(opt)), tuple(Dims(max))]
 
     def get_shape(self, input: str) -> list:  # noqa: A002
@@ -50,6 +52,7 @@ class IOptimizationProfile:
 _CACHE_MAGIC = b"TRTBREF-TIMING\x01"
 
 
+@api_types
 class ITimingCache:
     """A timing cache. The reference backend times nothing, but it records one entry per layer
     signature so that a cache file round-trips and grows across builds as TensorRT's does."""
@@ -69,6 +72,7 @@ class ITimingCache:
         return True
 
 
+@api_types
 class IBuilderConfig:
     def __init__(self):
         self.flags = 0
@@ -101,7 +105,10 @@ class IBuilderConfig:
     def get_memory_pool_limit(self, pool: MemoryPoolType) -> int:
         return self._pools.get(MemoryPoolType(pool), 0)
 
-    def add_optimization_profile(self, profile: IOptimizationProfile) -> int:
+    def add_optimization_profile(self, profile: IOptimizationProfile | None) -> int:
+        if profile is None:  # TensorRT's null pointer: TensorRT-RTX logs an API usage error and returns -1
+            raise NetworkError("IBuilderConfig::addOptimizationProfile: Error Code 3: API Usage Error (Parameter check "
+                               "failed, condition: profile != nullptr.)")
         self._profiles.append(profile)
         return len(self._profiles) - 1
 
@@ -109,7 +116,7 @@ class IBuilderConfig:
     def num_optimization_profiles(self) -> int:
         return len(self._profiles)
 
-    def create_timing_cache(self, serialized_timing_cache) -> ITimingCache:
+    def create_timing_cache(self, serialized_timing_cache: Buffer) -> ITimingCache:
         data = bytes(serialized_timing_cache)
         if not data:
             return ITimingCache()
@@ -125,6 +132,7 @@ class IBuilderConfig:
         return self._timing_cache
 
 
+@api_types
 class Builder:
     def __init__(self, logger: ILogger):
         if not isinstance(logger, ILogger):
@@ -148,7 +156,7 @@ class Builder:
     def num_DLA_cores(self) -> int:  # noqa: N802
         return 0
 
-    def is_network_supported(self, network, config) -> bool:
+    def is_network_supported(self, network: INetworkDefinition, config: IBuilderConfig) -> bool:
         try:
             network._validate()
             return True

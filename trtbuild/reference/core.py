@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Iterable
 
 import numpy as np
 
+from .argtypes import api_types
 from .enums import DataType, TensorLocation, TrtEnum
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -166,6 +167,7 @@ def as_weights(w, what: str) -> Weights:
     raise NetworkError(f"{what}: expected Weights or a numpy array, got {type(w).__name__}")
 
 
+@api_types
 class ITensor:
     """A tensor of a network. Its shape is inferred from the producing layer when read, so
     attributes changed after the layer was added (stride_nd, reshape_dims, ...) are honoured."""
@@ -237,8 +239,9 @@ class ITensor:
     def get_dimension_name(self, index: int) -> str | None:
         return self._dimension_names.get(int(index))
 
-    def set_dimension_name(self, index: int, name: str) -> None:
-        self._dimension_names[int(index)] = str(name)
+    def set_dimension_name(self, index: int, name: str | None) -> None:
+        if name is not None:  # TensorRT's null name (TensorRT-RTX takes it and returns)
+            self._dimension_names[int(index)] = name
 
     def __repr__(self) -> str:
         return f"ITensor(name={self._name!r}, shape={tuple(self.shape)}, dtype={self.dtype.name})"

@@ -86,7 +86,7 @@ class NetworkDebugMarks:
     def _debug_state(self) -> dict:
         return self.__dict__.setdefault("_debug", {"tensors": [], "unfused": False})
 
-    def mark_debug(self, tensor) -> bool:
+    def mark_debug(self, tensor: ITensor) -> bool:
         tensor = self._own(tensor, "mark_debug")
         marks = self._debug_state()["tensors"]
         if not any(t is tensor for t in marks):
@@ -94,7 +94,7 @@ class NetworkDebugMarks:
             self._touch()
         return True
 
-    def unmark_debug(self, tensor) -> bool:
+    def unmark_debug(self, tensor: ITensor) -> bool:
         tensor = self._own(tensor, "unmark_debug")
         marks = self._debug_state()["tensors"]
         kept = [t for t in marks if t is not tensor]
@@ -103,7 +103,7 @@ class NetworkDebugMarks:
             self._touch()
         return True
 
-    def is_debug_tensor(self, tensor) -> bool:
+    def is_debug_tensor(self, tensor: ITensor) -> bool:
         if not isinstance(tensor, ITensor):
             raise NetworkError(f"is_debug_tensor: expected an ITensor, got {type(tensor).__name__}")
         return any(t is tensor for t in self._debug_state()["tensors"])

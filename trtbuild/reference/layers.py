@@ -11,7 +11,8 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from .core import Dims, NetworkError, Permutation, as_weights
+from .argtypes import api_types
+from .core import Dims, ITensor, NetworkError, Permutation, as_weights
 from .enums import (ActivationType, DataType, ElementWiseOperation, LayerType, MatrixOperation,
                     PaddingMode, PoolingType, ReduceOperation, SampleMode, ScaleMode, UnaryOperation)
 
@@ -132,6 +133,7 @@ def _weights(key: str):
     return property(get, set)
 
 
+@api_types
 class ILayer:
     """Base class of every layer: name, type, inputs and outputs."""
 
@@ -200,7 +202,7 @@ class ILayer:
     #: how many inputs set_input may address; TensorRT's slice takes up to 6 (start, size, stride, fill, axes)
     _MAX_INPUTS = 1
 
-    def set_input(self, index: int, tensor) -> None:
+    def set_input(self, index: int, tensor: ITensor) -> None:
         limit = max(len(self._inputs), self._MAX_INPUTS)
         if not 0 <= index < limit:
             raise NetworkError(f"layer '{self.name}': input index {index} out of range (it takes at most {limit} inputs)")

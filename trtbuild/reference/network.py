@@ -3,9 +3,13 @@ names and defaults, and the checks TensorRT applies when a layer is added."""
 
 from __future__ import annotations
 
-from .core import Dims, ILogger, ITensor, NetworkError
-from .enums import (ActivationType, DataType, LayerType, MatrixOperation, NetworkDefinitionCreationFlag, PaddingMode,
-                    SampleMode)
+from collections.abc import Sequence
+
+from .argtypes import api_types
+from .core import Dims, ILogger, ITensor, NetworkError, Weights
+from .enums import (ActivationType, DataType, ElementWiseOperation, LayerType, MatrixOperation,
+                    NetworkDefinitionCreationFlag, PaddingMode, PoolingType, ReduceOperation, SampleMode, ScaleMode,
+                    UnaryOperation)
 from . import layers as L
 from .quantize import validate as validate_quantization
 from .debug import NetworkDebugMarks
@@ -44,6 +48,7 @@ QUANTIZED_INPUT = ("holds quantized values that only Q/DQ layers interpret (Tens
                    "between its quantize and dequantize layers and has no storage for 4-bit types")
 
 
+@api_types
 class INetworkDefinition(NetworkDebugMarks):
     """A strongly typed network under construction."""
 
@@ -243,7 +248,7 @@ class INetworkDefinition(NetworkDebugMarks):
             self._touch()
 
     # -- layers ---------------------------------------------------------------------------
-    def add_input(self, name: str, dtype: DataType, shape) -> ITensor | None:
+    def add_input(self, name: str | None, dtype: DataType, shape: Dims) -> ITensor | None:
         """A name another input has, or another tensor has explicitly (set by a rename): TensorRT-RTX
         logs an API usage error and returns None, and so does the reference (see _api_usage_error). A
         layer output's automatic name may be taken: that output is renamed (see _auto_tensor_name)."""
@@ -268,31 +273,33 @@ class INetworkDefinition(NetworkDebugMarks):
         self._touch()
         return t
 
-    def add_constant(self, shape, weights) -> L.IConstantLayer:
+    def add_constant(self, shape: Dims, weights: Weights) -> L.IConstantLayer:
         return self._add(L.IConstantLayer, [], {"shape": tuple(Dims(shape))}, {"weights": weights})
 
-    def add_scale(self, input, mode, shift=None, scale=None, power=None) -> L.IScaleLayer:
+    def add_scale(self, input: ITensor, mode: ScaleMode, shift: Weights | None = None, scale: Weights | None = None,
+                  power: Weights | None = None) -> L.IScaleLayer:
         """ScaleMode.CHANNEL's documentation: "The channel dimension is assumed to be the third to
         last dimension" (dimension 1 of NCHW, but 0 of a rank-3 and 2 of a rank-5 tensor); builders
         use add_scale_nd with an explicit channel_axis."""
         return self.add_scale_nd(input, mode, shift, scale, power, channel_axis=max(len(input.shape) - 3, 0))
 
-    def add_scale_nd(self, input, mode, shift=None, scale=None, power=None, channel_axis=None) -> L.IScaleLayer:
+    def add_scale_nd(self, input: ITensor, mode: ScaleMode, shift: Weights | None = None, scale: Weights | None = None,
+                     power: Weights | None = None, channel_axis: int = None) -> L.IScaleLayer:
         if channel_axis is None:
             raise TypeError("add_scale_nd() missing required argument 'channel_axis'")
         return self._add(L.IScaleLayer, [input], {"mode": int(mode), "channel_axis": int(channel_axis)},
                          {"shift": shift, "scale": scale, "power": power})
 
-    def add_reduce(self, input, op, axes: int, keep_dims: bool) -> L.IReduceLayer:
+    def add_reduce(self, input: ITensor, op: ReduceOperation, axes: int, keep_dims: bool) -> L.IReduceLayer:
         return self._add(L.IReduceLayer, [input], {"op": int(op), "axes": int(axes), "keep_dims": bool(keep_dims)})
 
-    def add_elementwise(self, input1, input2, op) -> L.IElementWiseLayer:
+    def add_elementwise(self, input1: ITensor, input2: ITensor, op: ElementWiseOperation) -> L.IElementWiseLayer:
         return self._add(L.IElementWiseLayer, [input1, input2], {"op": int(op)})
 
-    def add_unary(self, input, op) -> L.IUnaryLayer:
+    def add_unary(self, input: ITensor, op: UnaryOperation) -> L.IUnaryLayer:
         return self._add(L.IUnaryLayer, [input], {"op": int(op)})
 
-    def add_activation(self, input, type) -> L.IActivationLayer:  # noqa: A002 - TensorRT's parameter name
+    def add_activation(self, input: ITensor, type: ActivationType) -> L.IActivationLayer:  # noqa: A002 - TensorRT's parameter name
         alpha, beta = _ACTIVATION_DEFAULTS.get(ActivationType(type), (0.0, 0.0))
         return self._add(L.IActivationLayer, [input], {"type": int(type), "alpha": alpha, "beta": beta})
 
@@ -303,15 +310,17 @@ class INetworkDefinition(NetworkDebugMarks):
                 "dilation_nd": (1,) * n, "pre_padding": (0,) * n, "post_padding": (0,) * n,
                 "padding_mode": int(PaddingMode.EXPLICIT_ROUND_DOWN), "num_groups": 1}
 
-    def add_convolution_nd(self, input, num_output_maps, kernel_shape, kernel, bias=None) -> L.IConvolutionLayer:
+    def add_convolution_nd(self, input: ITensor, num_output_maps: int, kernel_shape: Dims, kernel: Weights,
+                           bias: Weights | None = None) -> L.IConvolutionLayer:
         return self._add(L.IConvolutionLayer, [input], self._conv_params(num_output_maps, kernel_shape),
                          {"kernel": kernel, "bias": bias}, eager=False)
 
-    def add_deconvolution_nd(self, input, num_output_maps, kernel_shape, kernel, bias=None) -> L.IDeconvolutionLayer:
+    def add_deconvolution_nd(self, input: ITensor, num_output_maps: int, kernel_shape: Dims, kernel: Weights,
+                             bias: Weights | None = None) -> L.IDeconvolutionLayer:
         return self._add(L.IDeconvolutionLayer, [input], self._conv_params(num_output_maps, kernel_shape),
                          {"kernel": kernel, "bias": bias}, eager=False)
 
-    def add_pooling_nd(self, input, type, window_size) -> L.IPoolingLayer:  # noqa: A002
+    def add_pooling_nd(self, input: ITensor, type: PoolingType, window_size: Dims) -> L.IPoolingLayer:  # noqa: A002
         ws = Dims(window_size)
         n = len(ws)
         return self._add(L.IPoolingLayer, [input], {
@@ -319,7 +328,7 @@ class INetworkDefinition(NetworkDebugMarks):
             "post_padding": (0,) * n, "padding_mode": int(PaddingMode.EXPLICIT_ROUND_DOWN), "blend_factor": 0.0,
             "average_count_excludes_padding": True}, eager=False)
 
-    def add_lrn(self, input, window: int, alpha: float, beta: float, k: float) -> L.ILRNLayer:
+    def add_lrn(self, input: ITensor, window: int, alpha: float, beta: float, k: float) -> L.ILRNLayer:
         return self._add(L.ILRNLayer, [input], {"window_size": int(window), "alpha": float(alpha),
                                                  "beta": float(beta), "k": float(k)})
 
@@ -327,58 +336,58 @@ class INetworkDefinition(NetworkDebugMarks):
         return self._add(L.INormalizationLayer, [input, scale, bias],
                          {"axes": int(axesMask), "epsilon": 1e-5, "num_groups": 1, "is_v2": v2}, eager=False)
 
-    def add_normalization(self, input, scale, bias, axesMask: int) -> L.INormalizationLayer:  # noqa: N803
+    def add_normalization(self, input: ITensor, scale: ITensor, bias: ITensor, axesMask: int) -> L.INormalizationLayer:  # noqa: N803
         return self._normalization(input, scale, bias, axesMask, False)
 
-    def add_normalization_v2(self, input, scale, bias, axesMask: int) -> L.INormalizationLayer:  # noqa: N803
+    def add_normalization_v2(self, input: ITensor, scale: ITensor, bias: ITensor, axesMask: int) -> L.INormalizationLayer:  # noqa: N803
         return self._normalization(input, scale, bias, axesMask, True)
 
-    def add_shuffle(self, input) -> L.IShuffleLayer:
+    def add_shuffle(self, input: ITensor) -> L.IShuffleLayer:
         return self._add(L.IShuffleLayer, [input], {"first_transpose": _IDENTITY, "reshape_dims": None,
                                                      "second_transpose": _IDENTITY, "zero_is_placeholder": True})
 
-    def add_concatenation(self, inputs) -> L.IConcatenationLayer:
+    def add_concatenation(self, inputs: Sequence[ITensor]) -> L.IConcatenationLayer:
         inputs = list(inputs)
         if not inputs:
             raise NetworkError("add_concatenation: needs at least one input")
         rank = len(inputs[0].shape)
         return self._add(L.IConcatenationLayer, inputs, {"axis": rank - 3 if rank >= 3 else 0}, eager=False)
 
-    def add_slice(self, input, start, shape, stride) -> L.ISliceLayer:
+    def add_slice(self, input: ITensor, start: Dims, shape: Dims, stride: Dims) -> L.ISliceLayer:
         return self._add(L.ISliceLayer, [input], {"start": tuple(Dims(start)), "shape": tuple(Dims(shape)),
                                                    "stride": tuple(Dims(stride)), "mode": int(SampleMode.STRICT_BOUNDS)},
                          eager=False)
 
-    def add_padding_nd(self, input, pre_padding, post_padding) -> L.IPaddingLayer:
+    def add_padding_nd(self, input: ITensor, pre_padding: Dims, post_padding: Dims) -> L.IPaddingLayer:
         return self._add(L.IPaddingLayer, [input], {"pre_padding_nd": tuple(Dims(pre_padding)),
                                                      "post_padding_nd": tuple(Dims(post_padding))})
 
-    def add_matrix_multiply(self, input0, op0, input1, op1) -> L.IMatrixMultiplyLayer:
+    def add_matrix_multiply(self, input0: ITensor, op0: MatrixOperation, input1: ITensor, op1: MatrixOperation) -> L.IMatrixMultiplyLayer:
         return self._add(L.IMatrixMultiplyLayer, [input0, input1], {"op0": int(MatrixOperation(op0)),
                                                                      "op1": int(MatrixOperation(op1))})
 
-    def add_softmax(self, input) -> L.ISoftMaxLayer:
+    def add_softmax(self, input: ITensor) -> L.ISoftMaxLayer:
         rank = len(input.shape)
         return self._add(L.ISoftMaxLayer, [input], {"axes": 1 << (rank - 3 if rank >= 3 else 0)}, eager=False)
 
-    def add_cast(self, input, to_type) -> L.ICastLayer:
+    def add_cast(self, input: ITensor, to_type: DataType) -> L.ICastLayer:
         return self._add(L.ICastLayer, [input], {"to_type": int(DataType(to_type))})
 
-    def add_identity(self, input) -> L.IIdentityLayer:
+    def add_identity(self, input: ITensor) -> L.IIdentityLayer:
         return self._add(L.IIdentityLayer, [input], {})
 
-    def add_quantize(self, input, scale, output_type=DataType.INT8) -> L.IQuantizeLayer:
+    def add_quantize(self, input: ITensor, scale: ITensor, output_type: DataType = DataType.INT8) -> L.IQuantizeLayer:
         """TensorRT 10's default output_type (INT8); TensorRT 11 requires it. Semantics: quantize.py. Checked
         when a shape or type is read or at build (not here): the axis is usually set after the add."""
         return self._add(L.IQuantizeLayer, [input, scale], {"axis": -1, "to_type": int(DataType(output_type))},
                          eager=False)
 
-    def add_dequantize(self, input, scale, output_type=DataType.FLOAT) -> L.IDequantizeLayer:
+    def add_dequantize(self, input: ITensor, scale: ITensor, output_type: DataType = DataType.FLOAT) -> L.IDequantizeLayer:
         """TensorRT 10's default output_type (FLOAT); TensorRT 11 requires it."""
         return self._add(L.IDequantizeLayer, [input, scale], {"axis": -1, "to_type": int(DataType(output_type))},
                          eager=False)
 
-    def add_plugin_v3(self, inputs, shape_inputs, plugin) -> L.IPluginV3Layer:
+    def add_plugin_v3(self, inputs: Sequence[ITensor], shape_inputs: Sequence[ITensor], plugin: IPluginV3) -> L.IPluginV3Layer:
         from .plugins import IPluginV3
 
         if list(shape_inputs):
