@@ -15,6 +15,8 @@ below (`PYTHONPATH=<old checkout> python -m pytest -q -s tests/test_rtx_argtypes
 
 from __future__ import annotations
 
+import decimal
+import fractions
 import inspect
 
 import numpy as np
@@ -22,6 +24,8 @@ import pytest
 
 import trtbuild.reference as reference
 from trtbuild.engine.build import new_network
+
+import test_rtx_setters
 
 
 class _Object:
@@ -282,3 +286,36 @@ def test_annotations_read_by_the_check():
     """The check's table is what inspect shows (the wrapped methods keep their signatures)."""
     sig = inspect.signature(reference.INetworkDefinition.add_activation)
     assert list(sig.parameters) == ["self", "input", "type"]
+
+
+class _Index:
+    def __index__(self):
+        return 3
+
+
+class _Float:
+    def __float__(self):
+        return 3.0
+
+
+class _Int:
+    def __int__(self):
+        return 3
+
+
+#: numbers of the kinds pybind11's casters treat apart (layer attributes use the same casters as arguments)
+EXOTIC = {"__index__": lambda trt: _Index(), "__float__": lambda trt: _Float(), "__int__": lambda trt: _Int(),
+          "Fraction": lambda trt: fractions.Fraction(3), "Decimal": lambda trt: decimal.Decimal(3),
+          "complex": lambda trt: 1j, "range": lambda trt: range(1, 3), "bytes": lambda trt: b"x",
+          "float64": lambda trt: np.float64(3.0), "0-d array": lambda trt: np.array(3),
+          "numpy bool": lambda trt: np.bool_(True), "enum": lambda trt: trt.SampleMode.WRAP, "dict": lambda trt: {1: 1},
+          "generator": lambda trt: (i for i in (1, 2))}
+
+
+@pytest.mark.parametrize("owner,attribute", test_rtx_setters.ATTRIBUTES, ids=[a for _, a in test_rtx_setters.ATTRIBUTES])
+def test_attribute_setters_take_numbers_as_tensorrt_rtx_takes_them(owner, attribute, rtx):
+    """Before, the setters took only Python and numpy numbers: Fraction(3), Decimal(3), an object with
+    __index__ and a 0-d array were TypeErrors for ints and floats, an enum was a bool, a range no Dims."""
+    ours = {k: test_rtx_setters._set(reference, owner, attribute, v(reference)) for k, v in EXOTIC.items()}
+    theirs = {k: test_rtx_setters._set(rtx, owner, attribute, v(rtx)) for k, v in EXOTIC.items()}
+    assert ours == theirs

@@ -145,6 +145,10 @@ def _tensors(v):
     return items if all(t is None or isinstance(t, ITensor) for t in items) else _BAD
 
 
+#: converters of layer attributes' kinds (layers._setter_value), the same casters
+CONVERTERS = {"int": _int, "float": _float, "bool": _bool, "dims": _dims}
+BAD = _BAD
+
 _KINDS = {"int": _int, "float": _float, "bool": _bool, "str": _str, "Dims": _dims, "Buffer": _buffer,
           "Weights": _weights, "Sequence[ITensor]": _tensors}
 

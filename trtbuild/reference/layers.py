@@ -11,7 +11,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from .argtypes import api_types
+from .argtypes import BAD, CONVERTERS as _ARGUMENT, api_types
 from .core import Dims, ITensor, NetworkError, Permutation, as_weights
 from .enums import (ActivationType, DataType, ElementWiseOperation, LayerType, MatrixOperation,
                     PaddingMode, PoolingType, ReduceOperation, SampleMode, ScaleMode, UnaryOperation)
@@ -78,25 +78,24 @@ def _layer_classes():
 
 
 def _setter_value(kind, value, where):
-    """`value` as TensorRT's Python bindings take it for an attribute of this kind (pybind11's casters,
-    checked against TensorRT-RTX 1.7): an enum only as its own enum type; bool from None (False) or a
-    number; int from an integer, never a Python float or None; float from a number; dims and permutations
-    from a sequence of integers. Anything else is a TypeError, as the bindings raise."""
-    number = (bool, int, float, np.number, np.bool_)
+    """`value` as TensorRT's Python bindings take it for an attribute of this kind: pybind11's casters, the
+    same as for method arguments (argtypes.py, checked against TensorRT-RTX 1.7): an enum only as its own
+    enum type; bool from None (False) or a number that is no enum; int from an integer, never a Python
+    float or None; float from a real number; dims from a sequence of integers, permutations from a
+    sequence. Anything else is a TypeError, as the bindings raise."""
     if not isinstance(kind, str):
         ok = isinstance(value, kind)
-    elif kind == "bool":
-        ok = value is None or isinstance(value, number)
-    elif kind == "int":
-        ok = isinstance(value, number) and not isinstance(value, float)
-    elif kind == "float":
-        ok = isinstance(value, number)
-    else:  # dims, perm: any sequence of integers (Dims checks the elements)
+    elif kind == "perm":  # any sequence of integers (Permutation checks the elements)
         ok = isinstance(value, Iterable) and not isinstance(value, (str, bytes))
+    else:
+        got = _ARGUMENT[kind](value)
+        if got is not BAD:
+            return got
+        ok = False
     if not ok:
         what = kind if isinstance(kind, str) else kind.__name__
         raise TypeError(f"{where()}: incompatible function arguments: a {what} is needed, got {type(value).__name__}")
-    return bool(value) if kind == "bool" else _CONVERTERS[kind](value) if isinstance(kind, str) else value
+    return _CONVERTERS[kind](value) if isinstance(kind, str) else value
 
 
 def _param(key: str, kind: str, check=None):
