@@ -230,6 +230,10 @@ def test_written_out_cases():
     with pytest.raises(TypeError):
         network.add_concatenation(t for t in (x, x))  # a generator is no sequence
     assert network.add_concatenation((x, x)).num_inputs == 2
+    with pytest.raises(TypeError, match=r"tensor 'x': dtype = 1: incompatible function arguments"):
+        x.dtype = 1  # it made x an INT8 input
+    x.dtype = reference.DataType.HALF
+    assert x.dtype == reference.DataType.HALF
 
 
 def test_every_checked_parameter_has_tensorrt_rtxs_type(rtx):
@@ -319,3 +323,40 @@ def test_attribute_setters_take_numbers_as_tensorrt_rtx_takes_them(owner, attrib
     ours = {k: test_rtx_setters._set(reference, owner, attribute, v(reference)) for k, v in EXOTIC.items()}
     theirs = {k: test_rtx_setters._set(rtx, owner, attribute, v(rtx)) for k, v in EXOTIC.items()}
     assert ours == theirs
+
+
+def _property(trt, what: str, value):
+    """'TypeError' or what a Dims constructor, a convolution's padding_nd, an input's shape or dtype became."""
+    _, network, _ = new_network(trt)
+    x = network.add_input("x", trt.float32, (1, 4, 6, 6))
+    try:
+        if what == "Dims":
+            return tuple(trt.Dims(value))
+        if what == "padding_nd":
+            layer = network.add_convolution_nd(x, 2, (1, 1), _W)
+            layer.padding_nd = value
+            return tuple(layer.padding_nd)
+        setattr(x, what, value)
+        got = getattr(x, what)
+        return got.name if what == "dtype" else tuple(got)
+    except TypeError:
+        return "TypeError"
+
+
+@pytest.mark.parametrize("what", ["Dims", "padding_nd", "shape"])
+def test_dims_and_tensor_properties_take_what_tensorrt_rtx_takes(what, rtx):
+    """Before, `trt.Dims(3)` was (3,) and `trt.Dims("x")` a ValueError (TensorRT: TypeErrors), `padding_nd = 1`
+    and `tensor.shape = b"ab"` were accepted. (TensorRT-RTX's ITensor.dtype is read-only; TensorRT 10's takes a
+    DataType, and so does the reference's: `x.dtype = 1` is a TypeError, test_written_out_cases.)"""
+    values = {**{k: v for k, v in WRONG.items() if k not in ("tensor", "tensors")}, **EXOTIC}
+    values = {k: v for k, v in values.items() if k != "generator" or what == "Dims"}
+    ours, theirs = {}, {}
+    for k, make in values.items():
+        ours[k] = _property(reference, what, _value(make, reference))
+        theirs[k] = _property(rtx, what, _value(make, rtx))
+    assert ours == theirs
+
+
+def _value(make, trt):
+    params = inspect.signature(make).parameters
+    return make(trt, {}) if len(params) == 2 else make(trt)

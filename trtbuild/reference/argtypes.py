@@ -83,37 +83,23 @@ def _str(v):
     return _BAD
 
 
-def _is_index(d) -> bool:
-    if type(d) is int:
-        return True
-    if isinstance(d, (float, np.floating)) or not hasattr(type(d), "__index__"):
-        return False
-    return True
-
-
-def _sequence(v) -> bool:
-    """pybind11's list caster: a sequence, not a str or bytes (nor a mapping)."""
-    if isinstance(v, (tuple, list)):
-        return True
-    t = type(v)
-    return (hasattr(t, "__getitem__") and hasattr(t, "__len__") and not isinstance(v, (str, bytes, dict))
-            and not (isinstance(v, np.ndarray) and v.ndim != 1))
-
-
 def _dims(v):
-    from .core import Dims
+    from .core import Dims, is_index
 
     if type(v) is Dims:
         return v
-    if not _sequence(v):
+    if not _sequence(v) or not all(is_index(d) for d in v):  # an argument's dims take no np.float32 (Dims() does)
         return _BAD
     try:
-        items = list(v)
+        return Dims(v)
     except TypeError:
         return _BAD
-    if not all(_is_index(d) for d in items):
-        return _BAD
-    return Dims(items)
+
+
+def _sequence(v) -> bool:
+    from .core import is_sequence
+
+    return is_sequence(v)
 
 
 def _buffer(v):

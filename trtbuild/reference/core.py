@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Iterable
 
 import numpy as np
 
-from .argtypes import api_types
+from .argtypes import BAD, CONVERTERS, api_types
 from .enums import DataType, TensorLocation, TrtEnum
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -42,6 +42,20 @@ def binding_int(value, where: str) -> int:
         return int(value)
     except (TypeError, ValueError):
         raise TypeError(f"{where}: incompatible function arguments: an integer is needed, got {value!r}") from None
+
+
+def is_sequence(v) -> "bool":
+    """pybind11's sequence caster: a sequence that is no str, bytes or mapping (a 1-D array is one)."""
+    if isinstance(v, (tuple, list)):
+        return True
+    t = type(v)
+    return (hasattr(t, "__getitem__") and hasattr(t, "__len__") and not isinstance(v, (str, bytes, dict))
+            and not (isinstance(v, np.ndarray) and v.ndim != 1))
+
+
+def is_index(d) -> "bool":
+    """An integer as pybind11 takes one in a Dims argument: no float (numpy's included), anything with __index__."""
+    return type(d) is int or (not isinstance(d, (float, np.floating)) and hasattr(type(d), "__index__"))
 
 
 class Dims(tuple):
@@ -204,7 +218,10 @@ class ITensor:
     def dtype(self, value: DataType) -> None:
         if self._producer is not None:
             raise NetworkError(f"tensor '{self._name}': the data type of a layer output is inferred in a strongly typed network; use add_cast")
-        self._dtype = DataType(value)
+        if not isinstance(value, DataType):
+            raise TypeError(f"tensor '{self._name}': dtype = {value!r}: incompatible function arguments: a DataType is "
+                            f"needed, got {type(value).__name__}")
+        self._dtype = value
         self._network._touch()
 
     @property
@@ -217,7 +234,11 @@ class ITensor:
     def shape(self, value) -> None:
         if self._producer is not None:
             raise NetworkError(f"tensor '{self._name}': only the shape of a network input can be set")
-        self._shape = Dims(value)
+        shape = CONVERTERS["dims"](value)
+        if shape is BAD:
+            raise TypeError(f"tensor '{self._name}': shape = {value!r}: incompatible function arguments: a Dims is "
+                            f"needed, got {type(value).__name__}")
+        self._shape = shape
         self._network._touch()
 
     @property

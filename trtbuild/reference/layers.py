@@ -289,7 +289,7 @@ class _ConvLike(ILayer):
     @padding_nd.setter
     def padding_nd(self, value) -> None:
         value = _setter_value("dims", value, lambda: f"layer '{self.name}': padding_nd = {value!r}")
-        if _non_negative(Dims(value)):
+        if _non_negative(value):
             raise NetworkError(f"layer '{self.name}': padding_nd = {tuple(Dims(value))} is refused: padding must be >= 0")
         self._params["pre_padding"] = tuple(Dims(value))
         self._params["post_padding"] = tuple(Dims(value))
