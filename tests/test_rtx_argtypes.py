@@ -4,8 +4,8 @@ Every method of INetworkDefinition that the reference and TensorRT-RTX 1.7 both 
 valid arguments on both (the call must work on both), then again with one argument at a time replaced by
 a value of another kind (None, a bool, ints, floats, a str, bytes, a tuple, a list, an array, an enum of
 another type, a tensor, an object); the outcome class (TypeError or not) must be the same on both. The
-same is done for the methods of Builder, IBuilderConfig, IOptimizationProfile, ITimingCache, ILayer and
-ITensor that take arguments.
+same is done for the methods of Builder, IBuilderConfig, IOptimizationProfile, ITimingCache, ILayer,
+ITensor and Logger that take arguments.
 
 Before this (git 793c3db), the reference converted anything it could: `add_activation(x, 0)` was a RELU,
 `add_input('y', 1, (1,))` a FLOAT input, `add_lrn(x, 3.0, ...)` a window of 3, `add_pooling_nd(x, type,
@@ -107,6 +107,7 @@ OTHERS = {
     ("layer", "get_output_type"): lambda t, e: (0,),
     ("x", "get_dimension_name"): lambda t, e: (0,),
     ("x", "set_dimension_name"): lambda t, e: (0, "n"),
+    ("trt_logger", "log"): lambda t, e: (t.ILogger.Severity.VERBOSE, "not shown"),
 }
 
 
@@ -125,6 +126,7 @@ def _env(trt) -> dict:
     env["profile"].set_shape("x", (1, 4, 6, 6), (1, 4, 6, 6), (1, 4, 6, 6))
     env["cache"] = env["config"].create_timing_cache(b"")
     env["cache2"] = env["config"].create_timing_cache(b"")
+    env["trt_logger"] = trt.Logger()
     return env
 
 
@@ -239,7 +241,8 @@ def test_written_out_cases():
 def test_every_checked_parameter_has_tensorrt_rtxs_type(rtx):
     """The annotations the check reads are the types of TensorRT-RTX's bindings, for every parameter of
     every method both have on the classes above (so no parameter goes unchecked)."""
-    pairs = [("INetworkDefinition", m) for m in NETWORK] + sorted({(_CLASS[o], m) for o, m in OTHERS})
+    pairs = ([("INetworkDefinition", m) for m in NETWORK] + sorted({(_CLASS[o], m) for o, m in OTHERS})
+             + [("Logger", "__init__")])
     problems = []
     for cls, method in pairs:
         ours = getattr(getattr(reference, cls), method)
@@ -251,12 +254,13 @@ def test_every_checked_parameter_has_tensorrt_rtxs_type(rtx):
 
 
 _CLASS = {"builder": "Builder", "config": "IBuilderConfig", "profile": "IOptimizationProfile", "cache": "ITimingCache",
-          "layer": "ILayer", "x": "ITensor"}
+          "layer": "ILayer", "x": "ITensor", "trt_logger": "Logger"}
 _RTX_TYPES = {"typing.SupportsInt": "int", "typing.SupportsFloat": "float", "typing_extensions.Buffer": "Buffer",
               "collections.abc.Sequence[ITensor]": "Sequence[ITensor]"}
 #: where TensorRT's null pointer is taken (probed: a None Weights bias is no bias, a None name or profile is
 #: logged as an API usage error); pybind11's signatures do not say it
-_NULLABLE = {("add_input", "name"), ("add_optimization_profile", "profile"), ("set_dimension_name", "name")}
+_NULLABLE = {("add_input", "name"), ("add_optimization_profile", "profile"), ("set_dimension_name", "name"),
+             ("log", "msg")}
 
 
 def _rtx_types(doc: str) -> dict:
@@ -360,3 +364,20 @@ def test_dims_and_tensor_properties_take_what_tensorrt_rtx_takes(what, rtx):
 def _value(make, trt):
     params = inspect.signature(make).parameters
     return make(trt, {}) if len(params) == 2 else make(trt)
+
+
+def test_logger_constructor_takes_what_tensorrt_rtx_takes(rtx):
+    """Before, `trt.Logger(2)` was a WARNING logger (TensorRT: a TypeError)."""
+    def make(trt, value):
+        try:
+            return trt.Logger(value).min_severity.name
+        except TypeError:
+            return "TypeError"
+    values = {k: v for k, v in WRONG.items() if k not in ("tensor", "tensors")}
+    ours = {k: make(reference, v(reference, {})) for k, v in values.items()}
+    theirs = {k: make(rtx, v(rtx, {})) for k, v in values.items()}
+    assert ours == theirs
+    assert make(reference, reference.ILogger.Severity.ERROR) == make(rtx, rtx.ILogger.Severity.ERROR) == "ERROR"
+    with pytest.raises(TypeError, match=r"^Logger\(\): incompatible constructor arguments: min_severity must be "
+                                        r"ILogger.Severity, got int$"):
+        reference.Logger(2)

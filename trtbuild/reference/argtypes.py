@@ -174,7 +174,8 @@ def _wrap(owner: str, fn):
     params = [p for p in list(inspect.signature(fn).parameters.values())[1:]]
     names = [p.name for p in params if p.kind == p.POSITIONAL_OR_KEYWORD]
     annotations = annotated_parameters(fn)
-    where = f"{owner}.{fn.__name__}"
+    where = owner if fn.__name__ == "__init__" else f"{owner}.{fn.__name__}"
+    what = "constructor" if fn.__name__ == "__init__" else "function"
     state: list = []
 
     def spec():
@@ -184,7 +185,7 @@ def _wrap(owner: str, fn):
         return state[0]
 
     def refuse(name, text, value):
-        return TypeError(f"{where}(): incompatible function arguments: {name} must be {text}, got {type(value).__name__}")
+        return TypeError(f"{where}(): incompatible {what} arguments: {name} must be {text}, got {type(value).__name__}")
 
     @functools.wraps(fn)
     def checked(self, *args, **kwargs):
@@ -212,13 +213,16 @@ def _wrap(owner: str, fn):
     return checked
 
 
-def api_types(cls):
-    """Class decorator: check the annotated arguments of every public method (inherited ones too;
-    constructors are not wrapped) as TensorRT's bindings do; see the module docstring."""
+def api_types(cls=None, *, constructor: bool = False):
+    """Class decorator: check the annotated arguments of every public method (inherited ones too) as
+    TensorRT's bindings do; see the module docstring. `@api_types(constructor=True)` checks __init__ too."""
+    if cls is None:
+        return lambda c: api_types(c, constructor=constructor)
     seen = set()
     for klass in cls.__mro__[:-1]:
         for name, fn in vars(klass).items():
-            if name in seen or name.startswith("_") or not inspect.isfunction(fn):
+            wanted = not name.startswith("_") or (constructor and name == "__init__")
+            if name in seen or not wanted or not inspect.isfunction(fn):
                 continue
             seen.add(name)
             if getattr(fn, "__api_types__", None) is not None:

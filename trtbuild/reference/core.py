@@ -294,14 +294,15 @@ class ILogger:
 _PY_LEVEL = {0: logging.CRITICAL, 1: logging.ERROR, 2: logging.WARNING, 3: logging.INFO, 4: logging.DEBUG}
 
 
+@api_types(constructor=True)
 class Logger(ILogger):
     """The default logger: messages at or above min_severity go to Python logging
     (logger 'trtbuild.reference')."""
 
-    def __init__(self, min_severity=ILogger.Severity.WARNING):
+    def __init__(self, min_severity: ILogger.Severity = ILogger.Severity.WARNING):
         super().__init__()
-        self.min_severity = ILogger.Severity(min_severity)
+        self.min_severity = min_severity
 
-    def log(self, severity, msg: str) -> None:
+    def log(self, severity: ILogger.Severity, msg: str | None) -> None:
         if int(severity) <= int(self.min_severity):
             logging.getLogger("trtbuild.reference").log(_PY_LEVEL[int(severity)], msg)
