@@ -64,7 +64,7 @@ class Dims(tuple):
     MAX_DIMS = 8
 
     def __new__(cls, shape: Iterable[int] = ()):
-        if isinstance(shape, (int, np.integer, str, bytes)) or not isinstance(shape, Iterable):
+        if isinstance(shape, (int, np.integer, str, bytes, dict)) or not isinstance(shape, Iterable):
             raise TypeError(f"Dims({shape!r}): incompatible constructor arguments: a sequence of integers is needed")
         dims = tuple(binding_int(d, "Dims") for d in shape)  # once: shape may be a generator
         if len(dims) > cls.MAX_DIMS:
