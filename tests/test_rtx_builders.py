@@ -106,7 +106,7 @@ NORM_CONFIGS += [Config(f"group_norm G={g} {impl} {s}", s,
                         lambda n, x, st, g=g, impl=impl, c=s[1]: group_norm(n, x, g, _vec(c), _vec(c, 1), 1e-4, "gn",
                                                                            impl=impl, strategy=st))
                  for s, g in GROUP_SHAPES + [((-1, 4, 2, 3), 2)] for impl in IMPLS]
-LAYER_SHAPES = [((2, 6, 7), (7,)), ((2, 6, 4, 5), (6, 4, 5)), ((2, 6, 4, 5), (4, 5)), ((3, 8), (8,))]
+LAYER_SHAPES = [((2, 6, 7), (7,)), ((2, 6, 4, 5), (6, 4, 5)), ((2, 6, 4, 5), (4, 5)), ((3, 8), (8,)), ((6,), (6,))]
 NORM_CONFIGS += [Config(f"layer_norm {impl} {s} over {ns}", s,
                         lambda n, x, st, ns=ns, impl=impl: layer_norm(n, x, ns, _vec(ns).reshape(ns),
                                                                       _vec(ns, 1).reshape(ns), 1e-5, "ln", impl=impl,

@@ -171,8 +171,9 @@ def _single_element_instance_norm(name, p, axes, x, sc):
     v1 / per channel for v2) over single elements, or axes the trailing dims from some a >= 2 on, of
     one element in all, with a scale that varies along dim a - 1 only (instance norm's per-channel
     scale)."""
-    rank, c, g = len(x), x[1], p["num_groups"]
-    if g > 1:
+    rank, g = len(x), p["num_groups"]
+    if g > 1:  # rank >= 3 here (checked before)
+        c = x[1]
         per = c if p["is_v2"] else g
         single = axes == list(range(2, rank)) and tuple(sc) == (1, per) + (1,) * (rank - 2) \
             and all(d >= 0 for d in x[1:]) and c // g * math.prod(x[2:]) == 1
