@@ -27,6 +27,10 @@ from trtbuild.engine.build import new_network
 
 import test_rtx_setters
 
+# TensorRT-RTX warns that its timing-cache calls are no-ops, and numpy that np.bool_ becomes an index
+pytestmark = [pytest.mark.filterwarnings("ignore:Use Deprecated in TensorRT-RTX:DeprecationWarning"),
+              pytest.mark.filterwarnings("ignore:In future, it will be an error for .np.bool_.:DeprecationWarning")]
+
 
 class _Object:
     pass

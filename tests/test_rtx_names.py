@@ -353,3 +353,22 @@ def test_a_name_of_another_type_is_a_type_error(backend, rtx):
         with pytest.raises(TypeError, match="incompatible function arguments"):
             call()
     assert layer.name == A.format(0) and network.num_inputs == 1
+
+
+def test_marking_an_input_or_an_output_again_is_refused(rtx):
+    """TensorRT-RTX 1.7 probed: marking a network input as an output, or an output a second time, logs an
+    API usage error and changes nothing (the reference made the input an output too)."""
+    def scenario(network, trt):
+        x = network.add_input("x", trt.float32, (2, 3))
+        network.mark_output(x)
+        y = network.add_identity(x).get_output(0)
+        network.mark_output(y)
+        network.mark_output(y)
+        return [network.get_output(i).name for i in range(network.num_outputs)]
+
+    usage = "INetworkDefinition::markOutput: Error Code 4: API Usage Error (Failed attempt to set a tensor"
+    _both(rtx, scenario, {"inputs": ["x"], "layers": [(A.format(0), [OUT.format(0)])], "returned": [OUT.format(0)],
+                          "errors": [f"{usage} x as network-level output. It was previously set as a network-level "
+                                     "input. Tensor can't be both input and output at network level.)",
+                                     f"{usage} {OUT.format(0)} as network-level output as it was already set as "
+                                     "network-level output.)"]})

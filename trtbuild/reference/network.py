@@ -237,10 +237,20 @@ class INetworkDefinition(NetworkDebugMarks):
         return iter(list(self._layers))
 
     def mark_output(self, tensor: ITensor) -> None:
+        """A network input, or a tensor already an output: TensorRT logs an API usage error and changes
+        nothing, and so does the reference."""
         tensor = self._own(tensor, "mark_output")
-        if tensor not in self._outputs:
-            self._outputs.append(tensor)
-            self._touch()
+        if tensor in self._inputs:
+            return self._api_usage_error(
+                f"INetworkDefinition::markOutput: Error Code 4: API Usage Error (Failed attempt to set a tensor "
+                f"{tensor.name} as network-level output. It was previously set as a network-level input. Tensor "
+                "can't be both input and output at network level.)")
+        if tensor in self._outputs:
+            return self._api_usage_error(
+                f"INetworkDefinition::markOutput: Error Code 4: API Usage Error (Failed attempt to set a tensor "
+                f"{tensor.name} as network-level output as it was already set as network-level output.)")
+        self._outputs.append(tensor)
+        self._touch()
 
     def unmark_output(self, tensor: ITensor) -> None:
         if tensor in self._outputs:
