@@ -17,7 +17,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from layer_harness import assert_close, layer_names, run_builder_at
+from layer_harness import assert_close, assert_named_under, layer_names, run_builder_at
 from trtbuild.layers.batchnorm import batchnorm, batchnorm_batch_stats
 from trtbuild.layers.common import BuilderError
 from trtbuild.layers.l2norm import l2norm
@@ -63,6 +63,7 @@ def _check(build, expected, shape, what, sizes=None):
     ys, network = run_builder_at(build, xs, input_shape=shape)
     out = network.get_output(0)
     assert tuple(out.shape) == shape, f"{what}: output shape {tuple(out.shape)} at build time, not {shape}"
+    assert_named_under(network, out.name, out)  # the dynamic-shape routes name every layer too
     for x, y in zip(xs, ys):
         assert_close(y, expected(x.double()), 1e-5, 1e-6, f"{what} at {tuple(x.shape)}")
     return network

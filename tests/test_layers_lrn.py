@@ -138,3 +138,24 @@ def test_native_lrn_layer_always_sees_nchw(shape):
     in_shape = tuple(layer.get_input(0).shape)
     assert len(in_shape) == 4 and in_shape[:2] == shape[:2]
     assert tuple(y.shape) == shape
+
+
+BOUNDS = [("alpha", 1e20, True), ("alpha", -1e20, True), ("alpha", 1.0001e20, False), ("alpha", -1.0001e20, False),
+          ("beta", 0.01, True), ("beta", 0.0099, False), ("beta", 1e5, True), ("beta", 100001.0, False),
+          ("k", 1e-5, True), ("k", 0.99e-5, False), ("k", 1e10, True), ("k", 1.0001e10, False)]
+
+
+@pytest.mark.parametrize("which,value,accepted", BOUNDS, ids=[f"{w}={v:g}" for w, v, _ in BOUNDS])
+def test_native_lrn_bounds_are_tensorrt_rtxs_inclusive_bounds(which, value, accepted, rtx):
+    """native_lrn_allowed agrees with TensorRT-RTX's ILRNLayer at and just past each bound (inclusive bounds:
+    a mutation audit showed `<=` could become `<` unnoticed)."""
+    from trtbuild.engine import new_network as engine_network
+
+    params = {"alpha": 1e-4, "beta": 0.75, "k": 2.0, which: value}
+    assert (native_lrn_allowed(5, **params) is None) == accepted
+    _, network, logger = engine_network(rtx)
+    logger.clear()
+    x = network.add_input("x", rtx.float32, (1, 4, 3, 3))
+    layer = network.add_lrn(x, 5, params["alpha"], params["beta"], params["k"])
+    refused = layer is None or any("ILRNLayer::set" in e for e in logger.errors)
+    assert refused != accepted
