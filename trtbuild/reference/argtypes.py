@@ -33,28 +33,25 @@ import numpy as np
 _BAD = object()  # a converter's answer for a value of the wrong kind
 
 
-def _int(v):
-    t = type(v)
-    if t is int:
+def _number(v, to, accepts):
+    """`v` as `to` (int or float) where pybind11's caster takes it (`accepts(v)`), else _BAD."""
+    if type(v) is to:
         return v
-    if isinstance(v, float) or not (hasattr(t, "__index__") or hasattr(t, "__int__")):
+    if not accepts(v):
         return _BAD
     try:
-        return int(v)
+        return to(v)
     except (TypeError, ValueError, OverflowError):
         return _BAD
 
 
-def _float(v):
-    t = type(v)
-    if t is float:
-        return v
-    if not (hasattr(t, "__float__") or hasattr(t, "__index__")):
-        return _BAD
-    try:
-        return float(v)
-    except (TypeError, ValueError, OverflowError):
-        return _BAD
+def _int(v):  # an integer, or what has __index__/__int__ (np.float32 truncates); never a Python float
+    return _number(v, int, lambda v: not isinstance(v, float) and (hasattr(type(v), "__index__")
+                                                                   or hasattr(type(v), "__int__")))
+
+
+def _float(v):  # any real number
+    return _number(v, float, lambda v: hasattr(type(v), "__float__") or hasattr(type(v), "__index__"))
 
 
 def _bool(v):
@@ -83,23 +80,31 @@ def _str(v):
     return _BAD
 
 
+def is_sequence(v) -> bool:
+    """pybind11's sequence caster: a sequence that is no str, bytes or mapping (a 1-D array is one)."""
+    if isinstance(v, (tuple, list)):
+        return True
+    t = type(v)
+    return (hasattr(t, "__getitem__") and hasattr(t, "__len__") and not isinstance(v, (str, bytes, dict))
+            and not (isinstance(v, np.ndarray) and v.ndim != 1))
+
+
+def is_index(d) -> bool:
+    """An integer as pybind11 takes one in a Dims argument: no float (numpy's included), anything with __index__."""
+    return type(d) is int or (not isinstance(d, (float, np.floating)) and hasattr(type(d), "__index__"))
+
+
 def _dims(v):
-    from .core import Dims, is_index
+    from .core import Dims
 
     if type(v) is Dims:
         return v
-    if not _sequence(v) or not all(is_index(d) for d in v):  # an argument's dims take no np.float32 (Dims() does)
+    if not is_sequence(v) or not all(is_index(d) for d in v):  # an argument's dims take no np.float32 (Dims() does)
         return _BAD
     try:
         return Dims(v)
     except TypeError:
         return _BAD
-
-
-def _sequence(v) -> bool:
-    from .core import is_sequence
-
-    return is_sequence(v)
 
 
 def _buffer(v):
@@ -125,7 +130,7 @@ def _instance(cls):
 def _tensors(v):
     from .core import ITensor
 
-    if not _sequence(v) or isinstance(v, np.ndarray):
+    if not is_sequence(v) or isinstance(v, np.ndarray):
         return _BAD
     items = list(v)
     return items if all(t is None or isinstance(t, ITensor) for t in items) else _BAD

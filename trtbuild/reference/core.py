@@ -33,29 +33,12 @@ class NetworkError(ValueError):
 
 
 def binding_int(value, where: str) -> int:
-    """An integer as pybind11's int caster takes it (TensorRT's bindings, checked on TensorRT-RTX 1.7):
-    no Python float (np.float64 is one), str, bytes or None; anything else int() takes (np.float32 too,
-    truncated, as the bindings do)."""
-    if value is None or isinstance(value, (float, str, bytes)):
+    """An integer as pybind11's int caster takes it (argtypes' "int" rule: no Python float, np.float64, str,
+    bytes or None; np.float32 truncates, as the bindings do); otherwise TensorRT's TypeError."""
+    got = CONVERTERS["int"](value)
+    if got is BAD:
         raise TypeError(f"{where}: incompatible function arguments: an integer is needed, got {value!r}")
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        raise TypeError(f"{where}: incompatible function arguments: an integer is needed, got {value!r}") from None
-
-
-def is_sequence(v) -> "bool":
-    """pybind11's sequence caster: a sequence that is no str, bytes or mapping (a 1-D array is one)."""
-    if isinstance(v, (tuple, list)):
-        return True
-    t = type(v)
-    return (hasattr(t, "__getitem__") and hasattr(t, "__len__") and not isinstance(v, (str, bytes, dict))
-            and not (isinstance(v, np.ndarray) and v.ndim != 1))
-
-
-def is_index(d) -> "bool":
-    """An integer as pybind11 takes one in a Dims argument: no float (numpy's included), anything with __index__."""
-    return type(d) is int or (not isinstance(d, (float, np.floating)) and hasattr(type(d), "__index__"))
+    return got
 
 
 class Dims(tuple):
