@@ -71,6 +71,9 @@ L2_WHY = "L2Norm normalizes across channel axis 1 of (N, C, ...); IScaleLayer ne
 LRN_WHY = "LRN works across channel axis 1 of (N, C, ...), as torch's local_response_norm"
 BN_WHY = "BatchNorm works on (N, C, ...)"
 
+KERNEL = np.ones((4, 4, 3, 3), np.float32)
+WHOLE = "must be an integer or 2 integers (one per spatial dim)"
+
 # (case id, input shape, input type, call, the whole expected message)
 CASES = [
     ("l2-strategy", X, F, _l2(X, strategy="fast"), f"layer 'l2': {STRATEGY}"),
@@ -179,6 +182,15 @@ CASES = [
     ("ln-strategy", X, F, _ln(strategy="fast"), f"layer 'ln': {STRATEGY}"),
     ("ln-impl", X, F, _ln(impl="fused"), f"layer 'ln': {IMPL}"),
     ("ln-type", X, I32, _ln(), f"layer 'ln': {TYPE}"),
+
+    # conv and pooling truncated 2.5 to 2 and 1.9 to 1 (int(v)), building another network than asked for
+    ("conv-stride", X, F, lambda n, x: conv(n, x, KERNEL, None, "c", stride=(2.5, 2.5)),
+     f"layer 'c': stride=(2.5, 2.5) {WHOLE}"),
+    ("conv-padding", X, F, lambda n, x: conv(n, x, KERNEL, None, "c", padding=1.9), f"layer 'c': padding=1.9 {WHOLE}"),
+    ("pool-kernel", X, F, lambda n, x: max_pool(n, x, (2.9, 2.9), None, 0, "p"),
+     f"layer 'p': kernel=(2.9, 2.9) {WHOLE}"),
+    ("pool-kernel-str", X, F, lambda n, x: max_pool(n, x, "2", None, 0, "p"), f"layer 'p': kernel='2' {WHOLE}"),
+    ("pool-kernel-float", X, F, lambda n, x: max_pool(n, x, 2.0, None, 0, "p"), f"layer 'p': kernel=2.0 {WHOLE}"),
 ]
 
 
@@ -191,23 +203,3 @@ def test_refusal_is_one_exact_sentence_and_adds_nothing(shape, dtype, call, mess
     assert str(refused.value) == message
     assert "\n" not in message and network.num_layers == 0
 
-
-@pytest.mark.parametrize("call,message", [
-    (lambda n, x: conv(n, x, np.ones((4, 4, 3, 3), np.float32), None, "c", stride=(2.5, 2.5)),
-     "layer 'c': stride=(2.5, 2.5) must be an integer or 2 integers (one per spatial dim)"),
-    (lambda n, x: conv(n, x, np.ones((4, 4, 3, 3), np.float32), None, "c", padding=1.9),
-     "layer 'c': padding=1.9 must be an integer or 2 integers (one per spatial dim)"),
-    (lambda n, x: max_pool(n, x, (2.9, 2.9), None, 0, "p"),
-     "layer 'p': kernel=(2.9, 2.9) must be an integer or 2 integers (one per spatial dim)"),
-    (lambda n, x: max_pool(n, x, "2", None, 0, "p"),
-     "layer 'p': kernel='2' must be an integer or 2 integers (one per spatial dim)"),
-    (lambda n, x: max_pool(n, x, 2.0, None, 0, "p"),
-     "layer 'p': kernel=2.0 must be an integer or 2 integers (one per spatial dim)"),
-])
-def test_window_sizes_are_whole_numbers(call, message):
-    """conv and pooling truncated 2.5 to 2 and 1.9 to 1 (int(v)), building another network than asked for."""
-    _, network = new_network()
-    x = network.add_input("x", F, X)
-    with pytest.raises(BuilderError) as refused:
-        call(network, x)
-    assert str(refused.value) == message and network.num_layers == 0
