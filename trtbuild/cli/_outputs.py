@@ -1,4 +1,4 @@
-"""The files each command reads and writes, for trtbuild.weights.outputs.check_outputs.
+"""The files each command reads and writes, for trtbuild.files.outputs.check_outputs.
 
 Every command calls :func:`check_paths` at the start of its ``run``, before any work or write, so
 that an output naming one of its inputs, another output or a file of another kind is refused in
@@ -11,7 +11,7 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from trtbuild.weights.outputs import ENGINE, SIDECAR, check_outputs
+from trtbuild.files.outputs import ENGINE, SIDECAR, check_outputs
 
 
 def _sidecar(path) -> Path:

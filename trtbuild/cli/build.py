@@ -222,7 +222,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 def run(args) -> int:
     """Build and save; print the backend first, then what was written."""
     from trtbuild.engine import build_and_save, default_engine_path, default_weights_path, ensure_weights
-    from trtbuild.weights.outputs import TIMING_CACHE
+    from trtbuild.files.outputs import TIMING_CACHE
 
     from ._outputs import check_paths, engine_outputs
 

@@ -108,7 +108,7 @@ def run(args) -> int:
     """Calibrate and write the file; print what was used and written."""
     from trtbuild.quant import calibrate_data, write_calibration
     from trtbuild.quant.data import shape_text
-    from trtbuild.weights.outputs import CALIBRATION
+    from trtbuild.files.outputs import CALIBRATION
 
     from ._outputs import check_paths
 

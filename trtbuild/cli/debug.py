@@ -91,7 +91,7 @@ def run(args) -> int:
     """Run the search, print each trial and the result, write --json."""
     from trtbuild.debug import search_precision
     from trtbuild.debug.precision import describe
-    from trtbuild.weights.outputs import JSON
+    from trtbuild.files.outputs import JSON
 
     from ._outputs import check_paths
 

@@ -75,7 +75,7 @@ def check_demo_paths(args, spec, out: Path, rtx_out: Path | None) -> None:
     """Refuse an --out, TensorRT-RTX engine or --html path that names the weights, another output
     or an existing file of another kind, before anything is exported or built."""
     from trtbuild.engine import default_weights_path
-    from trtbuild.weights.outputs import HTML
+    from trtbuild.files.outputs import HTML
 
     from ._outputs import check_paths, engine_outputs
 
@@ -90,7 +90,7 @@ def run(args) -> int:
                                  save_engine)
     from trtbuild.engine.model import build_model
     from trtbuild.models import registry
-    from trtbuild.weights.atomic import ensure_parent_dir
+    from trtbuild.files.atomic import ensure_parent_dir
     from trtbuild.parity import check_model_parity, load_weights_into
     from trtbuild.weights import WeightMap
 

@@ -62,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as e:
         return _fail(str(e))
     try:
-        from trtbuild.weights.outputs import ONNX
+        from trtbuild.files.outputs import ONNX
 
         from ._outputs import check_paths
 

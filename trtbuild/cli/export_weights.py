@@ -18,9 +18,10 @@ import argparse
 import sys
 from pathlib import Path
 
+from trtbuild.files.atomic import ensure_parent_dir
 from trtbuild.models import registry
 from trtbuild.weights import FORMATS, WeightsError, convert_weights, export_weights
-from trtbuild.weights.atomic import ensure_parent_dir
+from trtbuild.weights.errors import WeightsWriteError
 
 NAME = "export-weights"
 
@@ -66,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
         if source is None:
             if args.seed is not None or args.small:
                 return _fail("--seed and --small only apply with --model", code=2)
-            ensure_parent_dir(args.out)
+            ensure_parent_dir(args.out, WeightsWriteError)
             report = convert_weights(args.checkpoint, args.out, args.format,
                                      allow_nonfinite=args.allow_nonfinite)
         else:
@@ -76,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
                 return _fail(f"cannot build model {source!r}: {exc}")
             if args.checkpoint is not None:
                 _load_checkpoint(model, args.checkpoint, source)
-            ensure_parent_dir(args.out)
+            ensure_parent_dir(args.out, WeightsWriteError)
             report = export_weights(model, args.out, args.format,
                                     allow_nonfinite=args.allow_nonfinite)
     except (WeightsError, OSError, ValueError) as exc:
@@ -117,7 +118,7 @@ def check_weights_paths(args) -> None:
     """Refuse an --out that names the --checkpoint or an existing file other than a weight file of
     the format to be written (raises OutputPathError, an OSError)."""
     from trtbuild.weights.formats import format_for_path
-    from trtbuild.weights.outputs import PT, SAFETENSORS, WTS
+    from trtbuild.files.outputs import PT, SAFETENSORS, WTS
 
     from ._outputs import check_paths
 

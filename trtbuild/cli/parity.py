@@ -129,7 +129,7 @@ def write_outputs(report, args) -> None:
 def check_report_paths(args) -> None:
     """Refuse --json/--html/--png paths that name an input (--engine, its sidecar, --weights), each
     other or an existing file of another kind, before the comparison runs."""
-    from trtbuild.weights.outputs import HTML, PARITY_REPORT, PNG
+    from trtbuild.files.outputs import HTML, PARITY_REPORT, PNG
 
     from ._outputs import check_paths, engine_inputs
 

@@ -106,7 +106,7 @@ class SearchResult:
         """The search as JSON text; written atomically to `path` if given (parents created)."""
         import json
 
-        from trtbuild.weights.atomic import (
+        from trtbuild.files.atomic import (
             AtomicWriteError,
             atomic_write_bytes,
             ensure_parent_dir,

@@ -14,9 +14,10 @@ from pathlib import Path
 from types import ModuleType
 
 from trtbuild.backend import BackendError, is_reference, is_rtx, load_trt, requested_backend
+from trtbuild.files.atomic import ensure_parent_dir
 from trtbuild.models import registry as model_registry
 from trtbuild.quant import QuantPlan
-from trtbuild.weights.atomic import ensure_parent_dir
+from trtbuild.weights.errors import WeightsWriteError
 
 from .build import Plan, build_plan
 from .device import device_info
@@ -82,7 +83,7 @@ def export_seeded_weights(model: str, path: str | os.PathLike, seed: int = 0, sm
     from trtbuild.weights import export_weights
 
     module = model_registry.get_torch_model(model, seed=seed, small=small)
-    ensure_parent_dir(path)
+    ensure_parent_dir(path, WeightsWriteError)
     report = export_weights(module, path)
     log.info("%s", report.summary())
     return module

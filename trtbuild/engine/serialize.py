@@ -20,9 +20,9 @@ from types import ModuleType
 
 from trtbuild import __version__
 from trtbuild.backend import backend_kind
-from trtbuild.weights.atomic import atomic_write_bytes as _atomic_write_bytes
-from trtbuild.weights.atomic import atomic_write_files, ensure_parent_dir
-from trtbuild.weights.outputs import ENGINE, SIDECAR, check_outputs
+from trtbuild.files.atomic import atomic_write_bytes as _atomic_write_bytes
+from trtbuild.files.atomic import atomic_write_files, ensure_parent_dir
+from trtbuild.files.outputs import ENGINE, SIDECAR, check_outputs
 
 from .device import CPU, device_info
 from .errors import EngineCompatibilityError, EngineFileError, EngineWriteError
@@ -54,7 +54,7 @@ def sha256_file(path: str | os.PathLike) -> str:
 
 
 def atomic_write_bytes(path: str | os.PathLike, data) -> Path:
-    """Replace `path` with `data` atomically (trtbuild.weights.atomic: temp file + os.replace).
+    """Replace `path` with `data` atomically (trtbuild.files.atomic: temp file + os.replace).
     Raises EngineWriteError (an EngineFileError and OSError) naming `path` if it cannot be written."""
     return _atomic_write_bytes(path, data, error=EngineWriteError)
 
@@ -103,7 +103,7 @@ def save_engine(path: str | os.PathLike, plan, sidecar: dict) -> Path:
     """Write `plan` to `path` and `sidecar` to `<path>.json`, both atomically.
 
     Missing parent directories are created. An existing file at `path` that is not an engine, or at
-    `<path>.json` that is not an engine sidecar, is refused (trtbuild.weights.outputs.check_outputs), as is the
+    `<path>.json` that is not an engine sidecar, is refused (trtbuild.files.outputs.check_outputs), as is the
     weight file named in the sidecar. Both files are completely written to temp files before either
     is renamed into place, so an error leaves an existing engine and sidecar untouched. engine_sha256/engine_bytes are
     recomputed from `plan`. Raises EngineWriteError naming the file that could not be written.

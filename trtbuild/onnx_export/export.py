@@ -155,7 +155,8 @@ def check_model(model: onnx.ModelProto) -> None:
 
 def save_model(model: onnx.ModelProto, path: str | os.PathLike) -> Path:
     """Write `model` to `path` atomically (temporary file in the same folder, then rename)."""
-    from trtbuild.weights.atomic import atomic_write
+    from trtbuild.files.atomic import atomic_write
+    from trtbuild.weights.errors import WeightsWriteError
 
     data = model.SerializeToString()
-    return atomic_write(path, lambda tmp: Path(tmp).write_bytes(data))
+    return atomic_write(path, lambda tmp: Path(tmp).write_bytes(data), WeightsWriteError)

@@ -21,7 +21,7 @@ from typing import Mapping
 import numpy as np
 
 # "kind" of the JSON report, by which check_outputs tells a report from other JSON files
-from trtbuild.weights.outputs import PARITY_REPORT_KIND
+from trtbuild.files.outputs import PARITY_REPORT_KIND
 
 #: Default (atol, rtol) per precision. These atol values are RELATIVE: multiplied by each tensor's
 #: largest finite |expected| (seeded models have tiny outputs, so a fixed atol would hide errors).

@@ -6,7 +6,7 @@ import html
 import json
 import math
 
-from trtbuild.weights.atomic import AtomicWriteError, atomic_write, atomic_write_bytes, ensure_parent_dir
+from trtbuild.files.atomic import AtomicWriteError, atomic_write, atomic_write_bytes, ensure_parent_dir
 
 from .charts import svg_depth_chart, svg_histogram
 from .compare import Report, TensorStats

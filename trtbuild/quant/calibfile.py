@@ -38,7 +38,7 @@ from pathlib import Path
 from torch import nn
 
 from trtbuild import __version__
-from trtbuild.weights.atomic import AtomicWriteError, atomic_write
+from trtbuild.files.atomic import AtomicWriteError, atomic_write
 
 from .calibrate import Calibration, network_tensors
 from .data import shape_text

@@ -1,4 +1,7 @@
-"""The one error type raised for bad weight files, names, shapes and values."""
+"""The one error type raised for bad weight files, names, shapes and values, and its kind for files
+that could not be written."""
+
+from trtbuild.files.atomic import AtomicWriteError
 
 
 class WeightsError(ValueError):
@@ -7,6 +10,10 @@ class WeightsError(ValueError):
     The message always names the file and/or tensor and says what is wrong
     (expected vs found, line and column for text formats).
     """
+
+
+class WeightsWriteError(AtomicWriteError, WeightsError):
+    """A weight file could not be written; the message names the target path."""
 
 
 def show_bytes(raw: bytes, limit: int = 40) -> str:

@@ -15,9 +15,10 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from trtbuild.files.atomic import atomic_write
+
 from . import wts
-from .atomic import atomic_write
-from .errors import WeightsError
+from .errors import WeightsError, WeightsWriteError
 from .tensors import check_names, contiguous, is_torch_tensor, torch_to_numpy
 from .wts_stream import read_wts
 
@@ -104,7 +105,7 @@ def write_weights(
             state = {name: torch.from_numpy(_writable(a)) for name, a in arrays.items()}
             torch.save(state, tmp)
 
-    atomic_write(path, write)
+    atomic_write(path, write, WeightsWriteError)
     return notes
 
 
