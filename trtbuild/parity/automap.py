@@ -15,48 +15,25 @@ from __future__ import annotations
 
 import torch
 
+from trtbuild.forward_hooks import ForwardCapture, capture_forward
+
 __all__ = ["automatic_layer_map", "automap_spec"]
 
 
-def _trace(module: torch.nn.Module, *inputs) -> list[dict]:
-    """One record per submodule call, in call order: name, module, input and output tensors."""
-    calls: list[dict] = []
-    handles = []
-
-    def make_hook(name):
-        def hook(mod, inp, out):
-            calls.append({"name": name, "module": mod, "input": inp[0] if inp else None, "output": out})
-        return hook
-
-    try:
-        for name, sub in module.named_modules():
-            if name:
-                handles.append(sub.register_forward_hook(make_hook(name)))
-        with torch.no_grad():
-            module(*inputs)
-    finally:
-        for h in handles:
-            h.remove()
-    return calls
-
-
-def _candidates(calls: list[dict]) -> list[tuple[str, list[str], tuple]]:
+def _candidates(capture: ForwardCapture) -> list[tuple[str, list[str], tuple]]:
     """[(module name, names its tensor may carry, output shape)] for single-call modules with one
     tensor output, in call order; a conv followed by its BatchNorm is one entry (the BatchNorm's)."""
-    counts: dict[str, int] = {}
-    for c in calls:
-        counts[c["name"]] = counts.get(c["name"], 0) + 1
-    once = [c for c in calls if counts[c["name"]] == 1 and isinstance(c["output"], torch.Tensor)]
-    producer = {id(c["output"]): c for c in once}
+    once = [c for c in capture.calls if capture.counts[c.name] == 1 and isinstance(c.output, torch.Tensor)]
+    producer = {id(c.output): c for c in once}
     folded: dict[str, str] = {}  # conv name -> bn name
     for c in once:
-        src = producer.get(id(c["input"])) if isinstance(c["input"], torch.Tensor) else None
-        if (isinstance(c["module"], torch.nn.modules.batchnorm._BatchNorm) and src is not None
-                and isinstance(src["module"], torch.nn.modules.conv._ConvNd)):
-            folded[src["name"]] = c["name"]
+        src = producer.get(id(c.input)) if isinstance(c.input, torch.Tensor) else None
+        if (isinstance(c.module, torch.nn.modules.batchnorm._BatchNorm) and src is not None
+                and isinstance(src.module, torch.nn.modules.conv._ConvNd)):
+            folded[src.name] = c.name
     by_bn = {bn: conv for conv, bn in folded.items()}
-    return [(c["name"], [c["name"]] + ([by_bn[c["name"]]] if c["name"] in by_bn else []), tuple(c["output"].shape))
-            for c in once if c["name"] not in folded]
+    return [(c.name, [c.name] + ([by_bn[c.name]] if c.name in by_bn else []), tuple(c.output.shape))
+            for c in once if c.name not in folded]
 
 
 def _shape_matches(dims, shape: tuple) -> bool:
@@ -75,7 +52,8 @@ def automatic_layer_map(network, module: torch.nn.Module, *inputs) -> tuple[dict
         for j in range(layer.num_outputs):
             tensors.setdefault(layer.get_output(j).name, (li, layer.get_output(j)))
     found: dict[str, tuple[int, str]] = {}
-    for mod_name, names, shape in _candidates(_trace(module.eval(), *inputs)):
+    _, capture = capture_forward(module.eval(), *inputs)  # every call, the tensors themselves
+    for mod_name, names, shape in _candidates(capture):
         for name in names:
             hit = tensors.get(name)
             if hit is None:

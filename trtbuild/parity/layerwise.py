@@ -11,6 +11,8 @@ from typing import Mapping, Sequence
 
 import torch
 
+from trtbuild.forward_hooks import CaptureOptions, capture_forward
+
 from .compare import TensorStats, compare_tensor
 
 #: the note of a layer row whose tensor the engine never reported (debug tensors fused or optimised away)
@@ -30,27 +32,9 @@ def capture_module_outputs(module: torch.nn.Module, module_names: Sequence[str],
         hints = {n: difflib.get_close_matches(n, list(modules), n=3) for n in unknown}
         raise ValueError("layer_map names torch modules that do not exist: "
                          + "; ".join(f"'{n}' (closest: {hints[n] or 'none'})" for n in unknown))
-    captured: dict[str, torch.Tensor] = {}
-    calls: dict[str, int] = {}
-    handles = []
-
-    def make_hook(name):
-        def hook(_mod, _inp, output):
-            calls[name] = calls.get(name, 0) + 1
-            if name not in captured:
-                out = output[0] if isinstance(output, (tuple, list)) else output
-                captured[name] = out.detach().clone()
-        return hook
-
-    try:
-        for name in dict.fromkeys(module_names):
-            handles.append(modules[name].register_forward_hook(make_hook(name)))
-        with torch.no_grad():
-            result = module(*inputs)
-    finally:
-        for h in handles:
-            h.remove()
-    return result, captured, calls
+    options = CaptureOptions(names=list(module_names), keep="first", first_of_tuple=True, copy=True)
+    result, capture = capture_forward(module, *inputs, options=options)
+    return result, capture.first, capture.counts
 
 
 def find_jump(rows: Sequence[TensorStats], factor: float = 10.0, floor: float = 1e-6) -> str | None:

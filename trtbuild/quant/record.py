@@ -31,6 +31,8 @@ import torch
 from torch import nn
 from torch.overrides import TorchFunctionMode
 
+from trtbuild.forward_hooks import CaptureOptions, ForwardCapture, ModuleCall
+
 __all__ = ["QUANTIZED_MODULES", "TensorRecorder", "quantized_modules", "weight_keys"]
 
 #: modules whose input activation (per tensor) and weight (per output channel) are quantized.
@@ -74,7 +76,7 @@ class TensorRecorder:
         self.observe = observe
         self.shapes: dict[str, list[int]] = {}
         self.adds: dict[str, list[str]] = {}
-        self._handles: list = []
+        self._hooks: ForwardCapture | None = None
         self._producers: dict[int, tuple[weakref.ref, str]] = {}
         self._scope: list[str] = []
         self._add_count: dict[str, int] = {}
@@ -97,20 +99,16 @@ class TensorRecorder:
             self._see(keys[-1], x)
         self.adds.setdefault(name, keys)
 
-    def _pre_hook(self, name: str, quantized: bool):
-        def hook(module, args):
-            self._scope.append(name)
-            if quantized and args and isinstance(args[0], torch.Tensor):
-                self._see(f"{name}.input", args[0])
-        return hook
+    def _enter_module(self, name: str, module: nn.Module, args: tuple) -> None:
+        self._scope.append(name)
+        if isinstance(module, QUANTIZED_MODULES) and args and isinstance(args[0], torch.Tensor):
+            self._see(f"{name}.input", args[0])
 
-    def _post_hook(self, name: str):
-        def hook(module, args, output):
-            if self._scope and self._scope[-1] == name:
-                self._scope.pop()
-            if isinstance(output, torch.Tensor):  # outer modules fire later and overwrite: the outermost wins
-                self._producers[id(output)] = (weakref.ref(output), name)
-        return hook
+    def _leave_module(self, call: ModuleCall) -> None:
+        if self._scope and self._scope[-1] == call.name:
+            self._scope.pop()
+        if isinstance(call.output, torch.Tensor):  # outer modules fire later and overwrite: the outermost wins
+            self._producers[id(call.output)] = (weakref.ref(call.output), call.name)
 
     def start_batch(self) -> None:
         """Forget the previous forward's tensors and add counters (call before each forward)."""
@@ -119,12 +117,8 @@ class TensorRecorder:
         self._add_count.clear()
 
     def __enter__(self) -> TensorRecorder:
-        for name, module in self.model.named_modules():
-            if not name:
-                continue
-            quantized = isinstance(module, QUANTIZED_MODULES)
-            self._handles.append(module.register_forward_pre_hook(self._pre_hook(name, quantized)))
-            self._handles.append(module.register_forward_hook(self._post_hook(name)))
+        self._hooks = ForwardCapture(self.model, CaptureOptions(keep="none"), before=self._enter_module,
+                                     after=self._leave_module).__enter__()
         self._mode = _AddWatcher(self)
         self._mode.__enter__()
         return self
@@ -133,6 +127,6 @@ class TensorRecorder:
         if self._mode is not None:
             self._mode.__exit__(*exc)
             self._mode = None
-        for handle in self._handles:
-            handle.remove()
-        self._handles.clear()
+        if self._hooks is not None:
+            self._hooks.__exit__(*exc)
+            self._hooks = None
