@@ -3,27 +3,14 @@
 report_figure() returns the Figure without saving it: a title naming the model, precision, backend
 and PASS/FAIL; one error histogram per output (|a-e| on a log axis, the tolerances marked, a failing
 output in red, a note when NaN/Inf errors were left out); for layerwise runs, the error against depth.
+What the panels show comes from ``chart_data``, as for the HTML report's SVG charts (``charts.py``).
 """
 
 from __future__ import annotations
 
-import math
 import textwrap
 
-from .charts import (
-    FAIL_COLOR,
-    FAIL_MARK,
-    JUMP_COLOR,
-    NONFINITE_COLOR,
-    PASS_COLOR,
-    PASS_MARK,
-    depth_series,
-    histogram_bars,
-    layer_index,
-    nonfinite_note,
-    tolerance_markers,
-    verdict,
-)
+from .chart_data import FAIL_MARK, NONFINITE_COLOR, PASS_MARK, depth_chart, histogram_chart, verdict
 from .compare import Report, TensorStats
 
 PANEL_HEIGHT = 2.2  # inches per panel; the figure is 6 inches wide
@@ -56,19 +43,16 @@ def report_figure(report: Report):
 
 
 def _histogram_panel(ax, stats: TensorStats) -> None:
-    passed = bool(stats.passed)
-    bar_color, mark_color = (PASS_COLOR, PASS_MARK) if passed else (FAIL_COLOR, FAIL_MARK)
-    ax.set_title(f"{stats.name}: {verdict(passed)} ({stats.failed}/{stats.count} elements fail)", fontsize=8,
-                 color=mark_color)
-    bins = [b for b in histogram_bars(stats) if b.kind == "bin"]
-    zeros = sum(b.count for b in histogram_bars(stats) if b.kind == "zero")
+    chart = histogram_chart(stats)
+    ax.set_title(chart.title, fontsize=8, color=chart.mark_color)
+    bins, zeros = chart.bins, chart.zeros
     if bins:
         ax.bar([b.lo for b in bins], [b.count for b in bins], width=[b.hi - b.lo for b in bins], align="edge",
-               color=bar_color, edgecolor="white", label="elements per |a-e| bin")
+               color=chart.bar_color, edgecolor="white", label="elements per |a-e| bin")
         ax.set_xscale("log")
-        for key, label, value in tolerance_markers(stats):
+        for key, label, value in chart.markers:
             if value > 0:
-                ax.axvline(value, color=mark_color, linestyle="--" if key == "rtol" else "-", linewidth=1.2,
+                ax.axvline(value, color=chart.mark_color, linestyle="--" if key == "rtol" else "-", linewidth=1.2,
                            label=label)
         ax.legend(fontsize=6, loc="upper right", framealpha=0.8)
     else:
@@ -77,27 +61,25 @@ def _histogram_panel(ax, stats: TensorStats) -> None:
                   fontsize=7)
     ax.set_ylabel("elements", fontsize=7)
     ax.tick_params(labelsize=6)
-    note = nonfinite_note(stats)
-    if note:
-        ax.text(0.01, 0.97, note.replace("; ", "\n"), transform=ax.transAxes, ha="left", va="top", fontsize=6,
+    if chart.notes:
+        ax.text(0.01, 0.97, "\n".join(chart.notes), transform=ax.transAxes, ha="left", va="top", fontsize=6,
                 color=NONFINITE_COLOR, bbox={"facecolor": "white", "alpha": 0.8, "edgecolor": "none"})
 
 
+#: matplotlib line style of the depth chart's vertical markers, by LayerMarker.key
+_LAYER_MARKER_STYLE = {"jump": {"linewidth": 3, "alpha": 0.7}, "first-fail": {"linewidth": 1.2, "linestyle": "--"}}
+
+
 def _depth_panel(ax, report: Report) -> None:
-    errors, lo, hi = depth_series(report)
-    floor, ceil = 10.0 ** lo, 10.0 ** hi
-    shown = [min(max(e, floor), ceil) if not math.isnan(e) else ceil for e in errors]  # 0 on the floor, NaN/Inf on top
-    x = list(range(len(errors)))
+    chart = depth_chart(report)
+    shown = chart.shown  # 0 on the floor, NaN/Inf on top
+    x = list(range(len(shown)))
     ax.plot(x, shown, color="#666666", linewidth=1, label="relative L2 error ||a-e||/||e||")
-    ax.scatter(x, shown, s=10, zorder=3, c=[PASS_COLOR if s.passed else FAIL_COLOR for s in report.layers])
+    ax.scatter(x, shown, s=10, zorder=3, c=chart.colors)
     ax.set_yscale("log")
-    ax.set_ylim(floor / 2, ceil * 2)
-    for name, color, label, style in ((report.first_jump, JUMP_COLOR, "first jump", {"linewidth": 3, "alpha": 0.7}),
-                                      (report.first_failure, FAIL_COLOR, "first failing layer",
-                                       {"linewidth": 1.2, "linestyle": "--"})):
-        i = layer_index(report, name)
-        if i is not None:
-            ax.axvline(i, color=color, label=f"{label}: {name}", **style)
+    ax.set_ylim(10.0 ** chart.lo / 2, 10.0 ** chart.hi * 2)
+    for marker in chart.markers:
+        ax.axvline(marker.index, color=marker.color, label=marker.label, **_LAYER_MARKER_STYLE[marker.key])
     ax.set_title("error against depth (red: failing layers)", fontsize=8)
     ax.set_xlabel("layer index (network order)", fontsize=7)
     ax.set_ylabel("relative L2 error", fontsize=7)
