@@ -195,5 +195,5 @@ def depth_chart(report: Report) -> DepthChart:
         if i is not None:
             markers.append(LayerMarker(key, f"{words}: {name}", i, color))
     return DepthChart(names=tuple(s.name for s in layers), errors=tuple(errors),
-                      max_abs=tuple(float(s.max_abs) for s in layers), passed=tuple(bool(s.passed) for s in layers), lo=lo, hi=hi, markers=tuple(markers),
-                      jump_factor=report.meta.get("jump_factor", 10))
+                      max_abs=tuple(float(s.max_abs) for s in layers), passed=tuple(bool(s.passed) for s in layers),
+                      lo=lo, hi=hi, markers=tuple(markers), jump_factor=report.meta.get("jump_factor", 10))
