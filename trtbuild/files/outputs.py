@@ -19,7 +19,8 @@ weight files, timing caches) passes its output paths through :func:`check_output
 * ends in a path separator (``-o newdir/``), or has an existing file among its parents.
 
 Nothing is read beyond the first bytes of each file (a file that looks like ONNX is parsed to
-make sure, a JSON file is parsed to know which kind it is) and nothing is written. Stdlib only: this sits in the lowest layer so that every writer can use it.
+make sure, a JSON file is parsed to know which kind it is) and nothing is written. Stdlib only:
+this sits in the lowest layer so that every writer can use it.
 """
 
 from __future__ import annotations
@@ -191,8 +192,8 @@ def _engine_by_sidecar(path: Path, size: int) -> bool:
 
 def file_kind(path: str | os.PathLike) -> tuple[str, str]:
     """(kind, description) of the existing file `path`, from its content: kind is one of ENGINE,
-    SIDECAR, CALIBRATION, PARITY_REPORT, TRITON_MARKER, JSON (any other JSON), HTML, PNG, ONNX, WTS, SAFETENSORS, PT, TIMING_CACHE, "empty file" or "file of unknown
-    content"; the description is shown in messages ("a TensorRT-RTX engine")."""
+    SIDECAR, CALIBRATION, PARITY_REPORT, TRITON_MARKER, JSON (any other JSON), HTML, PNG, ONNX, WTS,
+    SAFETENSORS, PT, TIMING_CACHE, "empty file" or "file of unknown content"; the description is shown in messages ("a TensorRT-RTX engine")."""
     path = Path(path)
     size = path.stat().st_size
     if size == 0:
