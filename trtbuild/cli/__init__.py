@@ -10,13 +10,16 @@ import pkgutil
 import sys
 
 from trtbuild import __version__
-from trtbuild.backend import CHOICES, BackendError
+from trtbuild.backend import BackendError
 
 
 def _command_modules():
+    """The command modules, by name: those of this package that have add_parser (options.py has none)."""
     for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
         if not info.name.startswith("_"):
-            yield importlib.import_module(f"{__name__}.{info.name}")
+            module = importlib.import_module(f"{__name__}.{info.name}")
+            if hasattr(module, "add_parser"):
+                yield module
 
 
 def make_parser() -> argparse.ArgumentParser:
@@ -26,18 +29,10 @@ def make_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for module in _command_modules():
         module.add_parser(sub)
-    from ._conventions import apply_conventions
+    from .options import apply_conventions
 
     apply_conventions(sub)
     return parser
-
-
-def add_backend_option(parser: argparse.ArgumentParser) -> None:
-    """The --backend option every command that builds or runs takes."""
-    parser.add_argument("--backend", choices=CHOICES, default=None,
-                        help="reference (PyTorch), tensorrt (TensorRT 10/11), tensorrt-rtx (NVIDIA TensorRT for RTX; "
-                             "builds without a GPU), or auto (default: tensorrt where it can run, else reference; or "
-                             "env TRTBUILD_BACKEND)")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -70,6 +65,17 @@ def _os_error_text(e: OSError) -> str:
         return str(e)
     names = str(e.filename) if e.filename2 is None else f"{e.filename} -> {e.filename2}"
     return f"{names}: {e.strerror}"
+
+
+def add_backend_option(parser: argparse.ArgumentParser) -> None:
+    """Deprecated: trtbuild.cli.options.add_backend_options adds --backend (in its "backend" group)."""
+    import warnings
+
+    from .options import add_backend_options
+
+    warnings.warn("trtbuild.cli.add_backend_option is deprecated; use trtbuild.cli.options.add_backend_options",
+                  DeprecationWarning, stacklevel=2)
+    add_backend_options(parser)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -14,10 +14,12 @@ half/bfloat16 tensors). The engine is written atomically: a failed build leaves 
 from __future__ import annotations
 
 import argparse
-import math
 import time
 
-from trtbuild.cli import add_backend_option
+from trtbuild._moved import moved_attributes
+
+from .options import (ENGINE_OUT_HELP, add_backend_options, add_model_command, add_output_files,
+                      add_progress_option)
 
 MIB = 1 << 20
 
@@ -37,21 +39,6 @@ def parse_batch(text: str | None):
     from trtbuild.engine import check_batch
 
     return check_batch(parts)
-
-
-def parse_range(text: str | None):
-    """"LO,HI" -> (lo, hi); None -> None."""
-    if text is None:
-        return None
-    try:
-        lo, hi = (float(p) for p in text.split(","))
-    except ValueError:
-        raise ValueError(f"--range {text!r}: expected LO,HI such as -1,1") from None
-    if not (math.isfinite(lo) and math.isfinite(hi)):
-        raise ValueError(f"--range {text!r}: LO and HI must be finite numbers")
-    if not lo < hi:
-        raise ValueError(f"--range {text!r}: LO must be smaller than HI")
-    return lo, hi
 
 
 def human_bytes(n: int) -> str:
@@ -74,29 +61,6 @@ def weights_usage_line(info: dict, verbose: bool = False, shown: int = 5) -> str
     return f"weights: {len(unused)} of {total} tensors unused (no builder read them): {', '.join(names)}"
 
 
-def add_common_model_options(p: argparse.ArgumentParser, quantized: bool = False) -> None:
-    """Options shared by build, parity and demo; `quantized` (build, parity): int8/fp8, --calibration, --keep."""
-    p.add_argument("--weights", default=None,
-                   help="weight file (.wts/.safetensors/.pt); default weights/<model>[-small].wts, "
-                        "exported from the seeded PyTorch model if missing")
-    p.add_argument("--small", action="store_true", help="the small variant of the model (fast tests)")
-    p.add_argument("--precision", choices=("fp32", "fp16", "bf16") + (("int8", "fp8") if quantized else ()),
-                   default=None,
-                   help="type the network computes in (default fp32); set by the input type, never by builder flags"
-                        + ("; int8/fp8: explicit quantization (Q/DQ) from --calibration, other layers fp32"
-                           if quantized else ""))
-    if quantized:
-        p.add_argument("--calibration", default=None, metavar="CALIB.json",
-                       help="calibration file of this model (`trtbuild calibrate`); required for --precision "
-                            "int8/fp8 and refused otherwise")
-        p.add_argument("--keep", action="append", default=[], metavar="fp32|fp16:MODULES",
-                       help="repeatable: PyTorch module names or globs kept out of quantization (int8/fp8) or out "
-                            "of fp16/bf16, with casts, e.g. --keep fp32:conv4_3_norm,layer4.* --keep fp16:fc")
-    p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
-                   help="a build option of the model (see `trtbuild models`), e.g. --option involution_impl=composed")
-    add_backend_option(p)
-
-
 def parse_options(items) -> dict:
     """["key=value", ...] -> {key: value}; ValueError naming a malformed item."""
     options = {}
@@ -106,16 +70,6 @@ def parse_options(items) -> dict:
             raise ValueError(f"--option {item!r}: expected KEY=VALUE, e.g. involution_impl=composed")
         options[key.strip()] = value.strip()
     return options
-
-
-def add_rtx_options(p: argparse.ArgumentParser) -> None:
-    """--target (TensorRT-RTX's target GPUs) and --cross-check, shared by build and parity."""
-    p.add_argument("--target", default=None, metavar="SM,...",
-                   help="--backend tensorrt-rtx only: compute capabilities the engine is built for, e.g. "
-                        "sm86,sm89,sm120 (default: NVIDIA's portable set sm86,sm89,sm120; 'current' = this GPU)")
-    p.add_argument("--cross-check", action="store_true",
-                   help="also build the network with the reference and TensorRT-RTX and fail unless they agree on "
-                        "acceptance and every tensor's name, shape and dtype")
 
 
 def check_target_option(trt, target: str | None, cross_check: bool = False):
@@ -130,32 +84,6 @@ def check_target_option(trt, target: str | None, cross_check: bool = False):
         raise ValueError(f"--target {target}: only TensorRT-RTX builds for chosen GPUs (--backend tensorrt-rtx, or "
                          "the TensorRT-RTX side of --cross-check); other backends build for the GPU they run on")
     return parse_targets(target)
-
-
-def add_model_command(subparsers, name: str, help: str, description: str) -> argparse.ArgumentParser:
-    """A subcommand taking a registry model name plus the common model options (build, parity)."""
-    p = subparsers.add_parser(name, help=help, description=description,
-                              formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("model", help=MODEL_HELP)
-    add_common_model_options(p, quantized=True)
-    add_user_model_options(p)
-    return p
-
-
-MODEL_HELP = ("model: a name (see `trtbuild models`), a file net.py[:NAME] or package.module:NAME naming a ModelSpec "
-              "or a network function (network, weights, input) -> {name: ITensor}")
-
-
-def add_user_model_options(p: argparse.ArgumentParser) -> None:
-    """What a ModelSpec would carry, for a plain network function given as MODEL."""
-    p.add_argument("--input", default=None, metavar="NAME:SHAPE",
-                   help="network function only: input name and shape, batch first, e.g. input:1x3x224x224")
-    p.add_argument("--torch", default=None, metavar="FILE.py:FACTORY",
-                   help="network function only: factory returning the PyTorch nn.Module (FILE.py:NAME or "
-                        "module:NAME), for exporting seeded weights and for parity")
-    p.add_argument("--output", action="append", default=None, metavar="NAME",
-                   help="network function only (repeatable): output names in the order of the torch forward's "
-                        "outputs (default: the keys the function returns)")
 
 
 def resolve_cli_model(args):
@@ -202,19 +130,19 @@ def quant_from_args(args, spec, precision: str, weights=None):
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
     """Register ``build``."""
-    p = add_model_command(subparsers, "build", "build a model into an engine file (+ JSON sidecar)", __doc__)
-    p.add_argument("--out", default=None, help="engine path (default engines/<model>[-small]-<precision>.engine)")
+    p = add_model_command(subparsers, "build", "build a model into an engine file (+ JSON sidecar)", __doc__,
+                          seed_help="seed of the PyTorch model when exporting weights (default 0)")
+    add_backend_options(p, rtx=True)
+    add_output_files(p, out=ENGINE_OUT_HELP)
     p.add_argument("--batch", default=None, metavar="MIN,OPT,MAX",
                    help="dynamic batch optimization profile (input declared with batch -1); default static batch 1")
     p.add_argument("--workspace", type=int, default=None, metavar="MiB", help="workspace memory-pool limit in MiB")
     p.add_argument("--timing-cache", default=None, metavar="PATH",
                    help="timing cache file, loaded if present and updated after the build")
-    p.add_argument("--seed", type=int, default=0, help="seed of the PyTorch model when exporting weights (default 0)")
     p.add_argument("--native-io", action="store_true",
                    help="fp16/bf16 engines take and return fp16/bf16 tensors (default: float32 I/O with casts inside)")
     p.add_argument("--tf32", action="store_true", help="allow TF32 for float32 math on real TensorRT (default off)")
-    add_rtx_options(p)
-    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    add_progress_option(p)
     p.set_defaults(func=run)
     return p
 
@@ -270,3 +198,8 @@ def run(args) -> int:
 
         print(CrossCheckResult(**sidecar["cross_check"]).summary())
     return 0
+
+
+#: the option helpers that moved to trtbuild.cli.options
+__getattr__ = moved_attributes(__name__, "trtbuild.cli.options", [
+    "MODEL_HELP", "add_model_command", "add_user_model_options", "parse_range"])

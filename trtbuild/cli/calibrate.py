@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import argparse
 
-from .build import MODEL_HELP, add_user_model_options, resolve_cli_model
-from .parity import number_type, positive_int
+from .build import resolve_cli_model
+from .options import (add_model_argument, add_model_options, add_output_files, add_precision_options,
+                      add_progress_option, add_user_model_options, number_type, positive_int)
 
 DEFAULT_RANDOM_BATCHES = 8
 DEFAULT_RANDOM_BATCH_SIZE = 4
@@ -38,27 +39,26 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
     p = subparsers.add_parser("calibrate", help="compute INT8/FP8 ranges in PyTorch and write a calibration file",
                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("model", help=MODEL_HELP)
+    add_model_argument(p)
+    add_model_options(p, weights_help="weight file loaded into the PyTorch model (default: the seeded model's own "
+                                      "weights, seed 0)", small_help="the small variant of the model", option_help=None)
+    add_precision_options(p, ("int8", "fp8"), help="record the precision the ranges are for (a build with another "
+                                                   "one then refuses the file)")
+    add_user_model_options(p)
+    add_output_files(p, out="calibration file to write (JSON)", out_required=True)
     p.add_argument("--data", required=True, metavar="FOLDER|MODULE:NAME|random",
                    help="calibration data: a folder of .npy/.pt tensors, an iterable package.module:NAME or "
                         "file.py:NAME, or 'random' (seeded uniform inputs; not real data)")
     p.add_argument("--method", choices=METHODS, default="max", help="how amax is computed (default max)")
     p.add_argument("--percentile", type=_percentile, default=99.99,
                    help="--method percentile: the percentile of |x| taken as amax (default 99.99)")
-    p.add_argument("--out", required=True, help="calibration file to write (JSON)")
     p.add_argument("--batches", type=positive_int, default=None,
                    help=f"use at most N batches (default: all the data; {DEFAULT_RANDOM_BATCHES} with --data random)")
     p.add_argument("--batch-size", type=positive_int, default=None,
                    help="regroup the samples into batches of B (default: each file or item is one batch; "
                         f"{DEFAULT_RANDOM_BATCH_SIZE} with --data random)")
     p.add_argument("--seed", type=int, default=0, help="seed of --data random (default 0)")
-    p.add_argument("--weights", default=None,
-                   help="weight file loaded into the PyTorch model (default: the seeded model's own weights, seed 0)")
-    p.add_argument("--small", action="store_true", help="the small variant of the model")
-    p.add_argument("--precision", choices=("int8", "fp8"), default=None,
-                   help="record the precision the ranges are for (a build with another one then refuses the file)")
-    add_user_model_options(p)
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_progress_option(p, "no progress bar")
     p.set_defaults(func=run)
     return p
 

@@ -17,15 +17,11 @@ from __future__ import annotations
 
 import argparse
 
-from .build import MODEL_HELP, add_user_model_options, backend_and_model
-from .parity import (
-    DEFAULT_DISTRIBUTION,
-    DEFAULT_SCALE,
-    positive_float,
-    positive_int,
-    range_type,
-    tolerance,
-)
+from .build import backend_and_model
+from .options import (add_backend_options, add_input_options, add_model_argument, add_model_options, add_output_files,
+                      add_precision_options, add_tolerance_options, add_user_model_options, apply_conventions,
+                      positive_int)
+from .parity import DEFAULT_DISTRIBUTION, DEFAULT_SCALE
 
 #: kept sets longer than this are shown as "first, second, …, last (N modules)"
 SHOWN = 4
@@ -33,35 +29,27 @@ SHOWN = 4
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
     """Register ``debug`` and its ``precision`` subcommand."""
-    from . import add_backend_option
-    from ._conventions import apply_conventions
-
     p = subparsers.add_parser("debug", help="debugging searches: `debug precision` finds the layers to keep fp32",
                               description="Debugging searches built on parity.")
     sub = p.add_subparsers(dest="debug_command", metavar="SEARCH", required=True)
     q = sub.add_parser("precision", help="find the PyTorch modules that must stay fp32 for parity to pass",
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    q.add_argument("model", help=MODEL_HELP)
-    q.add_argument("--precision", required=True, choices=("fp16", "bf16", "int8", "fp8"),
-                   help="the precision to debug (int8/fp8 need --calibration)")
-    q.add_argument("--calibration", default=None, metavar="CALIB.json",
-                   help="calibration file of this model (`trtbuild calibrate`); required for int8/fp8")
-    q.add_argument("--weights", default=None, help="weight file (default: the seeded PyTorch model's weights)")
-    q.add_argument("--small", action="store_true", help="the small variant of the model")
-    q.add_argument("--option", action="append", default=[], metavar="KEY=VALUE", help="a build option of the model")
-    q.add_argument("--atol", type=tolerance, default=None, help="absolute tolerance (default: parity's)")
-    q.add_argument("--rtol", type=tolerance, default=None, help="relative tolerance (default: parity's)")
-    q.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
-    q.add_argument("--range", type=range_type, default=None, metavar="LO,HI",
-                   help="input value range (default: the model's); write --range=-1,1 when LO is negative")
-    q.add_argument("--distribution", choices=("uniform", "normal", "large"), default=None,
-                   help="input distribution, as in `trtbuild parity`")
-    q.add_argument("--scale", type=positive_float, default=None, help="magnitude factor of --distribution large")
+    add_model_argument(q)
+    add_model_options(q, weights_help="weight file (default: the seeded PyTorch model's weights)",
+                      small_help="the small variant of the model", option_help="a build option of the model")
+    add_precision_options(q, ("fp16", "bf16", "int8", "fp8"), required=True,
+                          help="the precision to debug (int8/fp8 need --calibration)",
+                          calibration_help="calibration file of this model (`trtbuild calibrate`); required for "
+                                           "int8/fp8")
+    add_user_model_options(q)
+    add_backend_options(q)
+    add_input_options(q, distribution_help="input distribution, as in `trtbuild parity`",
+                      scale_help="magnitude factor of --distribution large")
+    add_tolerance_options(q, atol_help="absolute tolerance (default: parity's)",
+                          rtol_help="relative tolerance (default: parity's)")
+    add_output_files(q, json="write the search (every trial) as JSON")
     q.add_argument("--max-builds", type=positive_int, default=64, metavar="N",
                    help="stop after N parity builds (>= 2) with the smallest passing set found (default 64)")
-    q.add_argument("--json", default=None, metavar="PATH", help="write the search (every trial) as JSON")
-    add_user_model_options(q)
-    add_backend_option(q)
     q.set_defaults(func=run)
     apply_conventions(sub)
     return p

@@ -23,19 +23,21 @@ import gc
 import time
 from pathlib import Path
 
-from .build import add_common_model_options, backend_and_model, human_bytes
+from .build import backend_and_model, human_bytes
+from .options import (ENGINE_OUT_HELP, add_backend_options, add_model_options, add_output_files,
+                      add_precision_options)
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
     """Register ``demo``."""
     p = subparsers.add_parser("demo", help="export weights, build, save, load and check parity of a demo model",
                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--model", default="alexnet", help="model name (default alexnet; see `trtbuild models`)")
-    add_common_model_options(p)
-    p.add_argument("--seed", type=int, default=0, help="seed of the model weights and of the inputs (default 0)")
+    model = add_model_options(p, seed_help="seed of the model weights and of the inputs (default 0)")
+    model.add_argument("--model", default="alexnet", help="model name (default alexnet; see `trtbuild models`)")
+    add_precision_options(p)
+    add_backend_options(p)
+    add_output_files(p, out=ENGINE_OUT_HELP, html="also write an HTML parity report")
     p.add_argument("--layerwise", action="store_true", help="add a layerwise comparison (builds a second engine in memory)")
-    p.add_argument("--out", default=None, help="engine path (default engines/<model>[-small]-<precision>.engine)")
-    p.add_argument("--html", default=None, metavar="PATH", help="also write an HTML parity report")
     p.add_argument("--no-cross-check", action="store_true",
                    help="do not build the network with TensorRT-RTX too (default: cross-check wherever tensorrt_rtx "
                         "imports)")

@@ -25,24 +25,24 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
     p = subparsers.add_parser(NAME, help="export a zoo model's network to ONNX (checked; atomic write)",
                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    from .build import MODEL_HELP, add_user_model_options
+    from .options import (add_model_argument, add_model_options, add_output_files, add_precision_options,
+                          add_user_model_options)
 
-    p.add_argument("model", help=MODEL_HELP)
-    p.add_argument("--out", type=Path, required=True, help="ONNX file to write")
-    p.add_argument("--weights", type=Path, default=None,
-                   help="weight file (.wts, .safetensors, .pt); default: the registry's PyTorch model, seed 0")
-    p.add_argument("--precision", choices=("fp32", "fp16", "int8", "fp8"), default="fp32",
-                   help="network input type: fp16 makes every layer and weight FLOAT16 (default fp32); int8/fp8: "
-                        "QuantizeLinear/DequantizeLinear from --calibration, other layers FLOAT")
-    p.add_argument("--calibration", default=None, metavar="CALIB.json",
-                   help="calibration file (`trtbuild calibrate`), required for --precision int8/fp8")
-    p.add_argument("--keep", action="append", default=[], metavar="fp32|fp16:MODULES",
-                   help="repeatable: PyTorch modules (globs) kept out of quantization or fp16, as in build")
+    add_model_argument(p)
+    add_model_options(p, weights_help="weight file (.wts, .safetensors, .pt); default: the registry's PyTorch model, "
+                                      "seed 0", weights_type=Path, small_help="the model's small test configuration",
+                      option_help=None)
+    add_precision_options(p, ("fp32", "fp16", "int8", "fp8"), default="fp32",
+                          help="network input type: fp16 makes every layer and weight FLOAT16 (default fp32); "
+                               "int8/fp8: QuantizeLinear/DequantizeLinear from --calibration, other layers FLOAT",
+                          calibration_help="calibration file (`trtbuild calibrate`), required for --precision "
+                                           "int8/fp8",
+                          keep_help="repeatable: PyTorch modules (globs) kept out of quantization or fp16, as in build")
+    add_user_model_options(p)
+    add_output_files(p, out="ONNX file to write", out_type=Path, out_required=True)
     p.add_argument("--opset", type=int, default=None,
                    help=f"ONNX opset, {MIN_OPSET}..{MAX_OPSET} (default {DEFAULT_OPSET}, 19 where FP8 needs it; "
                         "see docs/onnx.md)")
-    p.add_argument("--small", action="store_true", help="the model's small test configuration")
-    add_user_model_options(p)
     p.set_defaults(func=run)
     return p
 

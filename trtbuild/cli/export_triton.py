@@ -28,18 +28,20 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     """Register ``export-triton``."""
     from trtbuild.serving.config import BATCHING, KINDS
 
-    from .build import MODEL_HELP, add_user_model_options
+    from .options import MODEL_HELP, add_model_argument, add_model_options, add_user_model_options
 
     p = subparsers.add_parser(NAME, help="write an engine into a Triton Inference Server model repository",
                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("model", help=MODEL_HELP + "; must be the model the engine's sidecar names")
+    add_model_argument(p, MODEL_HELP + "; must be the model the engine's sidecar names")
+    add_model_options(p, weights_help=None, small_help="the engine is of the small variant (must match its sidecar)",
+                      option_help=None)
+    add_user_model_options(p)
     p.add_argument("--engine", required=True, help="engine file built by `trtbuild build` (its .json sidecar beside it)")
     p.add_argument("--repo", required=True, metavar="DIR", help="Triton model repository (created if missing)")
     p.add_argument("--kind", choices=KINDS, default="tensorrt",
                    help="tensorrt: Triton's TensorRT backend (model.plan; TensorRT 10/11 engines); python: Triton's "
                         "Python backend running trtbuild's Engine (any backend, CPU included); default tensorrt")
     p.add_argument("--name", default=None, help="model name in the repository (default: the model's name)")
-    p.add_argument("--small", action="store_true", help="the engine is of the small variant (must match its sidecar)")
     p.add_argument("--version", type=int, default=1, metavar="N",
                    help="version directory DIR/<name>/N written (default 1); other versions there are kept, and "
                         "--version-policy decides which Triton serves")
@@ -56,7 +58,6 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                         "per-request for reference plans, concatenate otherwise")
     p.add_argument("--plugin-library", action="append", default=[], metavar="LIB.so",
                    help="plugin library to copy beside the model (default: the one the sidecar records)")
-    add_user_model_options(p)
     p.set_defaults(func=run)
     return p
 

@@ -23,6 +23,8 @@ from trtbuild.models import registry
 from trtbuild.weights import FORMATS, WeightsError, convert_weights, export_weights
 from trtbuild.weights.errors import WeightsWriteError
 
+from .options import add_model_options, add_output_files
+
 NAME = "export-weights"
 
 
@@ -36,17 +38,16 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     )
     parser.add_argument("source", nargs="?", default=None, metavar="MODEL",
                         help="model name, or FILE.py:FACTORY / package.module:FACTORY returning an nn.Module")
-    parser.add_argument("--model", help="model name (same as MODEL)")
     parser.add_argument("--checkpoint", type=Path,
                         help="weight file (.wts, .safetensors, .pt/.pth): with MODEL, loaded into it; alone, "
                              "converted to --out")
-    parser.add_argument("--out", type=Path, required=True,
-                        help="output file; its extension picks the format unless --format is given "
-                             "(missing parent directories are created)")
-    parser.add_argument("--small", action="store_true",
-                        help="with --model: the small variant (the one `build/parity --small` use)")
-    parser.add_argument("--seed", type=int, default=None,
-                        help="seed for the model's random initialisation (with --model; default 0)")
+    model = add_model_options(parser, weights_help=None, option_help=None,
+                              small_help="with --model: the small variant (the one `build/parity --small` use)",
+                              seed_help="seed for the model's random initialisation (with --model; default 0)",
+                              seed_default=None)
+    model.add_argument("--model", help="model name (same as MODEL)")
+    add_output_files(parser, out="output file; its extension picks the format unless --format is given "
+                                 "(missing parent directories are created)", out_type=Path, out_required=True)
     parser.add_argument("--format", choices=FORMATS, default=None,
                         help="output format (default: from the --out extension)")
     parser.add_argument("--allow-nonfinite", action="store_true",

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import argparse
 
-from trtbuild.cli import add_backend_option
+from .options import add_backend_options
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -14,7 +14,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p = subparsers.add_parser("models", help="list the models trtbuild can build",
                               description="List the registered models with their input shapes and outputs.")
     p.add_argument("--verbose-notes", action="store_true", help="also print each model's notes")
-    add_backend_option(p)
+    add_backend_options(p)
     p.set_defaults(func=run)
     return p
 

@@ -25,56 +25,33 @@ from __future__ import annotations
 
 import argparse
 
-from .build import (add_model_command, add_rtx_options, backend_and_model, check_target_option, parse_range,
-                    quant_from_args, quantization_line, resolve_cli_model, weights_usage_line)
+from trtbuild._moved import moved_attributes
+
+from .build import (backend_and_model, check_target_option, quant_from_args, quantization_line, resolve_cli_model,
+                    weights_usage_line)
+from .options import (add_backend_options, add_input_options, add_model_command, add_output_files,
+                      add_tolerance_options, positive_int)
 
 DEFAULT_DISTRIBUTION = "uniform"
 DEFAULT_SCALE = 1e4
-
-
-def range_type(text: str) -> tuple[float, float]:
-    """argparse type of --range: "LO,HI" -> (lo, hi) with lo < hi."""
-    try:
-        return parse_range(text)
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
-
-
-def number_type(cast, accept, rule: str, expected: str = "a number"):
-    """An argparse type: `cast(text)` (else "expected <expected>, got 'text'"), then `accept(value)`
-    (else "<rule>, got <value>"). The CLI's bounded numbers (--scale, --batch, --percentile, ports)."""
-    def parse(text: str):
-        try:
-            value = cast(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}") from None
-        if not accept(value):
-            raise argparse.ArgumentTypeError(f"{rule}, got {text}")
-        return value
-
-    return parse
-
-
-#: argparse type of --scale: a finite float > 0.
-positive_float = number_type(float, lambda v: 0 < v < float("inf"), "must be a positive finite number")
-#: argparse type of --batch and other counts: an integer >= 1.
-positive_int = number_type(int, lambda v: v >= 1, "must be >= 1", "an integer")
-
-
-def tolerance(text: str) -> float:
-    """argparse type of --atol / --rtol: a finite float >= 0."""
-    from trtbuild.parity.compare import check_tolerance
-
-    try:
-        return check_tolerance("the tolerance", text)
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
     """Register ``parity``."""
     p = add_model_command(subparsers, "parity", "compare an engine's outputs with PyTorch (layerwise optional)",
                           __doc__)
+    add_backend_options(p, rtx=True)
+    inputs = add_input_options(p, distribution_help="uniform in [LO,HI] (default); normal (mean (LO+HI)/2, std "
+                                                    "(HI-LO)/2); large (uniform x --scale)",
+                               scale_help=f"magnitude factor (> 0) of --distribution large (default {DEFAULT_SCALE:g})")
+    inputs.add_argument("--batch", type=positive_int, default=None,
+                        help="batch size of the inputs (default 1, or the --engine's own batch)")
+    tolerances = add_tolerance_options(p, atol_help="absolute tolerance (finite, >= 0)",
+                                       rtol_help="relative tolerance (finite, >= 0)")
+    tolerances.add_argument("--allow-nonfinite", action="store_true",
+                            help="let NaN/Inf engine outputs pass where PyTorch has the same (by default they fail)")
+    add_output_files(p, json="write the report as JSON", html="write an HTML report with error histograms",
+                     png='write the report as PNG (needs matplotlib: pip install "trtbuild[report]")')
     p.add_argument("--engine", default=None, help="engine file to check (default: build one in memory)")
     p.add_argument("--layerwise", action="store_true",
                    help="also compare every tensor of the model's layer_map with the PyTorch module outputs "
@@ -85,27 +62,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                         "like the deployed one; unfused marks the unfused tensors instead "
                         "(mark_unfused_tensors_as_debug_tensors: fusions untouched, tensors fused away are listed); "
                         "outputs marks them as extra engine outputs (blocks fusions on TensorRT)")
-    p.add_argument("--range", type=range_type, default=None, metavar="LO,HI",
-                   help="input value range (default: the model's); write --range=-1,1 when LO is negative")
-    p.add_argument("--distribution", choices=("uniform", "normal", "large"), default=None,
-                   help="uniform in [LO,HI] (default); normal (mean (LO+HI)/2, std (HI-LO)/2); "
-                        "large (uniform x --scale)")
-    p.add_argument("--scale", type=positive_float, default=None,
-                   help=f"magnitude factor (> 0) of --distribution large (default {DEFAULT_SCALE:g})")
-    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
-    p.add_argument("--batch", type=positive_int, default=None,
-                   help="batch size of the inputs (default 1, or the --engine's own batch)")
-    p.add_argument("--atol", type=tolerance, default=None, help="absolute tolerance (finite, >= 0)")
-    p.add_argument("--rtol", type=tolerance, default=None, help="relative tolerance (finite, >= 0)")
-    p.add_argument("--allow-nonfinite", action="store_true",
-                   help="let NaN/Inf engine outputs pass where PyTorch has the same (by default they fail)")
-    p.add_argument("--json", default=None, metavar="PATH", help="write the report as JSON")
-    p.add_argument("--html", default=None, metavar="PATH", help="write an HTML report with error histograms")
-    p.add_argument("--png", default=None, metavar="PATH",
-                   help='write the report as PNG (needs matplotlib: pip install "trtbuild[report]")')
     p.add_argument("--against", choices=("pytorch", "onnxruntime"), default="pytorch",
                    help="pytorch (default) or onnxruntime (layerwise, reference backend vs the ONNX export)")
-    add_rtx_options(p)
     p.set_defaults(func=run)
     return p
 
@@ -264,3 +222,8 @@ def _rtx_stand_in(args, trt, targets):
           "network and cross-checked, and the NUMBERS BELOW COME FROM THE REFERENCE BACKEND's build", flush=True)
     return load_trt("reference"), {
         "backend": f"reference (standing in: the TensorRT-RTX {trt.__version__} engine was built, not run)"}, True
+
+
+#: the argparse types that moved to trtbuild.cli.options
+__getattr__ = moved_attributes(__name__, "trtbuild.cli.options", [
+    "number_type", "positive_float", "range_type", "tolerance"])

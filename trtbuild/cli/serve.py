@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import argparse
 
-from .build import add_model_command, backend_and_model
-from .parity import number_type, positive_int
+from .build import backend_and_model
+from .options import add_backend_options, add_model_command, number_type, positive_int
 
 DEFAULT_MAX_BATCH = 8
 
@@ -31,7 +31,12 @@ port = number_type(int, lambda v: 1 <= v <= 65535, "a port is a number from 1 to
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
     """Register ``serve``."""
-    p = add_model_command(subparsers, "serve", "serve an engine through Triton Inference Server (PyTriton)", __doc__)
+    p = add_model_command(subparsers, "serve", "serve an engine through Triton Inference Server (PyTriton)", __doc__,
+                          weights_help="weight file (.wts/.safetensors/.pt) of the engine built in memory (default: "
+                                       "the seeded PyTorch model's weights, nothing written); not with --engine",
+                          seed_help="seed of the PyTorch model whose weights an in-memory build takes without "
+                                    "--weights")
+    add_backend_options(p)
     p.add_argument("--engine", default=None, help="engine file to serve (default: build one in memory)")
     p.add_argument("--max-batch", type=positive_int, default=None, metavar="N",
                    help=f"largest batch Triton's dynamic batcher forms (default: the engine's profile max; "
@@ -44,12 +49,6 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--http-port", type=port, default=8000, help="HTTP/REST port (default 8000)")
     p.add_argument("--grpc-port", type=port, default=8001, help="gRPC port (default 8001)")
     p.add_argument("--metrics-port", type=port, default=8002, help="Prometheus metrics port (default 8002)")
-    p.add_argument("--seed", type=int, default=0,
-                   help="seed of the PyTorch model whose weights an in-memory build takes without --weights")
-    for action in p._actions:  # the shared help describes build's default, which serve does not have
-        if action.dest == "weights":
-            action.help = ("weight file (.wts/.safetensors/.pt) of the engine built in memory (default: the seeded "
-                           "PyTorch model's weights, nothing written); not with --engine")
     p.set_defaults(func=run)
     return p
 
