@@ -193,7 +193,8 @@ def _engine_by_sidecar(path: Path, size: int) -> bool:
 def file_kind(path: str | os.PathLike) -> tuple[str, str]:
     """(kind, description) of the existing file `path`, from its content: kind is one of ENGINE,
     SIDECAR, CALIBRATION, PARITY_REPORT, TRITON_MARKER, JSON (any other JSON), HTML, PNG, ONNX, WTS,
-    SAFETENSORS, PT, TIMING_CACHE, "empty file" or "file of unknown content"; the description is shown in messages ("a TensorRT-RTX engine")."""
+    SAFETENSORS, PT, TIMING_CACHE, "empty file" or "file of unknown content"; the description is
+    shown in messages ("a TensorRT-RTX engine")."""
     path = Path(path)
     size = path.stat().st_size
     if size == 0:
