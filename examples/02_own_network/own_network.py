@@ -61,7 +61,8 @@ def small_net(network, weights, x):
     width = weights.shape_of("bn1.weight")[0]
     y = conv_bn(network, x, weights, "conv1", "bn1", "conv1", padding=1, kernel=3)
     y = max_pool(network, relu(network, y, "relu1"), 2, 2, 0, "pool")
-    y = conv(network, y, weights.get("conv2.weight", (2 * width, width, 3, 3)), weights.get("conv2.bias"), "conv2", padding=1)
+    y = conv(network, y, weights.get("conv2.weight", (2 * width, width, 3, 3)), weights.get("conv2.bias"), "conv2",
+             padding=1)
     y = group_norm(network, y, 4, weights.get("gn.weight"), weights.get("gn.bias"), 1e-5, "gn")
     y = global_avg_pool(network, relu(network, y, "relu2"), "avgpool")
     return {"logits": linear(network, y, *read_linear(weights, "fc"), "fc")}

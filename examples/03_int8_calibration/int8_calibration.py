@@ -83,8 +83,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     weights_path, calib_path = args.out / "outlier_net.safetensors", args.out / "calibration.json"
     engine_path = args.out / "outlier_net-int8.engine"
-    check_outputs([("weights", weights_path, SAFETENSORS), ("calibration", calib_path, CALIBRATION), ("engine", engine_path, ENGINE),
-                   ("sidecar", sidecar_path(engine_path), SIDECAR)])
+    check_outputs([("weights", weights_path, SAFETENSORS), ("calibration", calib_path, CALIBRATION),
+                   ("engine", engine_path, ENGINE), ("sidecar", sidecar_path(engine_path), SIDECAR)])
 
     trt, backend_line = select_backend()
     print(backend_line)
