@@ -52,6 +52,7 @@ def run_example(folder: str, tmp_path: Path, *args: str) -> tuple[subprocess.Com
     proc = subprocess.run([sys.executable, str(script_of(folder)), "--out", str(out), *args], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=300, check=False)
     assert list(cwd.iterdir()) == [], f"{folder} wrote outside --out: {list(cwd.iterdir())}"
+    assert "DeprecationWarning" not in proc.stderr, f"{folder} uses a deprecated API:\n{proc.stderr}"
     return proc, out
 
 
