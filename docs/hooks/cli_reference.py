@@ -11,6 +11,10 @@ from __future__ import annotations
 
 import argparse
 import html
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
 
 MARKER = "<!-- cli-reference: generated from trtbuild.cli.make_parser by docs/hooks/cli_reference.py -->"
 
@@ -65,6 +69,8 @@ def _section(full: str, parser: argparse.ArgumentParser) -> str:
 
 def render() -> str:
     """The whole generated reference, top-level options first."""
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))  # the checkout the docs are built from, not another installed trtbuild
     from trtbuild.cli import make_parser
 
     parser = make_parser()
