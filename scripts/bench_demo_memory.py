@@ -52,10 +52,13 @@ def step_memory(tree: Path, demo_args: list[str]) -> str:
         proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "demo_memory_steps.py"), *demo_args], cwd=tmp,
                               env=dict(os.environ, PYTHONPATH=str(tree)), capture_output=True, text=True)
     return "\n".join(line[5:] for line in proc.stderr.splitlines() if line.startswith("STEP "))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from docs_fragment import add_fragment_option, run_writing_fragment  # noqa: E402
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_fragment_option(parser, "bench_demo_memory")
     parser.add_argument("--baseline", type=Path, default=None, help="another trtbuild checkout to compare with")
     parser.add_argument("--demo-args", default="", help="extra arguments of `trtbuild demo` (quoted)")
     parser.add_argument("--steps", action="store_true", help="also run each tree's demo once more, printing the "
@@ -80,4 +83,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_writing_fragment(main, "bench_demo_memory"))

@@ -25,6 +25,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from trtbuild.ops.involution import InvolutionFunction, involution_output_size, involution_reference  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from docs_fragment import add_fragment_option, run_writing_fragment  # noqa: E402
 
 #: name -> list of (C, H, W, K, stride, group_channels). "rednet": the involutions of RedNet-50's four
 #: stages (7x7, 16 channels per group, stride 1; the stride-2 ones at the stage entries).
@@ -111,6 +113,7 @@ def time_cpu(fn, iters: int, warmup: int) -> float:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add_fragment_option(parser, "bench_involution")
     parser.add_argument("--config", choices=sorted(CONFIGS), default="rednet")
     parser.add_argument("--batch", type=int, default=None, help="batch size (default 8 on GPU, 1 on CPU)")
     parser.add_argument("--dtype", choices=("fp32", "fp16"), default="fp32")
@@ -174,4 +177,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_writing_fragment(main, "bench_involution"))

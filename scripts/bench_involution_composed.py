@@ -36,6 +36,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from trtbuild.engine import Engine, build_plan  # noqa: E402
 from trtbuild.models import registry  # noqa: E402
 from trtbuild.weights import WeightMap  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from docs_fragment import add_fragment_option, run_writing_fragment  # noqa: E402
 
 FORMS = ("plugin", "composed", "composed-conv")
 
@@ -120,6 +122,7 @@ def rtx_builds(wm, small: bool, targets: str) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_fragment_option(p, "bench_involution_composed")
     p.add_argument("--small", action="store_true", help="the small RedNet (64x64) instead of RedNet-26 at 224x224")
     p.add_argument("--batch", type=int, default=1)
     p.add_argument("--warmup", type=int, default=3)
@@ -164,4 +167,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(run_writing_fragment(main, "bench_involution_composed"))

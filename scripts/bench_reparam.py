@@ -33,6 +33,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from trtbuild.models.pytorch import randomize_bn_, repvgg_a0, repvgg_model_convert  # noqa: E402
 from trtbuild.models.pytorch.repvgg import G4_MAP  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from docs_fragment import add_fragment_option, run_writing_fragment  # noqa: E402
 
 
 def time_forward(model: torch.nn.Module, x: torch.Tensor, warmup: int, runs: int) -> list[float]:
@@ -90,6 +92,7 @@ def reference_forms(model: torch.nn.Module, x: torch.Tensor):
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_fragment_option(p, "bench_reparam")
     p.add_argument("--size", type=int, default=224, help="input height and width (default 224)")
     p.add_argument("--batch", type=int, default=1)
     p.add_argument("--warmup", type=int, default=10)
@@ -143,4 +146,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(run_writing_fragment(main, "bench_reparam"))

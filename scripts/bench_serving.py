@@ -40,6 +40,8 @@ from trtbuild.engine import build_and_save, export_seeded_weights, load_engine  
 from trtbuild.models import registry  # noqa: E402
 from trtbuild.serving.python_env import stub_problem  # noqa: E402
 from trtbuild.serving.tritonserver import free_ports  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from docs_fragment import add_fragment_option, run_writing_fragment  # noqa: E402
 
 
 def stats(latencies: list[float], wall: float, rows_per_request: int = 1) -> dict:
@@ -119,6 +121,7 @@ def through_triton(server: Server, proto: str, model: str, x: np.ndarray, client
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add_fragment_option(ap, "bench_serving")
     ap.add_argument("--model", default="resnet18")
     ap.add_argument("--full", action="store_true", help="the full-size model (default: --small)")
     ap.add_argument("--clients", type=int, default=16)
@@ -171,4 +174,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_writing_fragment(main, "bench_serving"))

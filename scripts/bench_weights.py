@@ -32,6 +32,8 @@ import numpy as np  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from trtbuild.weights import WeightMap, parse_wts, write_weights  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from docs_fragment import add_fragment_option, run_writing_fragment  # noqa: E402
 
 
 def resnet50_float_shapes() -> list[tuple[str, tuple[int, ...]]]:
@@ -125,6 +127,7 @@ def pin_one_core() -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_fragment_option(parser, "bench_weights")
     parser.add_argument("--floats", type=int, default=None,
                         help="total float count (default: exact ResNet-50 float tensors, ~25.6M)")
     parser.add_argument("--baseline-floats", type=int, default=2_000_000,
@@ -180,4 +183,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_writing_fragment(main, "bench_weights"))

@@ -39,6 +39,7 @@ from trtbuild.weights import write_weights, write_wts  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_weights import pin_one_core  # noqa: E402
+from docs_fragment import add_fragment_option, run_writing_fragment  # noqa: E402
 
 ALEXNET = [("features.0.weight", (64, 3, 11, 11)), ("features.0.bias", (64,)),
            ("features.3.weight", (192, 64, 5, 5)), ("features.3.bias", (192,)),
@@ -108,6 +109,7 @@ def timed(fn, path: Path, tensors, repeat: int) -> float:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_fragment_option(parser, "bench_wts_write")
     parser.add_argument("--mb", type=float, default=None,
                         help="MB of float32 weights (default: AlexNet's 61.1M values, 244 MB)")
     parser.add_argument("--repeat", type=int, default=3, help="runs of the previous and new writers; best reported")
@@ -141,4 +143,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_writing_fragment(main, "bench_wts_write"))

@@ -33,6 +33,8 @@ from digits_model import (calibrate_model, engine_logits, kept_layers, load_spli
                           train)
 from trtbuild.backend import BackendError  # noqa: E402
 from trtbuild.quant import METHODS, parse_keep  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from docs_fragment import add_fragment_option, run_writing_fragment  # noqa: E402
 
 RUNS = 20  # engine runs timed per network (median): the reference emulates, this is no kernel speed
 
@@ -50,6 +52,7 @@ def rtx_build(model, x, calib, precision, keep) -> str:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_fragment_option(ap, "quant_digits_table")
     ap.add_argument("--keep", action="append", default=[], metavar="fp32:PATTERNS",
                     help="keep PyTorch modules (names or globs) out of quantization, in fp32 (repeatable)")
     ap.add_argument("--no-rtx", action="store_true", help="skip the TensorRT-RTX builds")
@@ -97,4 +100,4 @@ def table(keep, rtx: bool) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_writing_fragment(main, "quant_digits_table", markdown=True, with_stderr=True))

@@ -36,6 +36,8 @@ from trtbuild.engine import build_plan  # noqa: E402
 from trtbuild.models import registry  # noqa: E402
 from trtbuild.engine.quick import run_spec  # noqa: E402
 from trtbuild.weights import WeightMap  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from docs_fragment import add_fragment_option, run_writing_fragment  # noqa: E402
 
 
 def stats(y: torch.Tensor, ref: torch.Tensor) -> tuple[float, float, float]:
@@ -103,6 +105,7 @@ def table(rows: list[dict]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_fragment_option(p, "zoo_parity_table")
     p.add_argument("--small", action="store_true", help="use the small test configurations")
     p.add_argument("--models", nargs="*", default=None, help="model names (default: every registered model)")
     p.add_argument("--seed", type=int, default=0)
@@ -134,4 +137,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(run_writing_fragment(main, "zoo_parity_table", markdown=True, with_stderr=True))
