@@ -12,7 +12,7 @@ from pathlib import Path
 
 from trtbuild.engine import build_and_save, export_seeded_weights, load_engine, select_backend, sidecar_path
 from trtbuild.parity import check_model_parity
-from trtbuild.weights.outputs import ENGINE, SIDECAR, WTS, check_outputs
+from trtbuild.files.outputs import ENGINE, SIDECAR, WTS, check_outputs
 
 PRECISIONS = ("fp32", "fp16")
 

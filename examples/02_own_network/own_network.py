@@ -20,7 +20,7 @@ from trtbuild.layers.normalization import group_norm
 from trtbuild.models.registry import ModelSpec
 from trtbuild.parity import check_model_parity
 from trtbuild.weights import export_weights
-from trtbuild.weights.outputs import ENGINE, SIDECAR, WTS, check_outputs
+from trtbuild.files.outputs import ENGINE, SIDECAR, WTS, check_outputs
 
 INPUT_SHAPE = (1, 3, 32, 32)
 

@@ -27,7 +27,7 @@ from trtbuild.models.registry import ModelSpec
 from trtbuild.parity import check_model_parity
 from trtbuild.quant import calibrate_data, random_source, write_calibration
 from trtbuild.weights import export_weights
-from trtbuild.weights.outputs import CALIBRATION, ENGINE, SAFETENSORS, SIDECAR, check_outputs
+from trtbuild.files.outputs import CALIBRATION, ENGINE, SAFETENSORS, SIDECAR, check_outputs
 
 WIDTH = 8
 OUTLIER_CHANNEL = 3

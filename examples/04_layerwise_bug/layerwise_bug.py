@@ -22,7 +22,7 @@ from trtbuild.layers.normalization import group_norm
 from trtbuild.models.registry import ModelSpec
 from trtbuild.parity import check_model_parity
 from trtbuild.weights import WeightMap
-from trtbuild.weights.outputs import HTML, PARITY_REPORT, check_outputs
+from trtbuild.files.outputs import HTML, PARITY_REPORT, check_outputs
 
 PLANTED_LAYER = "gn"
 GROUPS = 4

@@ -18,7 +18,7 @@ from trtbuild.models import registry
 from trtbuild.onnx_export import export_onnx, run_onnxruntime
 from trtbuild.onnx_export.reference_network import build_reference_network
 from trtbuild.weights import WeightMap
-from trtbuild.weights.outputs import ONNX, check_outputs
+from trtbuild.files.outputs import ONNX, check_outputs
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from trtbuild.backend import BackendError, load_trt
 from trtbuild.engine import EngineError, build_and_save, export_seeded_weights, load_engine, read_sidecar, sidecar_path
-from trtbuild.weights.outputs import ENGINE, SIDECAR, WTS, check_outputs
+from trtbuild.files.outputs import ENGINE, SIDECAR, WTS, check_outputs
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from trtbuild.engine import build_and_save, export_seeded_weights, select_backend, sidecar_path
 from trtbuild.serving.repository import export_model
-from trtbuild.weights.outputs import ENGINE, SIDECAR, WTS, check_outputs
+from trtbuild.files.outputs import ENGINE, SIDECAR, WTS, check_outputs
 
 BATCH = (1, 4, 8)  # min, opt, max of the engine's batch profile
 
