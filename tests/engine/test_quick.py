@@ -122,10 +122,3 @@ def test_robust_rel_error_by_hand():
     # floor = 1 % of 100 = 1: element 0 judged by itself (1/100), element 1 against 1 (0.25), element 2 by itself (0.5/2)
     assert robust_rel_error(torch.tensor([101.0, 0.75, -2.5]), ref) == pytest.approx(0.25)
     assert robust_rel_error(torch.tensor([float("nan"), 0.5, -2.0]), ref) == float("inf")
-
-
-def test_no_capturing_logger_alias_in_quick():
-    """The logger is trtbuild.engine.make_logger; quick.py has no second name for it."""
-    import trtbuild.engine.quick as quick
-
-    assert not hasattr(quick, "CapturingLogger") and "CapturingLogger" not in quick.__all__
