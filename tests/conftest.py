@@ -54,3 +54,15 @@ def rtxnet(rtx) -> RtxNet:
     """A fresh TensorRT-RTX network (sm86 target, no GPU needed to build)."""
     return RtxNet(rtx)
 
+
+#: fixtures that need NVIDIA's TensorRT-RTX: a test using one (directly or through another fixture) is marked `rtx`
+RTX_FIXTURES = frozenset({"rtx", "rtxnet"})
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    """Mark every test that needs TensorRT-RTX `rtx`, from the fixtures it uses, before -m selects:
+    a new test that asks for `rtx` is in the tier without anyone remembering to mark it."""
+    for item in items:
+        if RTX_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.rtx)

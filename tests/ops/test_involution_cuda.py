@@ -8,7 +8,7 @@ import torch
 from trtbuild.ops import _involution_ext
 from trtbuild.ops.involution import InvolutionFunction, involution, involution_output_size, involution_reference
 
-pytestmark = pytest.mark.gpu
+pytestmark = [pytest.mark.gpu, pytest.mark.compile]
 
 
 @pytest.fixture(scope="module", autouse=True)

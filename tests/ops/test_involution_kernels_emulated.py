@@ -21,6 +21,8 @@ from hypothesis import strategies as st
 
 from trtbuild.ops.involution import involution_output_size, involution_reference
 
+pytestmark = pytest.mark.compile
+
 ROOT = Path(__file__).resolve().parents[2]
 SOURCE = ROOT / "plugins" / "involution" / "tests" / "host_emulation.cpp"
 DTYPES = {torch.float32: 0, torch.float16: 1, torch.float64: 2}

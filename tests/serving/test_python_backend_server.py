@@ -21,6 +21,8 @@ from helpers.triton_models import build_user, build_zoo, skip_or_fail
 
 from trtbuild.cli import main
 
+pytestmark = pytest.mark.triton
+
 CLIENTS = 32
 REQUESTS = 64  # per protocol and model
 TIMEOUT_S = 60

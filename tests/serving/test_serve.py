@@ -31,6 +31,8 @@ import torch
 import trtbuild
 from trtbuild.serving.tritonserver import free_ports
 
+pytestmark = pytest.mark.triton
+
 #: the checkout whose trtbuild this test process imported: the subprocess runs the same code
 REPO = Path(trtbuild.__file__).resolve().parents[1]
 CLIENTS, REQUESTS, MAX_BATCH = 32, 64, 4
