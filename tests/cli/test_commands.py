@@ -35,7 +35,7 @@ def test_models_table(cwd, capsys):
 
 def test_build_exports_weights_and_writes_engine(cwd, capsys):
     code, out, err = run_cli(capsys, ["build", "alexnet", "--small", "--batch", "1,2,4", "--workspace", "16",
-                                   "--timing-cache", "t.cache", "--no-progress", *REF])
+                                      "--timing-cache", "t.cache", "--no-progress", *REF])
     assert code == 0, err
     lines = out.splitlines()
     assert lines[0].startswith("backend: reference")
@@ -63,7 +63,7 @@ def test_build_failure_keeps_existing_engine(cwd, capsys):
     # weights of another model: the network definition fails half-way through the build
     assert run_cli(capsys, ["export-weights", "--model", "resnet18", "--out", "r.wts"])[0] == 0
     code, _, err = run_cli(capsys, ["build", "alexnet", "--small", "--out", "a.engine", "--weights", "r.wts",
-                                 "--no-progress", *REF])
+                                    "--no-progress", *REF])
     assert code == 1 and "trtbuild: error:" in err and "r.wts" in err
     assert ((cwd / "a.engine").read_bytes(), (cwd / "a.engine.json").read_bytes()) == before
 
@@ -83,7 +83,7 @@ def test_unknown_model(cwd, capsys):
 def test_parity_engine_file_json_html(cwd, capsys):
     assert run_cli(capsys, ["build", "alexnet", "--small", "--precision", "fp16", "--no-progress", *REF])[0] == 0
     code, out, err = run_cli(capsys, ["parity", "alexnet", "--small", "--engine", "engines/alexnet-small-fp16.engine",
-                                   "--range=-2,2", "--seed", "3", "--json", "r/p.json", "--html", "r/p.html", *REF])
+                                      "--range=-2,2", "--seed", "3", "--json", "r/p.json", "--html", "r/p.html", *REF])
     assert code == 0, out + err
     assert out.splitlines()[0].startswith("backend: reference")
     assert "inputs=uniform[-2, 2]" in out and "precision=fp16" in out and "result: PASS" in out
@@ -96,7 +96,7 @@ def test_parity_layerwise_and_failure_exit_code(cwd, capsys):
     code, out, _ = run_cli(capsys, ["parity", "alexnet", "--small", "--layerwise", "--distribution", "normal", *REF])
     assert code == 0 and "layerwise (22 layers" in out and "features.0" in out
     code, out, _ = run_cli(capsys, ["parity", "alexnet", "--small", "--precision", "fp16", "--atol", "0", "--rtol", "0",
-                                 *REF])
+                                    *REF])
     assert code == 1 and "result: FAIL (failing outputs: logits)" in out
 
 
@@ -142,12 +142,13 @@ def test_parity_engine_of_another_model_or_size_is_an_error(fp32_engine, capsys)
 
 
 def test_parity_explicit_precision_or_batch_contradicting_the_engine(fp32_engine, capsys):
-    code, _, err = run_cli(capsys, ["parity", "alexnet", "--small", "--engine", fp32_engine, "--precision", "fp16", *REF])
+    code, _, err = run_cli(capsys, ["parity", "alexnet", "--small", "--engine", fp32_engine, "--precision", "fp16",
+                                    *REF])
     assert code == 1 and "computes in fp32 but --precision fp16 was requested" in err
     code, _, err = run_cli(capsys, ["parity", "alexnet", "--small", "--engine", fp32_engine, "--batch", "2", *REF])
     assert code == 1 and "static batch of 1" in err and "batch 2 was requested" in err
     code, out, _ = run_cli(capsys, ["parity", "alexnet", "--small", "--engine", fp32_engine, "--precision", "fp32",
-                                 "--batch", "1", *REF])
+                                    "--batch", "1", *REF])
     assert code == 0 and "precision=fp32 batch=1" in out and "result: PASS" in out
 
 
@@ -169,7 +170,7 @@ def test_against_onnxruntime_rejects_options_it_cannot_honour(cwd, capsys, extra
 
 def test_against_onnxruntime_is_always_layerwise(cwd, capsys):
     code, out, err = run_cli(capsys, ["parity", "alexnet", "--small", "--against", "onnxruntime", "--layerwise",
-                                   "--backend", "reference"])
+                                      "--backend", "reference"])
     assert code == 0, err
     assert "features.0" in out and "result: PASS" in out
 
@@ -178,7 +179,8 @@ def test_against_onnxruntime_is_always_layerwise(cwd, capsys):
 
 
 def test_build_refuses_a_timing_cache_path_that_is_a_weight_file(cwd, capsys):
-    assert run_cli(capsys, ["export-weights", "--model", "alexnet", "--small", "--out", "weights/alexnet-small.wts"])[0] == 0
+    assert run_cli(capsys, ["export-weights", "--model", "alexnet", "--small", "--out",
+                            "weights/alexnet-small.wts"])[0] == 0
     wts = cwd / "weights" / "alexnet-small.wts"
     before = wts.read_bytes()
     code, _, err = run_cli(capsys, ["build", "alexnet", "--small", "--timing-cache", str(wts), "--no-progress", *REF])
@@ -238,8 +240,8 @@ def test_range_parses_with_equals_and_argparse_is_left_alone(capsys):
 
 
 def test_build_option_reaches_the_model_and_the_sidecar(cwd, capsys):
-    code, _, err = run_cli(capsys, ["build", "rednet", "--small", "--option", "involution_impl=composed", "--no-progress",
-                                 *REF])
+    code, _, err = run_cli(capsys, ["build", "rednet", "--small", "--option", "involution_impl=composed",
+                                    "--no-progress", *REF])
     assert code == 0, err
     side = json.loads((cwd / "engines" / "rednet-small-fp32.engine.json").read_text())
     assert side["options"] == {"involution_impl": "composed"}

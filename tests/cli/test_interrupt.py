@@ -1,5 +1,5 @@
 """Ctrl-C during a build: "interrupted", exit code 130, no traceback, no abort from inside TensorRT
-("terminate called ... pybind11::error_already_set"), and nothing written (issue 12, part 3)."""
+("terminate called ... pybind11::error_already_set"), and nothing written."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Nothing a user owns is overwritten: every command refuses, before any work, an output path that
 names one of its inputs, another of its outputs, a directory or an existing file of another kind,
-and leaves every file byte for byte as it was (issue 12, part 3)."""
+and leaves every file byte for byte as it was."""
 
 from __future__ import annotations
 

@@ -166,7 +166,7 @@ def test_a_definition_error_on_one_side_is_a_cross_check_error(rtx):
 def test_duplicate_names_are_not_compared_by_name(rtx):
     """TensorRT's API keeps tensor names unique: an automatic name already taken gets a suffix, and a
     rename to a layer output's automatic name takes it from its holder, which is renamed (on both sides:
-    tests/test_rtx_names.py). A duplicate can still sit in the reference's bookkeeping (planted here), and
+    tests/reference/test_names.py). A duplicate can still sit in the reference's bookkeeping (planted here), and
     the cross-check reports it rather than pairing tensors by an ambiguous name."""
     automatic = "(Unnamed Layer* 1) [Pooling]_output"  # the output name the second pooling layer gets
 

@@ -122,7 +122,8 @@ def test_plan_weights_are_read_as_views_of_the_plan_bytes():
     np.testing.assert_array_equal(weight.reshape(-1), wm.raw("fc.weight"))
 
 
-@pytest.mark.parametrize("cross_check", [False, pytest.param(True, marks=pytest.mark.rtx)], ids=["reference", "cross-check"])
+@pytest.mark.parametrize("cross_check", [False, pytest.param(True, marks=pytest.mark.rtx)],
+                         ids=["reference", "cross-check"])
 def test_no_weight_array_outlives_the_build_and_the_weight_map(cross_check, request):
     """The plan (and the TensorRT-RTX plan of the cross-check) keep no reference to the weights."""
     if cross_check:

@@ -276,7 +276,7 @@ def test_unwritable_target_error_names_the_target_not_the_temp_file(plan):
 
 
 def test_save_into_missing_directories_creates_them(tmp_path, plan):
-    """save_engine creates missing parents as the CLI does (it used to fail: "directory does not exist")."""
+    """save_engine creates missing parents as the CLI does (instead of failing with "directory does not exist")."""
     path = save_engine(tmp_path / "a" / "b" / "x.engine", plan, {"tensorrt_version": "reference"})
     assert path.read_bytes() == bytes(plan)
     assert json.loads(sidecar_path(path).read_text())["engine_sha256"] == hashlib.sha256(bytes(plan)).hexdigest()

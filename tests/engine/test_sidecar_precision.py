@@ -27,29 +27,29 @@ def _edited_copy(src, dst, **changes):
 
 
 @pytest.mark.parametrize("claimed", ["int8", "fp8", "fp16", "bf16"])
-def test_fp32_engine_whose_sidecar_claims_a_looser_precision_is_refused(calibrated_resnet18, tmp_path, claimed):
+def test_fp32_engine_whose_sidecar_claims_a_looser_precision_is_refused(calibrated, tmp_path, claimed):
     from trtbuild.engine import load_engine
     from trtbuild.engine.errors import EngineFileError
 
-    path = _edited_copy(calibrated_resnet18["fp32"], tmp_path / "e.engine", precision=claimed)
+    path = _edited_copy(calibrated["fp32"], tmp_path / "e.engine", precision=claimed)
     with pytest.raises(EngineFileError, match=f"sidecar says {claimed} but its plan computes in fp32"):
         load_engine(path, trt)
 
 
 @pytest.mark.parametrize("claimed, actual", [("fp8", "int8"), ("fp16", "int8"), ("bf16", "int8")])
-def test_int8_engine_whose_sidecar_claims_another_precision_is_refused(calibrated_resnet18, tmp_path, claimed, actual):
+def test_int8_engine_whose_sidecar_claims_another_precision_is_refused(calibrated, tmp_path, claimed, actual):
     from trtbuild.engine import load_engine
     from trtbuild.engine.errors import EngineFileError
 
-    assert load_engine(calibrated_resnet18["int8"], trt).sidecar["precision"] == "int8"  # the true one loads
-    path = _edited_copy(calibrated_resnet18["int8"], tmp_path / "e.engine", precision=claimed)
+    assert load_engine(calibrated["int8"], trt).sidecar["precision"] == "int8"  # the true one loads
+    path = _edited_copy(calibrated["int8"], tmp_path / "e.engine", precision=claimed)
     with pytest.raises(EngineFileError, match=f"sidecar says {claimed} but its plan computes in {actual}"):
         load_engine(path, trt)
 
 
-def test_parity_of_an_engine_with_an_edited_sidecar_precision_does_not_pass(calibrated_resnet18, tmp_path, capsys, monkeypatch):
-    monkeypatch.chdir(calibrated_resnet18["dir"])
-    path = _edited_copy(calibrated_resnet18["fp32"], tmp_path / "r2.engine", precision="int8")
+def test_parity_of_an_engine_with_an_edited_sidecar_precision_does_not_pass(calibrated, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(calibrated["dir"])
+    path = _edited_copy(calibrated["fp32"], tmp_path / "r2.engine", precision="int8")
     code, text = _run(capsys, ["parity", "resnet18", "--small", "--weights", "seeded.wts", "--engine", str(path)])
     assert code != 0 and "PASS" not in text
     assert "sidecar says int8 but its plan computes in fp32" in text and "Traceback" not in text

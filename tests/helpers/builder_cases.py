@@ -23,7 +23,8 @@ BATCHNORM_CASES = [((4, 6), nn.BatchNorm1d), ((3, 6, 5), nn.BatchNorm1d), ((2, 6
 LRN_SHAPES = [(2, 7, 5), (2, 9, 3, 4), (1, 6, 2, 3, 4)]  # 3-D, 4-D, 5-D
 
 #: (input shape, groups) of the group-norm export tests
-GROUP_SHAPES = [((2, 6, 7), 3), ((2, 6, 4, 5), 2), ((2, 6, 3, 4, 2), 6), ((2, 6, 4, 5), 1), ((3, 12, 2, 2), 4), ((4, 6), 2)]
+GROUP_SHAPES = [((2, 6, 7), 3), ((2, 6, 4, 5), 2), ((2, 6, 3, 4, 2), 6), ((2, 6, 4, 5), 1), ((3, 12, 2, 2), 4),
+                ((4, 6), 2)]
 
 REPVGG_CASES = [  # (in, out, stride, groups)
     (8, 8, 1, 1), (8, 16, 2, 1), (8, 8, 1, 4), (8, 16, 2, 2), (6, 6, 2, 1), (4, 8, 1, 1),
@@ -56,7 +57,8 @@ DYNAMIC_SHAPES = {
 #: (impl, window size) of the dynamic-shape LRN tests
 DYNAMIC_LRN_CASES = [("native", 3), ("native", 5), ("composed", 3), ("composed", 4), ("auto", 5), ("auto", 17)]
 
-DYNAMIC_LAYER_SHAPES = {  # leading dims dynamic; the normalized (trailing) dims must be known (gamma/beta have that shape)
+#: leading dims dynamic; the normalized (trailing) dims must be known (gamma/beta have that shape)
+DYNAMIC_LAYER_SHAPES = {
     ((-1, -1, C), (C,)): [(1, 5, C), (3, 2, C)],
     ((-1, -1, 4, 5), (4, 5)): [(1, 3, 4, 5), (2, 6, 4, 5)],
     ((-1, C, 4, 5), (C, 4, 5)): [(1, C, 4, 5), (3, C, 4, 5)],

@@ -10,13 +10,13 @@ from trtbuild.cli import main
 
 
 @pytest.fixture(scope="session")
-def calibrated_resnet18(tmp_path_factory):
+def calibrated(tmp_path_factory):
     """resnet18 --small on the reference backend: the seeded weights, other (trained) weights, a
     calibration file made with the seeded weights, and fp32 and int8 engines (with sidecars)."""
     from trtbuild.engine import build_and_save
     from trtbuild.engine.model import export_seeded_weights
 
-    d = tmp_path_factory.mktemp("calibrated_resnet18")
+    d = tmp_path_factory.mktemp("calibrated")
     export_seeded_weights("resnet18", d / "seeded.wts", seed=0, small=True)
     export_seeded_weights("resnet18", d / "trained.wts", seed=1, small=True)
     assert main(["calibrate", "resnet18", "--small", "--data", "random", "--weights", str(d / "seeded.wts"),

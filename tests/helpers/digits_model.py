@@ -2,7 +2,7 @@
 digits (1797 8x8 images, 10 classes), its trtbuild network in fp32 and as a Q/DQ network from a
 calibration of the training split, and top-1 on the held-out split.
 
-Shared by tests/test_quant_digits.py and scripts/quant_digits_table.py (the README's table).
+Shared by tests/quant/test_digits_accuracy.py and scripts/quant_digits_table.py (the README's table).
 
     data = load_split()                         # fixed stratified split, pixels scaled to [0, 1]
     model = train(data)                         # seeded, deterministic, a few seconds on CPU

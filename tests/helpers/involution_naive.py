@@ -1,6 +1,6 @@
 """An independent involution for tests: the op definition transcribed with Python loops (float64).
 
-Shared by tests/test_involution_reference.py and tests/test_involution_plugin_reference.py so that
+Shared by tests/ops/test_involution.py and tests/layers/test_involution_plugin.py so that
 neither compares trtbuild's involution with itself.
 """
 

@@ -21,5 +21,7 @@ def set_attribute(trt, owner: str, attribute: str, value):
     except TypeError:
         return "TypeError"
     got = getattr(layer, attribute)
-    return tuple(got) if attribute in ("pre_padding", "stride_nd", "padding_nd") else (got.name if hasattr(got, "name") else got)
+    if attribute in ("pre_padding", "stride_nd", "padding_nd"):
+        return tuple(got)
+    return got.name if hasattr(got, "name") else got
 

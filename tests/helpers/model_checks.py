@@ -1,4 +1,4 @@
-"""Output checks shared by the zoo parity tests (tests/test_models_parity.py, tests/test_models_rednet.py).
+"""Output checks shared by the zoo parity tests (tests/models/test_zoo_parity.py, tests/models/test_rednet.py).
 
 Tolerances, against the fp32 PyTorch output of the same input:
   fp32: max|y - ref| <= 1e-5 + 1e-4 * max|ref|

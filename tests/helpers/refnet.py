@@ -137,10 +137,10 @@ class RtxNet:
         return self.builder.build_serialized_network(self.network, self.config)
 
 
-# -- rules found by the TensorRT-RTX sweep (tests/test_rtx_sweep.py) ----------------------------------
+# -- rules found by the TensorRT-RTX sweep (tests/reference/test_rtx_sweep.py) ----------------------------------
 def add_profile(refnet, shapes: dict):
     """One optimization profile {input: (min, opt, max)} on the reference network's config and, when
-    `refnet` is twinned (tests/twin.py), on TensorRT-RTX's."""
+    `refnet` is twinned (tests/helpers/twin.py), on TensorRT-RTX's."""
     for net in [refnet] + ([refnet.rtxnet] if hasattr(refnet, "rtxnet") else []):
         profile = net.builder.create_optimization_profile()
         for name, (mn, opt, mx) in shapes.items():

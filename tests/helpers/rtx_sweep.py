@@ -1,4 +1,4 @@
-"""Seeded single-layer constructions for the reference-vs-TensorRT-RTX sweep (tests/test_rtx_sweep.py).
+"""Seeded single-layer constructions for the reference-vs-TensorRT-RTX sweep (tests/reference/test_rtx_sweep.py).
 
 Each `Case` holds a description and `build(trt, network) -> [output tensors]`, which makes the same
 construction on either module (trtbuild.reference or tensorrt_rtx) unchanged: enums are looked up

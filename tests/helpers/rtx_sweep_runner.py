@@ -1,4 +1,4 @@
-"""Runs sweep cases (tests/rtx_sweep.py) on the reference and on TensorRT-RTX and judges them.
+"""Runs sweep cases (tests/helpers/rtx_sweep.py) on the reference and on TensorRT-RTX and judges them.
 
 Reference: a case is accepted when its construction raises no NetworkError, every output's shape
 and dtype can be read, and build_serialized_network returns a plan; the plan is then run on inputs

@@ -1,4 +1,4 @@
-"""Sweep cases (see tests/rtx_sweep.py) for the layers that move data around or mix several inputs:
+"""Sweep cases (see tests/helpers/rtx_sweep.py) for the layers that move data around or mix several inputs:
 shuffle, slice, concatenation, matrix multiply, softmax and normalization."""
 
 from __future__ import annotations

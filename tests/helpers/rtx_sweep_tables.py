@@ -1,4 +1,4 @@
-"""Exhaustive dtype tables for the sweep (see tests/rtx_sweep.py): every operation of every layer the
+"""Exhaustive dtype tables for the sweep (see tests/helpers/rtx_sweep.py): every operation of every layer the
 reference implements, on every input type, on a shape every layer takes (rank 4, NCHW), so that each
 (layer, operation, dtype) cell is judged at least once whatever the random draws."""
 

@@ -1,5 +1,5 @@
-"""Engines for the Triton tests (test_triton_repo, test_triton_server): zoo models and a user
-network, built on the reference backend into a work directory."""
+"""Engines for the Triton tests (tests/serving/test_repository.py and test_python_backend_server.py): zoo
+models and a user network, built on the reference backend into a work directory."""
 
 from __future__ import annotations
 

@@ -53,8 +53,9 @@ class Disagreement(AssertionError):
 class Stricter:
     """A rejection of the reference that TensorRT-RTX 1.7 does not make, kept because TensorRT's
     documentation forbids the construction. `pattern` is searched in the reference's message;
-    `example(network, trt)` makes the construction, inputs included (tests/test_rtx_twin.py checks, for each entry,
-    that the reference still rejects it and TensorRT-RTX still accepts it, so the list cannot go stale)."""
+    `example(network, trt)` makes the construction, inputs included (tests/reference/test_twin_harness.py
+    checks, for each entry, that the reference still rejects it and TensorRT-RTX still accepts it, so the
+    list cannot go stale)."""
 
     pattern: str
     docs: str

@@ -65,7 +65,7 @@ def _vec(n, seed=0, low=0.5, high=1.5):
 # -- normalization builders: scripts/robustness_table.py's cases, then each builder's test shapes --
 NORM_CONFIGS = [Config(f"table: {c.label}", c.shape, c.make(1.0)[0]) for c in robustness_table.CASES]
 
-L2NORM_SHAPES = [(1, 512, 5, 5), (2, 16, 3, 7), (3, 1, 2, 2), (-1, 16, 3, 3)]  # tests/test_layers_l2norm.py
+L2NORM_SHAPES = [(1, 512, 5, 5), (2, 16, 3, 7), (3, 1, 2, 2), (-1, 16, 3, 3)]  # tests/layers/test_l2norm.py
 NORM_CONFIGS += [Config(f"l2norm {s}", s,
                         lambda n, x, st, c=s[1]: l2norm(n, x, _vec(c, 1, 5, 25), "l2", strategy=st))
                  for s in L2NORM_SHAPES]
@@ -93,7 +93,7 @@ NORM_CONFIGS += [Config(f"batchnorm_batch_stats {s}", s,
                  for s, _ in BN_CASES]
 
 IMPLS = ("native", "composed", "auto")
-INSTANCE_SHAPES = [(2, 6, 7), (2, 6, 4, 5), (2, 6, 3, 4, 2)]  # tests/test_layers_normalization.py
+INSTANCE_SHAPES = [(2, 6, 7), (2, 6, 4, 5), (2, 6, 3, 4, 2)]  # tests/layers/test_normalization.py
 NORM_CONFIGS += [Config(f"instance_norm {impl} {s}", s,
                         lambda n, x, st, impl=impl: instance_norm(n, x, _vec(6), _vec(6, 1), 1e-5, "in", impl=impl,
                                                                   strategy=st))
@@ -110,7 +110,7 @@ NORM_CONFIGS += [Config(f"layer_norm {impl} {s} over {ns}", s,
                  for s, ns in LAYER_SHAPES for impl in IMPLS]
 
 
-# -- dynamic batch and spatial dims: tests/test_layers_dynamic_shapes.py's shapes and profiles ----
+# -- dynamic batch and spatial dims: tests/layers/test_dynamic_shapes.py's shapes and profiles ----
 def _span(sizes):
     """(min, max) shapes over `sizes`: the profile the reference test builds with."""
     return tuple(tuple(f(s[i] for s in sizes) for i in range(len(sizes[0]))) for f in (min, max))
@@ -155,7 +155,7 @@ def _w(*shape, seed=0):
     return _rng(seed).standard_normal(shape)
 
 
-CONV_CASES = [  # tests/test_layers_basic.py::test_conv_matches_torch
+CONV_CASES = [  # tests/layers/test_basic.py::test_conv_matches_torch
     (1, 2, 1, 1, 1), (2, 1, 1, 1, 1), (2, 2, 2, 2, 2), (2, (2, 1), (1, 0), 1, 4), (3, 1, 1, 1, 2), (2, 4, 2, 1, 1)]
 #: 1-D conv and pooling: basic.conv / max_pool run them as 2-D ones on (N, C, L, 1) (TensorRT has no 1-D kernels)
 BASIC_CONFIGS = [Config(f"conv {nsp}d s{st} p{p} d{d} g{g}", (2, 8) + (9,) * nsp,

@@ -1,13 +1,13 @@
-"""The normalization builders on dynamic batch and spatial dims (issue 15): an input of shape
+"""The normalization builders on dynamic batch and spatial dims: an input of shape
 (-1, C, -1, -1), as a detector or segmentation net deployed at several resolutions has, built ONCE
 with an optimization profile spanning two sizes and run at both, must match PyTorch at each.
 
 Every builder x strategy x impl path that takes dynamic dims is here (the paths that still refuse
-them are written out in tests/test_layers_refusals.py), on rank 3, 4 and 5 inputs, with two or more
+them are written out in tests/layers/test_refusals.py), on rank 3, 4 and 5 inputs, with two or more
 dynamic spatial dims (the 0-copy/transpose routes of composed LRN and group norm) and with exactly
 one (their flatten-and-restore routes). Expected values are PyTorch's (torch.nn.functional) in
 float64 on the same float32 inputs; tolerances as the neighbouring fp32 tests (1e-5 rel, 1e-6 abs).
-TensorRT-RTX builds the same networks with the same profiles in tests/test_rtx_builders.py.
+TensorRT-RTX builds the same networks with the same profiles in tests/layers/test_builders_on_rtx.py.
 """
 
 from __future__ import annotations

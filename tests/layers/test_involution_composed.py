@@ -300,7 +300,7 @@ def test_small_rednet_composed_layer_map_and_no_plugin(small):
 
 
 def test_small_rednet_composed_runs_in_bf16(small):
-    """The plugin has no BF16; the composed involution does (tests/test_models_bf16.py's tolerance)."""
+    """The plugin has no BF16; the composed involution does (tests/models/test_bf16.py's tolerance)."""
     spec, model, x, ref = small
     plan = build_plan(trt, spec, weights=WeightMap.from_module(model), precision="bf16", small=True, progress=False)
     y = Engine(plan, trt)(x)["logits"].cpu().double()

@@ -1,10 +1,10 @@
 """Every refusal of the normalization builders, each message written out in full by hand.
 
 A builder's refusal is one sentence that names the layer, the tensor or parameter at fault and what is
-wrong; and a refused call adds nothing to the network. Matching only part of a message let a refusal
-that named the wrong parameter (or none) pass: a mutation audit of the builders (mutmut, issue 15)
-found 'strategy', 'gamma', the layer name and the reason could each be dropped from the messages
-without a test noticing.
+wrong; and a refused call adds nothing to the network. The messages are matched whole because matching
+only part of one lets a refusal that names the wrong parameter (or none) pass: a mutation audit of the
+builders (scripts/mutation_audit.py) shows that 'strategy', 'gamma', the layer name and the reason can
+each be dropped from a partly matched message without a test noticing.
 """
 
 from __future__ import annotations

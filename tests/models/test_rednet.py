@@ -1,7 +1,7 @@
 """RedNet (involution network) in the zoo: PyTorch model, network builder with the Involution
 plugin, and parity with PyTorch on the reference backend.
 
-Tolerances are the zoo's (tests/model_checks.py), against the fp32 PyTorch output:
+Tolerances are the zoo's (tests/helpers/model_checks.py), against the fp32 PyTorch output:
   fp32: max|y - ref| <= 1e-5 + 1e-4 * max|ref|
   fp16: max|y - ref| <= 1e-2 * max|ref|  and  cosine > 0.999
 """

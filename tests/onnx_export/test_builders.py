@@ -2,9 +2,9 @@
 ONNX and run by onnxruntime, against PyTorch: the builder tests' cases and tolerances, with
 onnxruntime as the engine instead of the reference backend.
 
-- fp32 (tests/test_layers_{l2norm,lrn,batchnorm,normalization}.py): elementwise, an element fails
+- fp32 (tests/layers/test_{l2norm,lrn,batchnorm,normalization}.py): elementwise, an element fails
   only if its error exceeds both 1e-6 and 1e-5 * |expected| (float64 torch).
-- fp16/bf16 (tests/test_layers_fp16_robustness.py): the "safe" strategies stay finite and within
+- fp16/bf16 (tests/layers/test_fp16_robustness.py): the "safe" strategies stay finite and within
   rel_error 1e-2 of float64 torch for |x| from 1e-3 to 6e4 and on zeros.
 """
 
@@ -195,7 +195,7 @@ DYNAMIC_SIZES = {(-1, 6, -1, -1): [(1, 6, 5, 7), (3, 6, 8, 3)], (-1, 6, -1, -1, 
 @pytest.mark.parametrize("shape", DYNAMIC_SIZES, ids=["NxCxHxW", "NxCxDxHxW", "H only"])
 @pytest.mark.parametrize("label", DYNAMIC_BUILDS)
 def test_dynamic_batch_and_spatial_dims(label, shape):
-    """One export of a network with dynamic N/H/W (tests/test_layers_dynamic_shapes.py's shapes) keeps
+    """One export of a network with dynamic N/H/W (tests/layers/test_dynamic_shapes.py's shapes) keeps
     those dims symbolic and runs at two sizes in onnxruntime, as PyTorch computes."""
     build, expected = DYNAMIC_BUILDS[label]
     net = trt.Builder(trt.Logger()).create_network(1 << int(trt.NetworkDefinitionCreationFlag.STRONGLY_TYPED))

@@ -1,11 +1,11 @@
 """NVIDIA TensorRT-RTX's ONNX parser reads trtbuild's ONNX exports (the `trtexec --onnx` step).
 
-Most of the coverage is not here: tests/onnx_rtx.py makes every export that test_onnx_layers,
-test_onnx_layers2, test_onnx_builders, test_onnx_models and test_onnx_export produce go through
-TensorRT-RTX's parser into a STRONGLY_TYPED network and its builder (sm86, no GPU), comparing the
-parsed outputs and values with the export's. This module adds the full-size zoo models, RedNet
-with and without its plugin, the regression test of the one lowering fix the parser asked for,
-and checks that the checker itself fails where it should.
+Most of the coverage is not here: tests/helpers/onnx_rtx.py makes every export of the other tests in
+tests/onnx_export/ (layers, builders, zoo models, file structure) go through TensorRT-RTX's parser into
+a STRONGLY_TYPED network and its builder (sm86, no GPU), comparing the parsed outputs and values with
+the export's. This module adds the full-size zoo models, RedNet with and without its plugin, the one
+lowering that TensorRT-RTX's parser needs written differently, and checks that the checker itself
+fails where it should.
 """
 
 from __future__ import annotations

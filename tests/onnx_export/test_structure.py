@@ -60,7 +60,7 @@ def test_default_names_and_duplicates_are_made_unique():
         a = net.add_unary(x, trt.UnaryOperation.ABS).get_output(0)
         b = net.add_unary(a, trt.UnaryOperation.NEG).get_output(0)
         # TensorRT's API keeps tensor names unique (a rename to a name in use is refused, or takes an automatic
-        # name from its holder, which is renamed: tests/test_rtx_names.py), so the duplicate is planted in the
+        # name from its holder, which is renamed: tests/reference/test_names.py), so the duplicate is planted in the
         # reference's bookkeeping, as a network from elsewhere could hold it
         a.name = "(Unnamed Layer* 1) [Unary]_output"  # taken from b, which becomes ..._output_1
         b._name = a.name

@@ -1,4 +1,4 @@
-"""Parity that cannot be fooled (issue 12, part 2): non-finite outputs, wrong-shape weights,
+"""Parity that cannot be fooled: non-finite outputs, wrong-shape weights,
 engines that do not fit the weights or the model, unused weights, and tolerances / precision /
 renamed outputs taken from the engine's sidecar."""
 
@@ -94,11 +94,12 @@ def test_check_parity_refuses_a_nan_tolerance():
 
 
 def test_cli_parity_with_huge_inputs_fails_on_nan_outputs(cwd, capsys):
-    code, out, _ = run_cli(capsys, ["parity", "resnet18", "--small", "--distribution", "large", "--scale", "1e300", *REF])
+    code, out, _ = run_cli(capsys, ["parity", "resnet18", "--small", "--distribution", "large", "--scale", "1e300",
+                                    *REF])
     assert code == 1 and "result: FAIL" in out and "1.000000" not in out
     assert "actual values are NaN/Inf" in out and "inputs: 12288 values of 'input' are NaN/Inf" in out
     code, out, _ = run_cli(capsys, ["parity", "resnet18", "--small", "--distribution", "large", "--scale", "1e300",
-                                 "--allow-nonfinite", *REF])
+                                    "--allow-nonfinite", *REF])
     assert code == 0 and "result: PASS" in out and "1.000000" not in out and " n/a " in out
 
 
@@ -178,7 +179,8 @@ def test_engine_built_from_other_weights_is_named(saved_resnet, capsys):
     msg = str(info.value)
     assert f"engine {engine} was built from other weights" in msg
     assert sha256_file(good)[:12] in msg and sha256_file(other)[:12] in msg and str(other) in msg
-    code, _, err = run_cli(capsys, ["parity", "resnet18", "--small", "--engine", str(engine), "--weights", str(other), *REF])
+    code, _, err = run_cli(capsys, ["parity", "resnet18", "--small", "--engine", str(engine), "--weights",
+                                    str(other), *REF])
     assert code == 1 and "was built from other weights" in err
 
 
@@ -289,18 +291,18 @@ def extra_weights(tmp_path_factory):
 def test_build_records_and_prints_unused_weights(extra_weights, cwd, capsys):
     import json
 
-    code, out, _ = run_cli(capsys, ["build", "resnet18", "--small", "--weights", str(extra_weights), "--out", "e.engine",
-                                 *REF])
+    code, out, _ = run_cli(capsys, ["build", "resnet18", "--small", "--weights", str(extra_weights), "--out",
+                                    "e.engine", *REF])
     assert code == 0
     assert "weights: 7 of 109 tensors unused (no builder read them): fc.extra0, fc.extra1, fc.extra2, fc.extra3, " \
            "fc.extra4, … (2 more; -v lists all)" in out
     side = json.loads((cwd / "e.engine.json").read_text())
     assert side["unused_weights"] == [f"fc.extra{i}" for i in range(7)] and side["weight_tensors"] == 109
     code, out, _ = run_cli(capsys, ["-v", "build", "resnet18", "--small", "--weights", str(extra_weights), "--out",
-                                 "e.engine", *REF])
+                                    "e.engine", *REF])
     assert code == 0 and ", ".join(f"fc.extra{i}" for i in range(7)) in out
     code, out, _ = run_cli(capsys, ["parity", "resnet18", "--small", "--engine", "e.engine", "--weights",
-                                 str(extra_weights), *REF])
+                                    str(extra_weights), *REF])
     assert code == 0 and "weights: 7 of 109 tensors unused" in out
 
 
@@ -366,5 +368,6 @@ def test_engine_without_weights_option_is_compared_with_the_weights_it_was_built
 
 
 def test_against_onnxruntime_refuses_allow_nonfinite(cwd, capsys):
-    code, _, err = run_cli(capsys, ["parity", "resnet18", "--small", "--against", "onnxruntime", "--allow-nonfinite", *REF])
+    code, _, err = run_cli(capsys, ["parity", "resnet18", "--small", "--against", "onnxruntime", "--allow-nonfinite",
+                                    *REF])
     assert code == 1 and "cannot honour --allow-nonfinite" in err

@@ -19,15 +19,15 @@ def _run(capsys, argv):
     return code, out + err
 
 
-def test_calibration_file_records_the_sha256_of_the_weights_it_was_made_with(calibrated_resnet18):
+def test_calibration_file_records_the_sha256_of_the_weights_it_was_made_with(calibrated):
     import hashlib
 
     import numpy as np
 
     from trtbuild.weights import WeightMap
 
-    data = json.loads((calibrated_resnet18["dir"] / "calib.json").read_text())
-    wm = WeightMap.load(calibrated_resnet18["dir"] / "seeded.wts")  # by hand: names + float32 values in state-dict order
+    data = json.loads((calibrated["dir"] / "calib.json").read_text())
+    wm = WeightMap.load(calibrated["dir"] / "seeded.wts")  # by hand: names + float32 values in state-dict order
     from trtbuild.models import registry
 
     digest = hashlib.sha256()
@@ -38,8 +38,8 @@ def test_calibration_file_records_the_sha256_of_the_weights_it_was_made_with(cal
 
 
 @pytest.mark.parametrize("command", ["build", "parity", "export-onnx"])
-def test_calibration_made_with_other_weights_is_refused(calibrated_resnet18, tmp_path, capsys, monkeypatch, command):
-    d = calibrated_resnet18["dir"]
+def test_calibration_made_with_other_weights_is_refused(calibrated, tmp_path, capsys, monkeypatch, command):
+    d = calibrated["dir"]
     monkeypatch.chdir(tmp_path)
     shutil.copy(d / "calib.json", "calib.json")
     shutil.copy(d / "trained.wts", "trained.wts")
@@ -52,24 +52,25 @@ def test_calibration_made_with_other_weights_is_refused(calibrated_resnet18, tmp
     assert not (tmp_path / "t.engine").exists() and not (tmp_path / "t.onnx").exists()
 
 
-def test_calibration_with_the_same_weights_from_a_file_or_the_seeded_model_is_accepted(calibrated_resnet18, tmp_path, capsys,
+def test_calibration_with_the_same_weights_from_a_file_or_the_seeded_model_is_accepted(calibrated, tmp_path, capsys,
                                                                                       monkeypatch):
     """calib.json was made from seeded.wts; the seeded model itself (no --weights) has the same weights."""
-    d = calibrated_resnet18["dir"]
+    d = calibrated["dir"]
     monkeypatch.chdir(tmp_path)
     code, text = _run(capsys, ["parity", "resnet18", "--small", "--precision", "int8", "--calibration",
                                str(d / "calib.json"), "--backend", "reference"])
     assert code == 0 and "result: PASS" in text
 
 
-def test_calibration_file_without_a_weights_hash_is_used_with_a_warning(calibrated_resnet18, tmp_path, caplog):
+def test_calibration_file_without_a_weights_hash_is_used_with_a_warning(calibrated, tmp_path, caplog):
     from trtbuild.engine import quant_plan
 
-    data = json.loads((calibrated_resnet18["dir"] / "calib.json").read_text())
+    data = json.loads((calibrated["dir"] / "calib.json").read_text())
     del data["weights_sha256"]
     (tmp_path / "old.json").write_text(json.dumps(data))
     with caplog.at_level("WARNING"):
-        plan = quant_plan("resnet18", "int8", tmp_path / "old.json", small=True, weights=calibrated_resnet18["dir"] / "trained.wts")
+        plan = quant_plan("resnet18", "int8", tmp_path / "old.json", small=True,
+                          weights=calibrated["dir"] / "trained.wts")
     assert plan is not None and "records no weights sha256" in caplog.text
 
 

@@ -1,4 +1,4 @@
-"""A real INT8/FP8 accuracy number, no download (issue 13, item 7): a small CNN trained here on
+"""A real INT8/FP8 accuracy number, no download: a small CNN trained here on
 scikit-learn's bundled digits, calibrated on its training split, built fp32 / int8 / fp8 on the
 reference backend, and judged on the held-out split against sklearn's labels.
 

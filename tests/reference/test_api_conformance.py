@@ -1,6 +1,6 @@
 """trtbuild.reference against NVIDIA's real TensorRT Python bindings (10.16 and 11.4).
 
-The bindings wheels are downloaded with pip (cached; see tests/conformance/trt_bindings.py) and
+The bindings wheels are downloaded with pip (cached; see tests/helpers/conformance/trt_bindings.py) and
 imported in a subprocess with empty stand-ins for the TensorRT libraries, which is enough to read
 every class, method signature and enum value. The test skips only when the wheels cannot be
 downloaded or gcc is missing.
@@ -541,7 +541,7 @@ def _unguarded(names) -> list[str]:
 def test_rtx_lacks_only_guarded_uses(rtx_api):
     """Each RTX_LACKS name is really absent from TensorRT-RTX, and every use of it in trtbuild sits
     after a refusal for TensorRT-RTX in the same function (so no TensorRT-RTX path reaches it;
-    tests/test_involution_composed.py runs those refusals)."""
+    tests/layers/test_involution_composed.py runs those refusals)."""
     rtx_names = _all_names(rtx_api)
     for name, reason in RTX_LACKS.items():
         assert name not in rtx_names, f"TensorRT-RTX now has {name}; drop it from RTX_LACKS ({reason})"

@@ -7,11 +7,10 @@ another type, a tensor, an object); the outcome class (TypeError or not) must be
 same is done for the methods of Builder, IBuilderConfig, IOptimizationProfile, ITimingCache, ILayer,
 ITensor and Logger that take arguments.
 
-Before this (git bae239b), the reference converted anything it could: `add_activation(x, 0)` was a RELU,
-`add_input('y', 1, (1,))` a FLOAT input, `add_lrn(x, 3.0, ...)` a window of 3, `add_pooling_nd(x, type,
-2)` a 1-D window, `add_reduce(x, op, 2, "no")` kept dims; a builder passing an int for an enum worked on
-the reference and failed for users of TensorRT. It differed from TensorRT-RTX in 1,242 of the 1,938 cases
-below (`cd <old checkout> && PYTHONPATH=. python -m pytest -q -s <this file>` prints the count)."""
+Why it matters: a reference that converts anything it can (`add_activation(x, 0)` as a RELU, `add_input('y',
+1, (1,))` as a FLOAT input, `add_lrn(x, 3.0, ...)` as a window of 3, `add_pooling_nd(x, type, 2)` as a 1-D
+window, `add_reduce(x, op, 2, "no")` keeping dims) lets a builder that passes an int for an enum work on the
+reference and fail for users of TensorRT."""
 
 from __future__ import annotations
 

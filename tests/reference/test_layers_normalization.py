@@ -133,11 +133,11 @@ def test_group_norm_rejects_groups_not_dividing_channels(refnet):
     assert any("gn_groups" in m and "num_groups" in m for m in refnet.logger.errors), refnet.logger.errors
 
 
-# -- rules found by the TensorRT-RTX sweep (tests/test_rtx_sweep.py) ----------------------------------
+# -- rules found by the TensorRT-RTX sweep (tests/reference/test_rtx_sweep.py) ----------------------------------
 def test_scale_and_bias_of_different_shapes_are_refused(refnet):
     """Stricter than TensorRT-RTX 1.7 (which broadcasts each), as TensorRT documents: add_normalization
     "The shape of scale and bias must be the same, and must have the same rank and be unidirectionally
-    broadcastable to the shape of input." (tests/twin.py REFERENCE_STRICTER)."""
+    broadcastable to the shape of input." (tests/helpers/twin.py REFERENCE_STRICTER)."""
     layer = refnet.network.add_normalization_v2(refnet.input("x", (1, 5, 6)), refnet.input("s", (1, 5, 1)),
                                                 refnet.input("b", (1, 1, 1)), 0b11)
     with pytest.raises(trt.NetworkError, match=r"The shape of scale and bias must be the same"):

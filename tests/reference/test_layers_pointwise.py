@@ -77,7 +77,7 @@ def test_add_scale_channel_axis_is_c_of_nchw(refnet):
 
 def test_scale_rejects_rank_below_three(refnet):
     """Stricter than TensorRT-RTX 1.7 (which accepts ranks 1 and 2), as TensorRT documents: IScaleLayer
-    "The input tensor for this layer is required to have a minimum of 3 dimensions." (tests/twin.py
+    "The input tensor for this layer is required to have a minimum of 3 dimensions." (tests/helpers/twin.py
     REFERENCE_STRICTER lets the twin accept this one rejection)."""
     t = refnet.input("flat_input", (4, 5))
     with pytest.raises(trt.NetworkError, match=r"(?s)Scale.*rank.*flat_input"):

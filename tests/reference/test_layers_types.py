@@ -1,7 +1,7 @@
-"""Type rules of the reference backend found by the TensorRT-RTX sweep (tests/test_rtx_sweep.py).
+"""Type rules of the reference backend found by the TensorRT-RTX sweep (tests/reference/test_rtx_sweep.py).
 
-Each test states one rule; the `refnet` fixture twins it on TensorRT-RTX (tests/twin.py), so every
-rejection here is also TensorRT-RTX's, except the documented ones ("stricter", tests/twin.py
+Each test states one rule; the `refnet` fixture twins it on TensorRT-RTX (tests/helpers/twin.py), so every
+rejection here is also TensorRT-RTX's, except the documented ones ("stricter", tests/helpers/twin.py
 REFERENCE_STRICTER), whose TensorRT documentation line the test quotes.
 """
 
@@ -63,7 +63,7 @@ def test_elementwise_pow_of_int8_is_rejected(refnet):
 
 @pytest.mark.parametrize("dtype", [trt.int32, trt.int64])
 def test_integer_division_by_zero_gives_zero(refnet, dtype):
-    """Undefined in TensorRT; the reference's engine gives 0 there instead of failing (it used to raise
+    """Undefined in TensorRT; the reference's engine gives 0 there instead of failing (no
     ZeroDivisionError). Elsewhere DIV truncates and FLOOR_DIV floors."""
     a, b = refnet.input("a", (1, 4), dtype), refnet.input("b", (1, 4), dtype)
     div = refnet.network.add_elementwise(a, b, E.DIV).get_output(0)
@@ -86,7 +86,7 @@ def test_unary_abs_neg_sign_reject_bool_and_uint8(refnet, op, dtype):
 def test_int8_into_float_layers_is_refused(refnet, make):
     """Stricter than TensorRT-RTX 1.7, which computes some of these on INT8 directly. TensorRT's
     DataType.INT8: "Signed 8-bit integer representing a quantized floating-point value." Its scale
-    comes from a Q/DQ pair, which the reference does not implement (tests/twin.py REFERENCE_STRICTER)."""
+    comes from a Q/DQ pair, which the reference does not implement (tests/helpers/twin.py REFERENCE_STRICTER)."""
     x = refnet.input("x", (1, 2, 4, 4), trt.int8)
     n = refnet.network
     add = {"activation": lambda: n.add_activation(x, trt.ActivationType.LEAKY_RELU),
@@ -144,7 +144,7 @@ def test_quantized_network_inputs_are_refused(dtype):
     """Stricter than TensorRT-RTX 1.7 for INT4 (which it passes through a shuffle), as TensorRT documents
     DataType.INT4: "Signed 4-bit integer representing a quantized floating-point value." (only Q/DQ
     layers interpret it; the reference has none, nor storage for 4-bit types). Not twinned: the twin
-    harness cannot replay add_input refusals (tests/test_rtx_sweep.py checks RTX's side)."""
+    harness cannot replay add_input refusals (tests/reference/test_rtx_sweep.py checks RTX's side)."""
     from helpers.refnet import RefNet
 
     with pytest.raises(trt.NetworkError, match=r"only Q/DQ layers interpret"):
@@ -154,14 +154,14 @@ def test_quantized_network_inputs_are_refused(dtype):
 # -- constants --------------------------------------------------------------------------------------------
 def test_constant_rejects_uint8_weights(refnet):
     """(INT8 weights make a quantized constant, refused at build unless it feeds dequantize layers
-    only, as TensorRT-RTX does: tests/test_rtx_qdq.py.)"""
+    only, as TensorRT-RTX does: tests/reference/test_quantize.py.)"""
     with pytest.raises(trt.NetworkError, match="UINT8 weights"):
         refnet.network.add_constant((4,), np.arange(4, dtype=np.uint8))
 
 
 def test_constant_rejects_bool_weights(refnet):
     """Stricter than TensorRT-RTX 1.7 (which builds BOOL constants), as TensorRT documents:
-    IConstantLayer "Note: This layer does not support boolean and uint8 types." (tests/twin.py
+    IConstantLayer "Note: This layer does not support boolean and uint8 types." (tests/helpers/twin.py
     REFERENCE_STRICTER)."""
     with pytest.raises(trt.NetworkError, match=r"does not support boolean and uint8 types"):
         refnet.network.add_constant((2,), np.array([True, False]))

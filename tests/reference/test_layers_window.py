@@ -1,6 +1,6 @@
 """Convolution, deconvolution, pooling, padding and LRN rules found by the TensorRT-RTX sweep
-(tests/test_rtx_sweep.py): output sizes at the edges, leading batch dims, what TensorRT-RTX's builder
-cannot build. The `refnet` fixture twins every test on TensorRT-RTX (tests/twin.py)."""
+(tests/reference/test_rtx_sweep.py): output sizes at the edges, leading batch dims, what TensorRT-RTX's builder
+cannot build. The `refnet` fixture twins every test on TensorRT-RTX (tests/helpers/twin.py)."""
 
 from __future__ import annotations
 
@@ -183,7 +183,7 @@ def test_padding_of_int8_moves_the_values(refnet):
 # -- LRN -----------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("dtype", [trt.float16, trt.bfloat16])
 def test_lrn_takes_half_and_bf16(refnet, dtype):
-    """TensorRT-RTX builds LRN in HALF and BF16 (it used to be FLOAT only here): computed in FLOAT and
+    """TensorRT-RTX builds LRN in HALF and BF16 (not FLOAT only): computed in FLOAT and
     rounded, y = x / (k + alpha / n * sum of x^2 over the n channels around) ^ beta."""
     torch_type = torch.float16 if dtype == trt.float16 else torch.bfloat16
     x = randn(1, 5, 2, 3).to(torch_type)

@@ -2,7 +2,7 @@
 reference's values against hand-computed ones.
 
 Each probe is built by the same `build(trt, network)` on trtbuild.reference and on tensorrt_rtx
-(tests/rtx_sweep_runner.py): both must agree on acceptance and on every output's shape and dtype,
+(tests/helpers/rtx_sweep_runner.py): both must agree on acceptance and on every output's shape and dtype,
 except the documented reference-stricter entries (QDQ_STRICTER), each of which TensorRT-RTX really
 builds (test_stricter_entries_are_accepted_by_tensorrt_rtx). TensorRT-RTX compiles FP8 only for
 sm89 and newer ("Cannot compile for target(s) sm86, because the model contains HW-specific

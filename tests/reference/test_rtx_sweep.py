@@ -1,26 +1,25 @@
 """Seeded random differential sweep of single-layer constructions: the reference vs TensorRT-RTX.
 
-Every case (tests/rtx_sweep.py, rtx_sweep_shape.py, rtx_sweep_tables.py) is one layer, or a constant
+Every case (tests/helpers/rtx_sweep.py, rtx_sweep_shape.py, rtx_sweep_tables.py) is one layer, or a constant
 with an identity/shuffle after it, built by the same `build(trt, network)` on trtbuild.reference and
-on NVIDIA's tensorrt_rtx (tests/rtx_sweep_runner.py). The expected behaviour is TensorRT-RTX's:
+on NVIDIA's tensorrt_rtx (tests/helpers/rtx_sweep_runner.py). The expected behaviour is TensorRT-RTX's:
 
 - the reference must never accept what TensorRT-RTX rejects (accept: no error at definition, every
   output's shape and dtype readable, and a plan from build_serialized_network);
 - where both accept, every output's shape and dtype (by name) must be equal; the reference's engine
   is also run at the profile's opt shapes and must produce exactly those shapes and dtypes;
 - where the reference rejects and TensorRT-RTX accepts, the reference's message must match an entry
-  of SWEEP_STRICTER (tests/twin.py's REFERENCE_STRICTER plus the INT4-input entry below), each quoting
+  of SWEEP_STRICTER (tests/helpers/twin.py's REFERENCE_STRICTER plus the INT4-input entry below), each quoting
   the TensorRT 10/11 documentation that forbids the construction.
 
 About a fifth of the random cases have a dynamic batch (input dim 0 = -1, built with an
 optimization profile min 1 / opt 2 / max 3); the dtype tables cover every (operation, input type)
 cell of every layer type on a rank-4 input, and the cast cases every (input type, target type) pair.
 
-Counts of the default run (seed 0; printed at the end of `python -m pytest tests/test_rtx_sweep.py`):
+Counts of the default run (seed 0; printed at the end of `python -m pytest tests/reference/test_rtx_sweep.py`):
 4,875 cases (811 with a dynamic batch): 2,829 both accept, 1,955 both reject, 91 documented
-reference-stricter, 0 differences; about 25 s on 2 cores. The reference as it was before this sweep
-(git 3582416) differed from TensorRT-RTX in 711 of these cases. `-m slow` sweeps four more seeds at
-three times the size (48,960 cases, 0 differences, about 5 minutes).
+reference-stricter, 0 differences; about 25 s on 2 cores. `-m slow` sweeps four more seeds at three
+times the size (48,960 cases, 0 differences, about 5 minutes).
 """
 
 from __future__ import annotations
@@ -50,7 +49,7 @@ FAMILIES = {
 }
 SEED = 0
 
-#: INT4 network inputs: tests/twin.py cannot express this example (it twins layers, not add_input)
+#: INT4 network inputs: tests/helpers/twin.py cannot express this example (it twins layers, not add_input)
 INT4_INPUT = Stricter(
     r"only Q/DQ layers interpret",
     'DataType.INT4: "Signed 4-bit integer representing a quantized floating-point value." (TensorRT 10 and 11); '

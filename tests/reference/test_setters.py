@@ -1,10 +1,10 @@
 """Layer attributes take what TensorRT's bindings take, and refuse the rest with a TypeError.
 
 The same value is set on the same attribute of a reference layer and a TensorRT-RTX 1.7 layer; both must
-end alike (the value read back, or a TypeError). Before this, the reference converted anything it could:
-Dims((2.5, 0)) became (2, 0), `type = 1` became ActivationType.SIGMOID, `average_count_excludes_padding =
-None` stored None and "x" stored True, and `pre_padding = 1` became (1,): a builder computing `size / 2`
-worked on the reference and failed with TensorRT (found by mutation testing the LRN builder, issue 15)."""
+end alike (the value read back, or a TypeError). A reference that converts anything it can (Dims((2.5, 0))
+as (2, 0), `type = 1` as ActivationType.SIGMOID, `average_count_excludes_padding = None` stored as None and
+"x" as True, `pre_padding = 1` as (1,)) lets a builder computing `size / 2` work on the reference and fail
+with TensorRT."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The twin harness (tests/twin.py) itself: planted differences between the reference and
+"""The twin harness (tests/helpers/twin.py) itself: planted differences between the reference and
 TensorRT-RTX must fail, and documented "reference stricter" rejections must pass.
 
 Each difference is planted by wrapping the reference's shape/type inference (or its activation

@@ -1,5 +1,5 @@
 """trtbuild.serving.python_env: Triton's Python-backend stub runs *this* interpreter (its shared
-libpython first on LD_LIBRARY_PATH), and where it cannot, one sentence says why (issue 14)."""
+libpython first on LD_LIBRARY_PATH), and where it cannot, one sentence says why."""
 
 from __future__ import annotations
 

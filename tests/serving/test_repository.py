@@ -1,6 +1,6 @@
 """`trtbuild export-triton`: the model repository it writes, checked against Triton's own schema
 (tritonclient's model_config_pb2, parsed with protobuf's text_format), its refusals and its
-atomic writes. Serving the repository with a real tritonserver: test_triton_server.py."""
+atomic writes. Serving the repository with a real tritonserver: tests/serving/test_python_backend_server.py."""
 
 from __future__ import annotations
 

@@ -244,8 +244,8 @@ def test_writer_rejects_whitespace_names_when_streaming():
 
 
 def test_reader_refuses_names_the_writer_cannot_write(tmp_path):
-    """Found by the fuzz test: a name holding a non-ASCII-space whitespace character (here \\x1c)
-    used to load but could not be written back."""
+    """A name holding a non-ASCII-space whitespace character (here \\x1c) is refused on reading,
+    because the writer could not write it back (a case the fuzz test finds)."""
     path = tmp_path / "odd.wts"
     path.write_bytes(b"1\na\x1cb 1 3f800000\n")
     with pytest.raises(WeightsError, match=r"line 2: tensor name 'a\\x1cb' contains a whitespace character"):
