@@ -37,6 +37,13 @@ def pytest_make_parametrize_id(config, val, argname):
     return None
 
 
+@pytest.fixture
+def cwd(tmp_path, monkeypatch):
+    """The test's tmp_path, made the working directory (for commands that write relative paths)."""
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
 @pytest.fixture(scope="session")
 def rtx():
     """NVIDIA's TensorRT-RTX module (`tensorrt_rtx`), the real builder that judges the reference.

@@ -11,7 +11,7 @@ import pytest
 
 from trtbuild.cli import main, make_parser
 
-from helpers.cli_run import REF, cwd, run_cli  # noqa: F401 - cwd is a fixture
+from helpers.cli_run import REF, run_cli
 
 
 def test_first_line_names_the_backend(cwd, capsys):

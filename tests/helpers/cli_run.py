@@ -1,19 +1,10 @@
-"""Running the trtbuild CLI in-process from a test: the exit code and what it printed, in a fresh
-working directory."""
+"""Running the trtbuild CLI in-process from a test: the exit code and what it printed."""
 
 from __future__ import annotations
-
-import pytest
 
 from trtbuild.cli import main
 
 REF = ["--backend", "reference"]
-
-
-@pytest.fixture
-def cwd(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    return tmp_path
 
 
 def run_cli(capsys, argv):

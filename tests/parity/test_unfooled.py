@@ -18,7 +18,7 @@ from trtbuild.models import registry
 from trtbuild.parity import check_parity, compare, compare_tensor, layerwise_rows, load_weights_into, make_inputs
 from trtbuild.weights import WeightMap, WeightsError
 
-from helpers.cli_run import REF, cwd, run_cli  # noqa: F401 - cwd is a fixture
+from helpers.cli_run import REF, run_cli
 
 
 # ------------------------------------------------------------------ 1. non-finite outputs
