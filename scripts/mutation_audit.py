@@ -3,10 +3,10 @@
 mutmut (pip install "trtbuild[audit]") changes one operator, constant, argument or condition at a time in
 the modules named, runs the tests named against each change, and counts the changes no test noticed
 ("survived"). String mutations are left out: layer names and messages have tests of their own
-(tests/test_layers_refusals.py, the naming tests) and would flood the list.
+(tests/layers/test_refusals.py, the naming tests) and would flood the list.
 
-    python scripts/mutation_audit.py --modules trtbuild/layers/lrn.py --tests tests/test_layers_lrn.py \
-        tests/test_layers_refusals.py [--children 2]
+    python scripts/mutation_audit.py --modules trtbuild/layers/lrn.py --tests tests/layers/test_lrn.py \
+        tests/layers/test_refusals.py [--children 2]
 
 It works on a copy of the checkout (git archive of HEAD plus uncommitted changes of the named files), so the
 checkout is never touched, and prints the counts and every surviving change as a diff.

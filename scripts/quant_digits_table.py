@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """INT8 / FP8 accuracy on scikit-learn's bundled digits (no download), as a Markdown table.
 
-Trains the small CNN of tests/digits_model.py (seeded, a few seconds on CPU) on a fixed stratified
+Trains the small CNN of tests/helpers/digits_model.py (seeded, a few seconds on CPU) on a fixed stratified
 80/20 split, calibrates it on the training split with each method (max, percentile 99.99, mse,
 entropy), builds the network on the reference backend in fp32 and as an INT8 and an FP8 Q/DQ
 network, and reports per method x precision: top-1 on the 360 held-out images (sklearn's labels),
@@ -29,8 +29,8 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
-from digits_model import (calibrate_model, engine_logits, kept_layers, load_split, mean_cosine, top1,  # noqa: E402
-                          train)
+from helpers.digits_model import (calibrate_model, engine_logits, kept_layers, load_split,  # noqa: E402
+                                  mean_cosine, top1, train)
 from trtbuild.backend import BackendError  # noqa: E402
 from trtbuild.quant import METHODS, parse_keep  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parent))

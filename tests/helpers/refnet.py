@@ -1,0 +1,149 @@
+"""Reference and TensorRT-RTX networks for tests: build a tiny strongly typed network with
+trtbuild.reference and run it the way TensorRT code does (serialize, deserialize, raw addresses,
+execute_async_v3), or build the same network ahead of time with TensorRT-RTX."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import numpy as np
+import pytest
+import torch
+
+import trtbuild.reference as trt
+from trtbuild.reference.runtime import device
+
+STRONGLY_TYPED = 1 << int(trt.NetworkDefinitionCreationFlag.STRONGLY_TYPED)
+
+#: torch dtype of each TensorRT DataType (written out here, not taken from the code under test).
+TORCH_OF = {
+    trt.DataType.FLOAT: torch.float32, trt.DataType.HALF: torch.float16, trt.DataType.BF16: torch.bfloat16,
+    trt.DataType.INT32: torch.int32, trt.DataType.INT64: torch.int64, trt.DataType.BOOL: torch.bool,
+    trt.DataType.INT8: torch.int8, trt.DataType.UINT8: torch.uint8, trt.DataType.FP8: torch.float8_e4m3fn,
+}
+
+
+class CapturingLogger(trt.ILogger):
+    """Keeps every message, so tests can check what TensorRT-style failures logged."""
+
+    def __init__(self):
+        super().__init__()
+        self.messages: list[tuple[int, str]] = []
+
+    def log(self, severity, msg):
+        self.messages.append((int(severity), str(msg)))
+
+    @property
+    def errors(self) -> list[str]:
+        return [m for s, m in self.messages if s <= int(trt.ILogger.ERROR)]
+
+
+def run_plan(plan, feeds: dict, logger: CapturingLogger | None = None) -> dict[str, torch.Tensor]:
+    """Deserialize `plan`, bind `feeds` (name -> tensor, already in the engine's dtype) and the
+    outputs by address, execute, and return the outputs on the CPU."""
+    logger = logger or CapturingLogger()
+    engine = trt.Runtime(logger).deserialize_cuda_engine(plan)
+    assert engine is not None, logger.errors
+    context = engine.create_execution_context()
+    buffers = {}
+    for name, value in feeds.items():
+        buffers[name] = torch.as_tensor(value).to(device()).contiguous()
+        context.set_input_shape(name, tuple(buffers[name].shape))
+        context.set_tensor_address(name, buffers[name].data_ptr())
+    outputs = {}
+    for i in range(engine.num_io_tensors):
+        name = engine.get_tensor_name(i)
+        if engine.get_tensor_mode(name) == trt.TensorIOMode.OUTPUT:
+            outputs[name] = torch.empty(tuple(context.get_tensor_shape(name)),
+                                        dtype=TORCH_OF[engine.get_tensor_dtype(name)], device=device())
+            context.set_tensor_address(name, outputs[name].data_ptr())
+    assert context.execute_async_v3(0)
+    return {k: v.cpu() for k, v in outputs.items()}
+
+
+class RefNet:
+    """A reference network under construction, with build and run helpers."""
+
+    def __init__(self):
+        self.logger = CapturingLogger()
+        self.builder = trt.Builder(self.logger)
+        self.network = self.builder.create_network(STRONGLY_TYPED)
+        self.config = self.builder.create_builder_config()
+
+    def input(self, name: str, shape, dtype=trt.float32):
+        return self.network.add_input(name, dtype, shape)
+
+    def build(self):
+        """build_serialized_network: plan bytes, or None (with an error in self.logger)."""
+        return self.builder.build_serialized_network(self.network, self.config)
+
+    def run(self, feeds: dict, **outputs) -> dict[str, torch.Tensor]:
+        """Name and mark each `outputs` tensor (keyword = output name), build and run."""
+        for name, tensor in outputs.items():
+            tensor.name = name
+            self.network.mark_output(tensor)
+        plan = self.build()
+        assert plan is not None, f"build failed: {self.logger.errors}"
+        return run_plan(plan, feeds, self.logger)
+
+
+def close(actual: torch.Tensor, expected, atol: float = 1e-5, rtol: float = 1e-5, equal_nan: bool = False):
+    """Shapes equal, then torch.testing.assert_close in float64 (`expected`: tensor or array-like)."""
+    expected = torch.as_tensor(np.asarray(expected))
+    assert tuple(actual.shape) == tuple(expected.shape), (tuple(actual.shape), tuple(expected.shape))
+    torch.testing.assert_close(actual.double(), expected.double(), atol=atol, rtol=rtol, equal_nan=equal_nan)
+
+
+RTX_IMPORT_ERROR: list[str] = []
+#: whether the `refnet` twin judges against TensorRT-RTX (for marks that only apply then)
+RTX_INSTALLED = importlib.util.find_spec("tensorrt_rtx") is not None
+
+
+def import_rtx():
+    """`tensorrt_rtx`, or None where it does not import (the reason in RTX_IMPORT_ERROR); under CI
+    (CI=true) a failed import fails the test instead."""
+    import os
+
+    try:
+        import tensorrt_rtx
+    except Exception as e:  # ImportError, or OSError from its libraries
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            pytest.fail(f"CI must run the TensorRT-RTX cross-check, but `import tensorrt_rtx` failed: {e}")
+        RTX_IMPORT_ERROR[:] = [f"`import tensorrt_rtx` failed: {e}"]
+        return None
+    return tensorrt_rtx
+
+
+class RtxNet:
+    """A TensorRT-RTX strongly typed network under construction, built ahead of time for sm86 with
+    no GPU; the counterpart of RefNet. `build()` returns the serialized engine or None, with
+    TensorRT-RTX's error messages in `self.errors`."""
+
+    def __init__(self, rtx_module, targets=("8.6",)):
+        from trtbuild.engine.build import new_network
+        from trtbuild.engine.rtx import set_targets
+
+        self.trt = rtx_module
+        self.builder, self.network, self.logger = new_network(rtx_module)
+        self.config = self.builder.create_builder_config()
+        set_targets(rtx_module, self.config, targets)
+
+    @property
+    def errors(self) -> str:
+        return self.logger.error_text()
+
+    def build(self):
+        self.logger.clear()
+        return self.builder.build_serialized_network(self.network, self.config)
+
+
+# -- rules found by the TensorRT-RTX sweep (tests/reference/test_rtx_sweep.py) ----------------------------------
+def add_profile(refnet, shapes: dict):
+    """One optimization profile {input: (min, opt, max)} on the reference network's config and, when
+    `refnet` is twinned (tests/helpers/twin.py), on TensorRT-RTX's."""
+    for net in [refnet] + ([refnet.rtxnet] if hasattr(refnet, "rtxnet") else []):
+        profile = net.builder.create_optimization_profile()
+        for name, (mn, opt, mx) in shapes.items():
+            profile.set_shape(name, mn, opt, mx)
+        net.config.add_optimization_profile(profile)
+
