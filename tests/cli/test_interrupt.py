@@ -118,7 +118,7 @@ def test_interrupt_between_the_engine_and_sidecar_renames_finishes_the_pair(tmp_
     """A Ctrl-C right after the engine is renamed into place: the sidecar follows, so the pair stays
     consistent (today: a new engine next to the old sidecar)."""
     from trtbuild.engine import read_engine_file, save_engine
-    from trtbuild.weights import atomic
+    from trtbuild.files import atomic
 
     plan_a, plan_b = b"TRTBREF\x01" + b"a" * 64, b"TRTBREF\x01" + b"b" * 64
     path = save_engine(tmp_path / "x.engine", plan_a, {"tensorrt_version": "reference"})

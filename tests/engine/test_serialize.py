@@ -19,7 +19,7 @@ from trtbuild.engine import (BuildError, EngineCompatibilityError, EngineFileErr
                              check_compatible, load_engine, make_sidecar, read_engine_file, save_engine, sha256_bytes,
                              sidecar_path)
 from trtbuild.engine import serialize as ser
-from trtbuild.weights import atomic
+from trtbuild.files import atomic
 
 from helpers.tiny_net import TINY_SHAPE, TinyNet, tiny_define
 
@@ -249,7 +249,7 @@ def test_save_renames_only_after_both_temp_files_are_complete(tmp_path, plan, mo
 
 
 def test_engine_writes_use_the_shared_weights_atomic_writer(tmp_path, monkeypatch):
-    """engine.serialize and parity reports write through trtbuild.weights.atomic (one writer)."""
+    """engine.serialize and parity reports write through trtbuild.files.atomic (one writer)."""
     assert not hasattr(ser, "_write_temp")
 
     def broken_fsync(path):

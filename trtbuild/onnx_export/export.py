@@ -24,7 +24,7 @@ MIN_OPSET, MAX_OPSET = 13, 21
 
 #: Callables `observer(network, model)` that export_onnx calls with every model it returns (after
 #: the checks, before writing). The tests register one that has TensorRT-RTX's ONNX parser read
-#: every export (tests/onnx_rtx.py); see `observe_exports`.
+#: every export (tests/helpers/onnx_rtx.py); see `observe_exports`.
 _OBSERVERS: list = []
 
 

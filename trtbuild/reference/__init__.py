@@ -2,7 +2,7 @@
 
 `import trtbuild.reference as trt` and write the same code as for `import tensorrt as trt`.
 Everything in __all__ has TensorRT's name, parameters and enum values; the conformance test
-(tests/test_api_conformance.py) checks that against NVIDIA's real bindings for 10.16 and 11.4.
+(tests/reference/test_api_conformance.py) checks that against NVIDIA's real bindings for 10.16 and 11.4.
 
 Differences a user may notice (all on the side of being stricter or clearer):
 - a construction TensorRT rejects raises NetworkError at add time (TensorRT logs and returns

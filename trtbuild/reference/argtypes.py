@@ -3,7 +3,7 @@
 `@api_types` on a class wraps each public method whose parameters are annotated with TensorRT's types
 (the annotations are the table: `def add_activation(self, input: ITensor, type: ActivationType)`).
 Before the method body runs, each argument given is checked, and converted as pybind11's casters
-convert it (checked against TensorRT-RTX 1.7.1.116, tests/test_rtx_argtypes.py):
+convert it (checked against TensorRT-RTX 1.7.1.116, tests/reference/test_argtypes.py):
 
 - an enum (ActivationType, DataType, ...) takes only a member of that enum: `1` is refused;
 - `int` takes an integer (bool, numpy integers, objects with __index__ or __int__), never a Python
@@ -18,7 +18,7 @@ convert it (checked against TensorRT-RTX 1.7.1.116, tests/test_rtx_argtypes.py):
 
 Anything else raises TypeError("<Class>.<method>(): incompatible function arguments: <param> must be
 <type>, got <type name>"), as the bindings raise a TypeError. Unannotated parameters are not checked
-(tests/test_rtx_argtypes.py requires an annotation wherever TensorRT-RTX has the method). The check costs a
+(tests/reference/test_argtypes.py requires an annotation wherever TensorRT-RTX has the method). The check costs a
 few microseconds per call.
 """
 

@@ -1,7 +1,7 @@
 """Enums of TensorRT's Python API, with the same member names and integer values.
 
 Values were read from NVIDIA's tensorrt_cu13_bindings 10.16 and 11.4 wheels; the conformance
-test (tests/test_api_conformance.py) checks them against both.
+test (tests/reference/test_api_conformance.py) checks them against both.
 """
 
 from __future__ import annotations

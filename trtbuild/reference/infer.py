@@ -122,7 +122,7 @@ def _matmul_shape(name, p, a, b):
     return out
 
 
-#: the message for a rank < 3 scale (tests/twin.py's REFERENCE_STRICTER matches it: TensorRT-RTX takes rank 1 and 2)
+#: the message for a rank < 3 scale (tests/helpers/twin.py's REFERENCE_STRICTER matches it: TensorRT-RTX takes rank 1 and 2)
 SCALE_RANK = ("IScaleLayer needs rank >= 3 (TensorRT: \"The input tensor for this layer is required to have a "
               "minimum of 3 dimensions\")")
 
@@ -157,11 +157,11 @@ def _scale(name, p, w, x, dt):
     return tuple(out)
 
 
-#: the message for BOOL constants (tests/twin.py's REFERENCE_STRICTER matches it: TensorRT-RTX builds them)
+#: the message for BOOL constants (tests/helpers/twin.py's REFERENCE_STRICTER matches it: TensorRT-RTX builds them)
 CONSTANT_BOOL = ("TensorRT's IConstantLayer: \"This layer does not support boolean and uint8 types\" (make an INT32 "
                  "constant and compare it, or cast it)")
 
-#: the message for scale/bias shapes that differ (tests/twin.py's REFERENCE_STRICTER matches it)
+#: the message for scale/bias shapes that differ (tests/helpers/twin.py's REFERENCE_STRICTER matches it)
 NORM_SAME_SHAPES = "TensorRT: \"The shape of scale and bias must be the same\""
 
 

@@ -16,7 +16,7 @@ from .core import NetworkError
 from .enums import DataType, LayerType, PaddingMode, PoolingType
 
 FLOATS = (DataType.FLOAT, DataType.HALF, DataType.BF16)
-#: the message given for INT8 where the reference needs a float type (tests/twin.py's REFERENCE_STRICTER
+#: the message given for INT8 where the reference needs a float type (tests/helpers/twin.py's REFERENCE_STRICTER
 #: matches it: TensorRT-RTX takes INT8 in some of these layers)
 INT8_QUANTIZED = ("has type INT8, a quantized type (TensorRT: \"Signed 8-bit integer representing a quantized "
                   "floating-point value\", whose scale only a Q/DQ pair gives); the reference computes this layer "

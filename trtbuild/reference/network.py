@@ -41,7 +41,7 @@ _ACTIVATION_DEFAULTS = {
 }
 
 
-#: the message for FP8/INT4/FP4 network inputs (tests/twin.py's REFERENCE_STRICTER matches it: TensorRT-RTX
+#: the message for FP8/INT4/FP4 network inputs (tests/helpers/twin.py's REFERENCE_STRICTER matches it: TensorRT-RTX
 #: takes INT4 inputs into a shuffle)
 QUANTIZED_INPUT = ("holds quantized values that only Q/DQ layers interpret (TensorRT's DataType.INT4: \"Signed 4-bit "
                    "integer representing a quantized floating-point value\"); the reference keeps FP8 only "
@@ -76,7 +76,7 @@ class INetworkDefinition(NetworkDebugMarks):
         self._version += 1
 
     # -- names ------------------------------------------------------------------------------
-    # What TensorRT-RTX 1.7 does, probed (tests/test_rtx_names.py compares both on the same calls):
+    # What TensorRT-RTX 1.7 does, probed (tests/reference/test_names.py compares both on the same calls):
     # - a layer is named "(Unnamed Layer* k) [Type]" from a per-network counter; a name a renamed layer
     #   already has is skipped (the counter moves on, so later layers' numbers shift too);
     # - output i of a layer named L is "L_output" (i = 0) or "L_output (i)"; if any tensor already has

@@ -7,7 +7,7 @@ shape and type inference, and execution (TensorRT 10/11 and TensorRT-RTX semanti
 
 The scale is per tensor (0-D, or one element) or per channel (1-D, as many values as the input
 has along `axis`; axis -1, the last dimension, unless set). The checks are those TensorRT
-documents and TensorRT-RTX 1.7's builder applies (tests/test_rtx_qdq.py judges every probe):
+documents and TensorRT-RTX 1.7's builder applies (tests/reference/test_quantize.py judges every probe):
 a float input and an INT8/FP8 output for a quantize, the reverse for a dequantize, a float scale,
 an axis in range, a per-channel scale of the axis' size. Stricter than TensorRT-RTX, each one
 documented: the scale must be a build-time constant (TensorRT: "The subgraph which terminates

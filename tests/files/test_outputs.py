@@ -1,4 +1,4 @@
-"""trtbuild.weights.outputs: the kind of an existing file, sniffed from files that the real
+"""trtbuild.files.outputs: the kind of an existing file, sniffed from files that the real
 producers wrote (safetensors, torch.save, onnx.save, matplotlib, TensorRT-RTX, the reference), and
 check_outputs' rules."""
 
@@ -15,7 +15,7 @@ from helpers.tiny_net import TINY_SHAPE, TinyNet, tiny_define
 
 import trtbuild.reference as ref
 from trtbuild.engine import build_plan, make_sidecar, save_engine
-from trtbuild.weights.outputs import (
+from trtbuild.files.outputs import (
     CALIBRATION,
     CALIBRATION_FORMAT,
     ENGINE,

@@ -1,5 +1,5 @@
-"""README "Your own model": its exact code blocks run, the Python ones and the CLI commands, so the
-section cannot rot. Files the README says to save ("Save as `net.py`:") are written to a tmp dir;
+"""The docs' "Your own model" page (docs/your-own-model.md): its exact code blocks run, the Python ones and the CLI commands, so the
+section cannot rot. Files the page says to save ("Save as `net.py`:") are written to a tmp dir;
 Python blocks are executed there; each `trtbuild ...` line runs through trtbuild.cli.main in a
 fresh tmp dir (reference backend)."""
 
@@ -14,39 +14,14 @@ import numpy as np
 import pytest
 import torch
 
+from helpers.own_model_page import PAGE, section_blocks
 from trtbuild.cli import main
 from trtbuild.models import registry
 from trtbuild.weights import WeightMap
 
-README = Path(__file__).resolve().parents[1] / "README.md"
-HEADING = "## Your own model"
-FENCE = re.compile(r"^```(\w+)\n(.*?)^```$", re.S | re.M)
-SAVE_AS = re.compile(r"Save as `([^`]+)`:\s*$")
-
-
-def section_blocks():
-    """(files {name: text}, python blocks [text], commands [line]) of the README section, in order."""
-    text = README.read_text()
-    start = text.index(f"\n{HEADING}\n")
-    end = text.find("\n## ", start + 1)
-    section = text[start:end if end >= 0 else len(text)]
-    files, python, commands = {}, [], []
-    for m in FENCE.finditer(section):
-        lang, body = m.group(1), m.group(2)
-        before = section[:m.start()].rstrip("\n").splitlines()[-1]
-        saved = SAVE_AS.search(before)
-        if saved:
-            files[saved.group(1)] = body
-        elif lang == "python":
-            python.append(body)
-        elif lang in ("sh", "bash", "console"):
-            commands += [line.strip() for line in body.splitlines() if line.strip().startswith("trtbuild ")]
-    return files, python, commands
-
-
 @pytest.fixture
 def user_models():
-    """Unregister the models the README's commands registered (origin file/module) afterwards."""
+    """Unregister the models the page's commands registered (origin file/module) afterwards."""
     yield
     for name, origin in list(registry.ORIGINS.items()):
         if origin.startswith(("file ", "module ")):
@@ -54,7 +29,7 @@ def user_models():
 
 
 def _seeded_fc_weight(workdir: Path) -> np.ndarray:
-    """fc.weight of the README's make_model under seed 0, computed here with torch directly."""
+    """fc.weight of the page's make_model under seed 0, computed here with torch directly."""
     namespace: dict = {}
     exec(compile((workdir / "net.py").read_text(), str(workdir / "net.py"), "exec"), namespace)
     torch.manual_seed(0)
@@ -83,7 +58,7 @@ def test_python_blocks_run(tmp_path, monkeypatch, capsys, user_models):
     monkeypatch.delitem(sys.modules, "net", raising=False)
     try:
         for body in python:
-            exec(compile(body, str(README), "exec"), {"__name__": "__readme__"})
+            exec(compile(body, str(PAGE), "exec"), {"__name__": "__readme__"})
     finally:
         sys.modules.pop("net", None)
     out = capsys.readouterr().out
