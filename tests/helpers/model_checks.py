@@ -10,6 +10,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from trtbuild.forward_hooks import CaptureOptions, ForwardCapture
+
 
 def check_fp32(y, ref, what):
     """Assert `y` is float32 with `ref`'s shape and within the fp32 tolerance of `ref`."""
@@ -33,13 +35,10 @@ def check_fp16(y, ref, what):
 def capture_module_outputs(model, module_names, run) -> dict[str, list]:
     """Call `run()` with forward hooks on `model`'s submodules named in `module_names`; return
     {module name: [a detached copy of its output, one per call]} (each name once)."""
-    modules = dict(model.named_modules())
-    captured: dict[str, list] = {name: [] for name in dict.fromkeys(module_names)}
-    hooks = [modules[name].register_forward_hook(lambda m, i, o, key=name: captured[key].append(o.detach().clone()))
-             for name in captured]
-    try:
+    names = list(dict.fromkeys(module_names))
+    with ForwardCapture(model, CaptureOptions(names=names, keep="calls", copy=True)) as capture:
         run()
-    finally:
-        for h in hooks:
-            h.remove()
+    captured: dict[str, list] = {name: [] for name in names}
+    for call in capture.calls:
+        captured[call.name].append(call.output)
     return captured
