@@ -2,7 +2,8 @@
 # Check trtbuild on a GPU machine in one go, in under 8 minutes, and write ONE Markdown report.
 #
 #   scripts/gpu_check.sh [--dry-run] [--report FILE] [--logs FILE] [--wheels DIR] [--python PY]
-#                        [--budget SECONDS] [--arch "90"] [--zoo-precisions fp32,fp16] [--tail LINES]
+#                        [--budget SECONDS] [--arch "90"] [--zoo-precisions fp32,fp16] [--steps REGEX]
+#                        [--tail LINES] [--keep-work]
 #
 # Steps (each time-boxed and logged; one failing stops no other, except a step that needs another's output):
 #   env                GPU properties, torch/CUDA versions, a measured device-to-device copy bandwidth
@@ -29,6 +30,8 @@
 #   --budget SECONDS   stop starting steps after this long (default 450); each step's time-out is cut to fit
 #   --arch LIST        SM numbers for nvcc (default: the GPU's, e.g. "90"; "80 90" without a GPU)
 #   --zoo-precisions   precisions of the zoo parity runs (default fp32,fp16; fp32 ones first)
+#   --steps REGEX      run only the steps whose name matches this extended regex, e.g. 'rtx|zoo_resnet18'
+#                      (the others are reported as not selected); a step's inputs must be selected too
 #   --tail LINES       lines of each step's output in the report (default 40)
 #   --keep-work        keep the temporary work folder (builds, weights, logs) and print where it is
 #
@@ -61,6 +64,7 @@ arch=""
 zoo_precisions="fp32,fp16"
 tail_lines=40
 keep_work=0
+steps_re=""
 
 usage_error() { echo "$prog: $1 (see --help)" >&2; exit 2; }
 need_value() { [[ $# -ge 2 && -n "$2" ]] || usage_error "$1 needs a value"; }
@@ -75,6 +79,7 @@ while [[ $# -gt 0 ]]; do
     --arch) need_value "$@"; arch="$2"; shift 2 ;;
     --zoo-precisions) need_value "$@"; zoo_precisions="$2"; shift 2 ;;
     --tail) need_value "$@"; tail_lines="$2"; shift 2 ;;
+    --steps) need_value "$@"; steps_re="$2"; shift 2 ;;
     --keep-work) keep_work=1; shift ;;
     -h|--help) sed -n '2,/^set -uo pipefail/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) usage_error "unknown argument '$1'" ;;
@@ -240,7 +245,7 @@ write_report() {
     echo "| step | status | exit code | seconds |"
     echo "| --- | --- | --- | --- |"
     for i in "${!names[@]}"; do
-      echo "| ${names[$i]} | ${statuses[$i]} | ${rcs[$i]} | ${durations[$i]} |"
+      echo "| ${names[$i]} | ${statuses[$i]//|/\\|} | ${rcs[$i]} | ${durations[$i]} |"
     done
     for i in "${!names[@]}"; do
       echo
@@ -271,6 +276,8 @@ record() {  # record NAME COMMAND STATUS RC SECONDS KEYS TAIL
   write_report
 }
 
+selected() { [[ -z "$steps_re" || "$1" =~ $steps_re ]]; }
+
 dry_status() {
   if [[ $has_gpu -eq 0 ]]; then echo "not run: no GPU (dry run: command printed only)"; else echo "not run: dry run"; fi
 }
@@ -280,6 +287,10 @@ dry_status() {
 step() {
   local name="$1" limit="$2" needs="$3" keyre="$4" cmd="$5" log left rc start secs status
   echo "[gpu_check] $name: $cmd"
+  if ! selected "$name"; then
+    record "$name" "$cmd" "not run: not selected (--steps '$steps_re')" - - "" ""
+    return
+  fi
   if [[ $dry_run -eq 1 ]]; then
     record "$name" "$cmd" "$(dry_status)" - - "" ""
     return
@@ -317,7 +328,9 @@ step() {
 # skip NAME NEEDS COMMAND REASON: a step that cannot run, for REASON (NEEDS as in step)
 skip() {
   echo "[gpu_check] $1: $3"
-  if [[ $dry_run -eq 1 ]]; then
+  if ! selected "$1"; then
+    record "$1" "$3" "not run: not selected (--steps '$steps_re')" - - "" ""
+  elif [[ $dry_run -eq 1 ]]; then
     record "$1" "$3" "$(dry_status); would be skipped: $4" - - "" ""
   elif [[ "$2" == gpu && $has_gpu -eq 0 ]]; then
     record "$1" "$3" "not run: no GPU visible to PyTorch" - - "" ""
@@ -356,7 +369,7 @@ fi
 step torch_extension 300 gpu '^key: ' "$steps_py extension"
 
 pytest_cmd="cd $(q "$here") && PYTHONPATH=$(q "$here/scripts"):\$PYTHONPATH $(q "$py") -m pytest -m gpu \
--p gpu_check_steps -p no:cacheprovider -q -rfEs --continue-on-collection-errors -o faulthandler_timeout=120"
+-p gpu_check_steps -p no:cacheprovider -rfEs --continue-on-collection-errors -o faulthandler_timeout=120"
 if [[ ${#gpu_test_files[@]} -gt 0 ]]; then
   step pytest_gpu 300 gpu '^=+ .* in [0-9.]+s|^[0-9]+ (passed|failed|error)|^TF32 off|^(FAILED|ERROR) ' \
     "$pytest_cmd ${gpu_test_files[*]}"
@@ -398,8 +411,9 @@ if [[ ${#models[@]} -eq 0 ]]; then
   skip zoo gpu "$(q "$py") -m trtbuild models" "the zoo's model list could not be read (see Prerequisites)"
 fi
 for m in "${models[@]}"; do zoo_step "$m" "${precisions[0]}"; done
-rtx_step rtx_parity 180 '^backend: |^parity: |^result: |^logits |^trtbuild: error' "cd $(q "$work_path/rtx") && $rtx_env $(q "$py") \
--m trtbuild parity resnet18 --small --backend tensorrt-rtx --target current"
+rtx_step rtx_parity 180 '^backend: |^parity: |^result: |^logits |^trtbuild: error' \
+  "cd $(q "$work_path/rtx") && $rtx_env $(q "$py") -m trtbuild parity resnet18 --small --backend tensorrt-rtx \
+--target current"
 for p in "${precisions[@]:1}"; do
   for m in "${models[@]}"; do zoo_step "$m" "$p"; done
 done

@@ -154,14 +154,17 @@ def test_bad_arguments_exit_2_and_help_exits_0(tmp_path):
 def test_run_without_gpu_records_each_step_and_removes_its_work_folder(tmp_path):
     """Not a dry run, with no time budget: nothing is started, every step says why, the work folder goes."""
     out = tmp_path / "out"
-    result = run_script("--budget", "0", tmp_path=tmp_path, env_extra={"OUT": str(out)})
+    selection = "env|kernels|trt_plugin|torch_extension|pytest_gpu|bench_fp32|rtx|zoo"  # all but bench_fp16
+    result = run_script("--budget", "0", "--steps", selection, tmp_path=tmp_path, env_extra={"OUT": str(out)})
     assert result.returncode == 0, result.stdout + result.stderr
     text = (out / "gpu_check_report.md").read_text()
     statuses = {name: re.search(r"^- status: (.*)$", body, re.M).group(1) for name, body in sections(text).items()
                 if name in STEP_COMMANDS or name.startswith("zoo_")}
     assert set(STEP_COMMANDS) <= set(statuses)
-    gpu_steps = ["env", "kernels_selftest", "torch_extension", "pytest_gpu", "bench_fp32", "bench_fp16", "rtx_current",
-                 "rtx_parity"] + [f"zoo_{m}_fp32" for m in zoo_models()]
+    assert statuses.pop("bench_fp16") == f"not run: not selected (--steps '{selection}')"
+    assert f"| bench_fp16 | not run: not selected (--steps '{selection.replace('|', chr(92) + '|')}') |" in text
+    gpu_steps = ["env", "kernels_selftest", "torch_extension", "pytest_gpu", "bench_fp32", "rtx_current", "rtx_parity"]
+    gpu_steps += [f"zoo_{m}_fp32" for m in zoo_models()]
     for name in gpu_steps:
         expected = "not run: time budget spent" if torch.cuda.is_available() else "not run: no GPU visible to PyTorch"
         assert statuses[name].startswith(expected) or statuses[name].startswith("skipped: "), (name, statuses[name])
