@@ -24,8 +24,9 @@
 #                      else ./gpu_check_report.md)
 #   --logs FILE        also write every step's whole log as a .tar.gz (default: $OUT/gpu_check_logs.tar.gz
 #                      where $OUT is set, else none)
-#   --wheels DIR       local TensorRT-RTX files: tensorrt_rtx*.whl and/or a tensorrt_rtx*.tar.xz made by
-#                      `scripts/gpu_check_steps.py pack-rtx` (default: $TRTBUILD_WHEELS, else the repository's .whl)
+#   --wheels DIR       local TensorRT-RTX files: tensorrt_rtx*.whl and/or a tensorrt_rtx*.tar.xz (or its .partN
+#                      files) made by `scripts/gpu_check_steps.py pack-rtx` (default: $TRTBUILD_WHEELS, else the
+#                      repository's .whl)
 #   --python PY        the Python holding PyTorch (default: $PYTHON, else python3)
 #   --budget SECONDS   stop starting steps after this long (default 450); each step's time-out is cut to fit
 #   --arch LIST        SM numbers for nvcc (default: the GPU's, e.g. "90"; "80 90" without a GPU)
@@ -40,15 +41,19 @@
 # the end; nothing is written into the repository. Exit code: 0 when no step failed (or --dry-run),
 # 1 when a step failed or timed out, 2 for bad arguments or a report that cannot be written.
 #
-# Bringing TensorRT-RTX (the GPU machines have no TensorRT and no package index): its libs wheel holds
-# libtensorrt_rtx.so.1 (234 MB unpacked, about 90 MB zip-compressed), over the 64 MiB a device call carries,
-# so repack it on a machine with pip (the GPU machine's Python is 3.12):
+# Bringing TensorRT-RTX (the GPU machines have no TensorRT and no package index): the libs wheel is 95 MB
+# (libtensorrt_rtx.so.1 is 234 MB unpacked), over the 64 MiB a device call carries, working tree included.
+# Repack both wheels (the GPU machine's Python is 3.12) into one xz archive of about 61 MiB, on a machine with pip:
 #   python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
 #       --platform manylinux_2_28_x86_64 -d /tmp/rtx tensorrt-rtx-cu13-bindings==1.7.1.116 \
 #       tensorrt-rtx-cu13-libs==1.7.1.116
 #   echo /.whl/ >> .git/info/exclude
 #   python3 scripts/gpu_check_steps.py pack-rtx /tmp/rtx/*.whl --out .whl/tensorrt_rtx_site.tar.xz
-# then name ".whl" in the call's carry. Without it the rtx steps are skipped, saying so.
+# (several minutes; it prints whether archive and working tree fit in one call) and name ".whl" in the call's
+# carry. If they do not fit, add --split-mib 40, carry the parts in two calls made back to back (the machine
+# stays warm only briefly): the first copies its part to a folder outside the tree (mkdir -p /tmp/rtx &&
+# cp .whl/* /tmp/rtx/), the second copies the other part there too and runs this script with --wheels /tmp/rtx.
+# Without TensorRT-RTX files the rtx steps are skipped, saying so.
 set -uo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -143,7 +148,7 @@ for d in "${TRT_ROOT:-}/include" /usr/include/x86_64-linux-gnu /usr/include/aarc
   if [[ -f "$d/NvInferRuntime.h" ]]; then trt_inc="$d"; break; fi
 done
 shopt -s nullglob
-rtx_files=("$wheels"/tensorrt_rtx*.whl "$wheels"/tensorrt_rtx*.tar.xz)
+rtx_files=("$wheels"/tensorrt_rtx*.whl "$wheels"/tensorrt_rtx*.tar.xz "$wheels"/tensorrt_rtx*.tar.xz.part*)
 shopt -u nullglob
 mapfile -t gpu_test_files < <(cd "$here" && grep -rlE 'mark\.gpu\b' tests --include='*.py' 2>/dev/null | sort)
 
@@ -188,7 +193,7 @@ if [[ ${#rtx_files[@]} -gt 0 ]]; then
   check "TensorRT-RTX files in $wheels" 0 "$(for f in "${rtx_files[@]}"; do
     printf '%s (%s) ' "$(basename "$f")" "$(du -h "$f" | cut -f1)"; done)"
 else
-  check "TensorRT-RTX files in $wheels" 1 "none (tensorrt_rtx*.whl or tensorrt_rtx*.tar.xz; see --help)"
+  check "TensorRT-RTX files in $wheels" 1 "none (tensorrt_rtx*.whl, tensorrt_rtx*.tar.xz[.partN]; see --help)"
 fi
 if [[ -n "$trt_inc" ]]; then
   check "TensorRT headers" 0 "$trt_inc"
@@ -387,8 +392,8 @@ install_cmd="$steps_py rtx-install --wheels $(q "$wheels") --target $(q "$rtx_si
 if [[ ${#rtx_files[@]} -gt 0 ]]; then
   step rtx_install 150 - '^key: ' "$install_cmd"
 else
-  skip rtx_install - "$install_cmd" "no TensorRT-RTX files (tensorrt_rtx*.whl, tensorrt_rtx*.tar.xz) in $wheels; \
-see --help for how to bring them"
+  skip rtx_install - "$install_cmd" "no TensorRT-RTX files (tensorrt_rtx*.whl, \
+tensorrt_rtx*.tar.xz[.partN]) in $wheels; see --help for how to bring them"
 fi
 rtx_ready=0
 if [[ "${statuses[-1]}" == passed ]]; then rtx_ready=1; fi

@@ -31,8 +31,8 @@ import zipfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-#: libraries of the TensorRT-RTX wheels that building and running an engine does not need
-PACK_DROP = ("libtensorrt_onnxparser_rtx",)
+#: pack-rtx's largest xz dictionary: the size of libtensorrt_rtx.so.1 (234 MB) rounded up
+PACK_DICT_MAX = 256 << 20
 #: the device tool's limit on what travels with a call (working tree and carried paths together)
 CARRY_LIMIT = 64 << 20
 
@@ -189,10 +189,27 @@ def cmd_rtx_install(args) -> int:
     target = Path(args.target)
     whl = sorted(wheels.glob("tensorrt_rtx*.whl"))
     packs = sorted(wheels.glob("tensorrt_rtx*.tar.xz"))
-    if not whl and not packs:
-        key(f"no TensorRT-RTX wheels (tensorrt_rtx*.whl) or pack-rtx archive (tensorrt_rtx*.tar.xz) in {wheels}")
+    split = {}
+    for part in wheels.glob("tensorrt_rtx*.tar.xz.part*"):
+        name, _, number = part.name.rpartition(".part")
+        if number.isdigit():
+            split.setdefault(name, []).append((int(number), part))
+    if not whl and not packs and not split:
+        key(f"no TensorRT-RTX wheels (tensorrt_rtx*.whl) or pack-rtx archive (tensorrt_rtx*.tar.xz[.partN]) "
+            f"in {wheels}")
         return 1
     target.mkdir(parents=True, exist_ok=True)
+    for name, parts in sorted(split.items()):
+        numbers = sorted(n for n, _ in parts)
+        if numbers != list(range(len(numbers))):
+            key(f"the parts of {name} are incomplete: found part numbers {numbers}")
+            return 1
+        joined = target / name
+        with open(joined, "wb") as out:
+            for _, part in sorted(parts):
+                out.write(part.read_bytes())
+        key(f"joined {len(parts)} parts into {name}")
+        packs.append(joined)
     for pack in packs:
         with tarfile.open(pack) as tar:
             if hasattr(tarfile, "data_filter"):  # Python >= 3.12 (and security backports)
@@ -200,6 +217,8 @@ def cmd_rtx_install(args) -> int:
             else:
                 tar.extractall(target)
         key(f"unpacked {pack.name} ({pack.stat().st_size / 2**20:.1f} MiB)")
+        if pack.parent == target:
+            pack.unlink()
     if whl:
         cmd = [sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--no-compile",
                "--disable-pip-version-check", "--target", str(target), *map(str, whl)]
@@ -314,27 +333,25 @@ def cmd_rtx_current(args) -> int:
 
 
 def cmd_pack_rtx(args) -> int:
-    """Repack TensorRT-RTX wheels into one xz archive small enough to carry to a device machine.
+    """Repack the TensorRT-RTX wheels into one xz archive small enough to carry to a device machine.
 
-    The libs wheel (libtensorrt_rtx.so.1, 234 MB unpacked) is about 90 MB as a wheel, over the
-    64 MiB a device call carries; xz with the x86 filter and a large dictionary shrinks it further.
-    The ONNX parser library is left out (building and running an engine does not use it)."""
+    The libs wheel (libtensorrt_rtx.so.1, 234 MB unpacked) is 95 MB, over the 64 MiB a device call
+    carries; xz with the x86 filter and a dictionary as large as the library brings both wheels to
+    about 61 MiB. Every file is kept: the bindings load the ONNX parser library too. With --split-mib
+    the archive is cut into parts (NAME.part0, NAME.part1, ...) to carry in separate calls."""
     import lzma
 
     out = Path(args.out)
     members = []
     for wheel in map(Path, args.wheels):
         with zipfile.ZipFile(wheel) as zf:
-            for info in zf.infolist():
-                if info.is_dir() or any(d in Path(info.filename).name for d in PACK_DROP):
-                    continue
-                members.append((info.filename, zf.read(info)))
+            members += [(info.filename, zf.read(info)) for info in zf.infolist() if not info.is_dir()]
         print(f"read {wheel.name}", flush=True)
     out.parent.mkdir(parents=True, exist_ok=True)
-    # A dictionary as large as the input (up to 192 MiB) lets xz find repeats across the whole library.
+    # A dictionary as large as the input lets xz find repeats across the whole library.
     total = sum(len(data) for _, data in members)
     filters = [{"id": lzma.FILTER_X86}, {"id": lzma.FILTER_LZMA2, "preset": 9 | lzma.PRESET_EXTREME,
-                                          "dict_size": max(1 << 20, min(192 << 20, total))}]
+                                          "dict_size": max(1 << 20, min(PACK_DICT_MAX, total))}]
     start = time.perf_counter()
     with lzma.open(out, "wb", format=lzma.FORMAT_XZ, filters=filters) as xz, tarfile.open(fileobj=xz, mode="w") as tar:
         for name, data in members:
@@ -342,10 +359,33 @@ def cmd_pack_rtx(args) -> int:
             info.size, info.mode = len(data), 0o755 if ".so" in name else 0o644
             tar.addfile(info, io.BytesIO(data))
     size = out.stat().st_size
-    print(f"wrote {out}: {size / 2**20:.1f} MiB in {time.perf_counter() - start:.0f} s "
-          f"({'fits' if size < CARRY_LIMIT else 'does NOT fit'} the 64 MiB a device call carries, "
-          "working tree included)")
+    tree = _working_tree_bytes(exclude=out)
+    print(f"wrote {out}: {size / 2**20:.1f} MiB in {time.perf_counter() - start:.0f} s")
+    if tree is not None:
+        fits = size + tree <= CARRY_LIMIT
+        print(f"with the working tree ({tree / 2**20:.1f} MiB) a call would carry {(size + tree) / 2**20:.1f} MiB: "
+              + ("fits the 64 MiB limit" if fits else "over the 64 MiB limit: use --split-mib and two calls"))
+    if args.split_mib:
+        parts = []
+        with open(out, "rb") as whole:
+            while chunk := whole.read(args.split_mib << 20):
+                parts.append(out.with_name(f"{out.name}.part{len(parts)}"))
+                parts[-1].write_bytes(chunk)
+        out.unlink()
+        print("parts: " + ", ".join(f"{part} ({part.stat().st_size / 2**20:.1f} MiB)" for part in parts))
     return 0
+
+
+def _working_tree_bytes(exclude: Path) -> int | None:
+    """Bytes of what a device call sends of this repository (tracked and untracked-not-ignored files),
+    or None where git cannot tell."""
+    try:
+        listing = subprocess.run(["git", "-C", str(ROOT), "ls-files", "-z", "-co", "--exclude-standard"],
+                                 capture_output=True, check=True).stdout.decode()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    paths = (ROOT / name for name in listing.split("\0") if name)
+    return sum(p.stat().st_size for p in paths if p.is_file() and p.resolve() != exclude.resolve())
 
 
 def main(argv=None) -> int:
@@ -355,12 +395,14 @@ def main(argv=None) -> int:
     sub.add_parser("probe", help="Python, torch, GPU, SM number and the zoo's models, as field: value lines")
     sub.add_parser("extension", help="build the involution torch extension and check it once")
     p = sub.add_parser("rtx-install", help="install TensorRT-RTX from local wheels or a pack-rtx archive")
-    p.add_argument("--wheels", required=True, help="folder holding tensorrt_rtx*.whl and/or tensorrt_rtx*.tar.xz")
+    p.add_argument("--wheels", required=True,
+                   help="folder holding tensorrt_rtx*.whl and/or tensorrt_rtx*.tar.xz (or its .partN files)")
     p.add_argument("--target", required=True, help="folder to install into (put it on PYTHONPATH)")
     sub.add_parser("rtx-current", help="build and run a tiny TensorRT-RTX engine for ComputeCapability.CURRENT")
     p = sub.add_parser("pack-rtx", help="repack TensorRT-RTX wheels into one xz archive for a device call")
     p.add_argument("wheels", nargs="+", help="the tensorrt_rtx_cu13_bindings and tensorrt_rtx_cu13_libs wheels")
     p.add_argument("--out", required=True, help="archive to write, e.g. .whl/tensorrt_rtx_site.tar.xz")
+    p.add_argument("--split-mib", type=int, default=0, help="cut the archive into parts of this many MiB")
     args = parser.parse_args(argv)
     commands = {"env": cmd_env, "probe": cmd_probe, "extension": cmd_extension, "rtx-install": cmd_rtx_install,
                 "rtx-current": cmd_rtx_current, "pack-rtx": cmd_pack_rtx}

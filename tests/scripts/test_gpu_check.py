@@ -168,9 +168,9 @@ def test_run_without_gpu_records_each_step_and_removes_its_work_folder(tmp_path)
     for name in gpu_steps:
         expected = "not run: time budget spent" if torch.cuda.is_available() else "not run: no GPU visible to PyTorch"
         assert statuses[name].startswith(expected) or statuses[name].startswith("skipped: "), (name, statuses[name])
-    assert statuses["rtx_install"] in ("not run: time budget spent (--budget 0 s)",
-                                       f"skipped: no TensorRT-RTX files (tensorrt_rtx*.whl, tensorrt_rtx*.tar.xz) in "
-                                       f"{ROOT / '.whl'}; see --help for how to bring them")
+    no_files = (f"skipped: no TensorRT-RTX files (tensorrt_rtx*.whl, tensorrt_rtx*.tar.xz[.partN]) in {ROOT / '.whl'}; "
+                "see --help for how to bring them")
+    assert statuses["rtx_install"] in ("not run: time budget spent (--budget 0 s)", no_files)
     assert list((tmp_path / "tmpdir").iterdir()) == []
     assert sorted(p.name for p in out.iterdir()) == ["gpu_check_report.md"]  # nothing ran: no logs archive
 
@@ -213,40 +213,50 @@ def fake_wheel(path: Path, files: dict[str, bytes]) -> Path:
     return path
 
 
-def test_pack_rtx_then_rtx_install_gives_an_importable_tensorrt_rtx(tmp_path):
-    """A stand-in for the two TensorRT-RTX wheels: pack-rtx drops the ONNX parser, rtx-install unpacks the
-    archive and writes the tensorrt_rtx re-export that the sdist would have installed."""
+@pytest.mark.parametrize("split", [False, True], ids=["one_archive", "two_parts"])
+def test_pack_rtx_then_rtx_install_gives_an_importable_tensorrt_rtx(tmp_path, split):
+    """A stand-in for the two TensorRT-RTX wheels: pack-rtx keeps every file (in one archive or in parts),
+    rtx-install joins and unpacks it and writes the tensorrt_rtx re-export that the sdist would have installed."""
     bindings = fake_wheel(tmp_path / "tensorrt_rtx_cu13_bindings-1.7-cp312-none-manylinux_2_28_x86_64.whl", {
         "tensorrt_rtx_bindings/__init__.py": b"__version__ = '1.7-test'\nBuilder = 'builder'\n",
         "tensorrt_rtx_cu13_bindings-1.7.dist-info/METADATA": b"Name: tensorrt_rtx_cu13_bindings\n"})
+    library = os.urandom(3 << 19)  # incompressible: 1.5 MiB of archive, cut into two parts of at most 1 MiB
     libs = fake_wheel(tmp_path / "tensorrt_rtx_cu13_libs-1.7-py3-none-manylinux_2_28_x86_64.whl", {
-        "tensorrt_rtx_libs/__init__.py": b"", "tensorrt_rtx_libs/libtensorrt_rtx.so.1": b"\x7fELF" + bytes(4096),
+        "tensorrt_rtx_libs/__init__.py": b"", "tensorrt_rtx_libs/libtensorrt_rtx.so.1": library,
         "tensorrt_rtx_libs/libtensorrt_onnxparser_rtx.so.1": b"\x7fELF" + bytes(64)})
     wheels = tmp_path / "wheels"
     pack = wheels / "tensorrt_rtx_site.tar.xz"
-    result = subprocess.run([sys.executable, str(STEPS), "pack-rtx", str(bindings), str(libs), "--out", str(pack)],
-                            capture_output=True, text=True, timeout=120)
+    result = subprocess.run([sys.executable, str(STEPS), "pack-rtx", str(bindings), str(libs), "--out", str(pack),
+                             *(["--split-mib", "1"] if split else [])], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "fits the 64 MiB" in result.stdout
-    with tarfile.open(pack) as tar:
-        names = tar.getnames()
-        lib = tar.extractfile("tensorrt_rtx_libs/libtensorrt_rtx.so.1").read()
-    assert "tensorrt_rtx_bindings/__init__.py" in names and lib == b"\x7fELF" + bytes(4096)
-    assert not any("onnxparser" in n for n in names)
+    assert re.search(r"a call would carry [0-9.]+ MiB: fits the 64 MiB limit", result.stdout), result.stdout
+    if split:
+        assert not pack.exists()
+        assert sorted(p.name for p in wheels.iterdir()) == [f"{pack.name}.part0", f"{pack.name}.part1"]
+    else:
+        with tarfile.open(pack) as tar:
+            assert sorted(tar.getnames()) == sorted([
+                "tensorrt_rtx_bindings/__init__.py", "tensorrt_rtx_cu13_bindings-1.7.dist-info/METADATA",
+                "tensorrt_rtx_libs/__init__.py", "tensorrt_rtx_libs/libtensorrt_rtx.so.1",
+                "tensorrt_rtx_libs/libtensorrt_onnxparser_rtx.so.1"])
     site = tmp_path / "site"
     result = subprocess.run([sys.executable, str(STEPS), "rtx-install", "--wheels", str(wheels), "--target", str(site)],
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "key: import tensorrt_rtx: version 1.7-test" in result.stdout
+    assert ("key: joined 2 parts into tensorrt_rtx_site.tar.xz" in result.stdout) == split
+    assert (site / "tensorrt_rtx_libs" / "libtensorrt_rtx.so.1").read_bytes() == library
+    assert (site / "tensorrt_rtx_libs" / "libtensorrt_onnxparser_rtx.so.1").is_file()
     assert "from tensorrt_rtx_bindings import *" in (site / "tensorrt_rtx" / "__init__.py").read_text()
+    assert not (site / "tensorrt_rtx_site.tar.xz").exists()
 
 
 def test_rtx_install_without_files_says_so(tmp_path):
     result = subprocess.run([sys.executable, str(STEPS), "rtx-install", "--wheels", str(tmp_path),
                              "--target", str(tmp_path / "site")], capture_output=True, text=True, timeout=60)
     assert result.returncode == 1
-    assert f"key: no TensorRT-RTX wheels (tensorrt_rtx*.whl) or pack-rtx archive (tensorrt_rtx*.tar.xz) in {tmp_path}" \
-        in result.stdout
+    assert ("key: no TensorRT-RTX wheels (tensorrt_rtx*.whl) or pack-rtx archive (tensorrt_rtx*.tar.xz[.partN]) "
+            f"in {tmp_path}") in result.stdout
     assert not (tmp_path / "site").exists()
 
 
