@@ -66,7 +66,7 @@ def run_script(*args, tmp_path: Path, env_extra=None, timeout=300):
 def sections(report: str) -> dict[str, str]:
     """{heading: body} of the report's "## " sections."""
     parts = re.split(r"^## (\S+)\n", report, flags=re.M)
-    return dict(zip(parts[1::2], parts[2::2]))
+    return dict(zip(parts[1::2], parts[2::2], strict=True))
 
 
 @pytest.fixture(scope="module")
