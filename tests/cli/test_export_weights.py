@@ -141,13 +141,6 @@ def test_small_variant_feeds_build_small(tmp_path, capsys, monkeypatch):
     assert WeightMap.load("r.wts").shape_of("conv1.weight") == (8 * 3 * 7 * 7,)
 
 
-def test_registry_is_imported_directly_not_behind_a_guard():
-    """The command uses trtbuild.models.registry, imported with the module (no "registry is not
-    available" fallback at call time)."""
-    assert cmd.registry is registry
-    assert "not available" not in open(cmd.__file__).read()
-
-
 def test_out_parent_directories_are_created_like_build_and_parity(tmp_path, fake_registry):
     src = tmp_path / "w.wts"
     src.write_bytes(b"1\na 1 3f800000\n")
