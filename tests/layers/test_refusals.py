@@ -15,7 +15,7 @@ import pytest
 
 import trtbuild.reference as trt
 from helpers.layer_harness import new_network
-from trtbuild.layers.basic import conv, linear, max_pool
+from trtbuild.layers.basic import avg_pool, conv, linear, max_pool
 from trtbuild.layers.batchnorm import batchnorm, batchnorm_batch_stats
 from trtbuild.layers.common import BuilderError
 from trtbuild.layers.l2norm import l2norm
@@ -214,6 +214,16 @@ CASES = [
      f"layer 'p': kernel=(2.9, 2.9) {WHOLE}"),
     ("pool-kernel-str", X, F, lambda n, x: max_pool(n, x, "2", None, 0, "p"), f"layer 'p': kernel='2' {WHOLE}"),
     ("pool-kernel-float", X, F, lambda n, x: max_pool(n, x, 2.0, None, 0, "p"), f"layer 'p': kernel=2.0 {WHOLE}"),
+
+    # an empty pooling output: TensorRT-RTX accepts it and fails at the next layer, PyTorch refuses it here
+    ("pool-empty", X, F, lambda n, x: max_pool(n, x, 4, 1, 0, "pool5"),
+     "layer 'pool5': the pooling window 4 is larger than the padded input 'x' (spatial dim 0: size 3, padding 0 on "
+     "each side), so no window fits and its output would be empty; PyTorch refuses this and TensorRT would fail at "
+     "the next layer"),
+    ("pool-empty-1d", (2, 4, 2), F, lambda n, x: avg_pool(n, x, (3,), 1, 0, "pool5"),
+     "layer 'pool5': the pooling window 3 is larger than the padded input 'x' (spatial dim 0: size 2, padding 0 on "
+     "each side), so no window fits and its output would be empty; PyTorch refuses this and TensorRT would fail at "
+     "the next layer"),
 
     # a flat .wts weight given to a conv or linear builder: said so, before any layer (cast, Q/DQ) is added
     ("conv-flat", X, F, lambda n, x: conv(n, x, FLAT_KERNEL, None, "c"), FLAT_CONV),

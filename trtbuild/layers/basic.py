@@ -141,15 +141,26 @@ def relu(network, x, name: str):
 
 
 def pool_output_size(size: int, kernel: int, stride: int, padding: int, ceil_mode: bool) -> int:
-    """PyTorch's pooling output size, including its rule that with ``ceil_mode`` a last window
-    starting entirely in the right padding is dropped."""
+    """PyTorch's pooling output size (0 where PyTorch refuses the pooling), including its rule that
+    with ``ceil_mode`` a last window starting entirely in the right padding is dropped. With
+    ``ceil_mode`` a window reaching past the padded input still counts (size 1, kernel 2, stride 2: 1)."""
     span = size + 2 * padding - kernel
-    if span < 0:
-        return 0
     o = (-(-span // stride) if ceil_mode else span // stride) + 1
     if ceil_mode and (o - 1) * stride >= size + padding:
         o -= 1
-    return o
+    return max(o, 0)
+
+
+def _check_pool_output(name: str, x, sizes, ks, st, pd, ceil_mode: bool) -> None:
+    """Refuse a window larger than the padded input here, naming this layer. PyTorch's pooling
+    refuses it ("Output size is too small"); TensorRT(-RTX) accepts a pooling whose output has an
+    empty dim and fails only at the next layer that needs data (a convolution: "image size is
+    smaller than filter size"), naming that layer instead. Dynamic sizes are checked at run time."""
+    for i, (size, k, t, p) in enumerate(zip(sizes, ks, st, pd)):
+        if size >= 0 and pool_output_size(size, k, t, p, ceil_mode) <= 0:
+            raise BuilderError(f"layer '{name}': the pooling window {k} is larger than the padded input '{x.name}' "
+                               f"(spatial dim {i}: size {size}, padding {p} on each side), so no window fits and its "
+                               "output would be empty; PyTorch refuses this and TensorRT would fail at the next layer")
 
 
 def _pool(network, x, ptype, kernel, stride, padding, name, ceil_mode, count_include_pad=True):
@@ -165,6 +176,7 @@ def _pool(network, x, ptype, kernel, stride, padding, name, ceil_mode, count_inc
     ks = _ntuple(kernel, nsp, "kernel", name)
     st = ks if stride is None else _ntuple(stride, nsp, "stride", name)
     pd = _ntuple(padding, nsp, "padding", name)
+    _check_pool_output(name, x, shape[len(shape) - nsp:], ks, st, pd, ceil_mode)
     if nsp == 1 and len(shape) == 3:  # TensorRT's windows have 2 or 3 dims: pool (N, C, L, 1)
         return _unsqueezed(network, x, name, lambda n, x4: _pool(
             n, x4, ptype, ks + (1,), st + (1,), pd + (0,), f"{name}/pool2d", ceil_mode, count_include_pad))
