@@ -110,6 +110,29 @@ def test_network_function_parity_and_engine_parity(cwd, capsys):
     assert code == 0 and "precision=fp16" in out and "scores  1x5" in out, err
 
 
+def test_parity_of_a_saved_engine_runs_the_batch_of_input_or_refuses_it(cwd, capsys):
+    write(cwd / "net.py", TORCH_PART + NETWORK_PART)
+    torch_part = ["--torch", "net.py:make_model"]
+    assert run(capsys, ["build", "net.py:small_net", *FUNC, "--batch", "1,2,4", "--out", "dyn.engine",
+                        "--no-progress", *REF])[0] == 0
+    assert run(capsys, ["build", "net.py:small_net", *FUNC, "--out", "static.engine", "--no-progress", *REF])[0] == 0
+    code, out, err = run(capsys, ["parity", "net.py:small_net", "--input", "input:3x3x8x8", *torch_part,
+                                  "--engine", "dyn.engine", "--json", "r.json", *REF])
+    assert code == 0 and "scores  3x5" in out, err
+    assert json.loads((cwd / "r.json").read_text())["meta"]["batch"] == 3
+    code, out, err = run(capsys, ["parity", "net.py:small_net", "--input", "input:3x3x8x8", *torch_part,
+                                  "--engine", "dyn.engine", "--batch", "2", *REF])  # --batch says otherwise
+    assert code == 0 and "scores  2x5" in out, err
+    code, _, err = run(capsys, ["parity", "net.py:small_net", "--input", "input:8x3x8x8", *torch_part,
+                                "--engine", "dyn.engine", *REF])
+    assert code == 1 and ("batch 8 by --input input:8x3x8x8 is outside the batch range [1, 4] of engine dyn.engine "
+                          "(input 'input')") in err
+    code, _, err = run(capsys, ["parity", "net.py:small_net", "--input", "input:2x3x8x8", *torch_part,
+                                "--engine", "static.engine", *REF])
+    assert code == 1 and ("engine static.engine has a static batch of 1 (input 'input' (1, 3, 8, 8)) but batch 2 was "
+                          "requested by --input input:2x3x8x8; give the engine's batch there or pass --batch 1") in err
+
+
 def test_only_modelspec_of_a_file_is_the_default(cwd, capsys):
     write(cwd / "net.py", TORCH_PART + NETWORK_PART + SPEC_PART)
     code, out, err = run(capsys, ["build", "net.py", "--no-progress", *REF])
