@@ -208,12 +208,18 @@ def test_output_option_orders_and_checks_outputs(cwd, capsys):
     ("two", ["net.py"], "net.py defines 2 ModelSpecs (SPEC, OTHER); name the ModelSpec or network function"),
     ("clash", ["net.py"], "net.py:SPEC defines a model named 'alexnet', the name of a built-in model; rename it"),
     ("good", ["alexnet", "--input", "x:1x3x8x8"], "--input only apply to a network function"),
+    ("bare", ["net.py:bare_net", "--input", "input:1x3x8x8", "--torch", "net.py:make_model"],
+     "network function net.py:bare_net returned an ITensor, not a dict"),
+    ("bare", ["net.py:bare_net", "--input", "input:1x3x8x8", "--torch", "net.py:make_int"],
+     "--torch net.py:make_int returned an int, not a torch.nn.Module"),
     ("good", ["nosuchmodel"], "unknown model 'nosuchmodel'; known models: alexnet"),
     ("good", ["no_such_pkg.mod:f"], "no module named 'no_such_pkg'"),
 ])
 def test_errors_are_one_sentence(cwd, capsys, setup, argv, message):
     body = {"good": TORCH_PART + NETWORK_PART, "syntax": "x = 1\n\ndef f(:\n", "raises": "import os\n\n\nraise RuntimeError('boom')\n",
             "two": TORCH_PART + NETWORK_PART + SPEC_PART + "OTHER = SPEC\n",
+            "bare": TORCH_PART + NETWORK_PART + "\n\ndef bare_net(network, weights, x):\n"
+                    "    return small_net(network, weights, x)['scores']\n\n\ndef make_int():\n    return 3\n",
             "clash": TORCH_PART + NETWORK_PART + SPEC_PART.replace('"small_spec"', '"alexnet"')}.get(setup)
     if setup == "notpy.txt":
         (cwd / "notpy.txt").write_text("")
