@@ -51,6 +51,21 @@ def test_build_exports_weights_and_writes_engine(cwd, capsys):
     assert (cwd / "engines" / "alexnet-small-fp16.engine").is_file()
 
 
+def test_tensorrt_rtx_build_has_its_own_default_engine_name(cwd, capsys, rtx):
+    code, _, err = run_cli(capsys, ["build", "alexnet", "--small", "--no-progress", *REF])
+    assert code == 0, err
+    reference = cwd / "engines" / "alexnet-small-fp32.engine"
+    before = reference.read_bytes(), (cwd / "engines" / "alexnet-small-fp32.engine.json").read_text()
+    code, out, err = run_cli(capsys, ["build", "alexnet", "--small", "--no-progress", "--backend", "tensorrt-rtx"])
+    assert code == 0, err
+    assert "engines/alexnet-small-fp32-rtx.engine" in out
+    side = json.loads((cwd / "engines" / "alexnet-small-fp32-rtx.engine.json").read_text())
+    assert side["backend"] == "tensorrt-rtx"
+    assert (reference.read_bytes(), (cwd / "engines" / "alexnet-small-fp32.engine.json").read_text()) == before
+    code, _, err = run_cli(capsys, ["parity", "alexnet", "--small", "--engine", str(reference), *REF])
+    assert code == 0, err
+
+
 def test_build_missing_weights_names_the_path(cwd, capsys):
     code, out, err = run_cli(capsys, ["build", "alexnet", "--small", "--weights", "no/such.wts", *REF])
     assert code == 1 and out.startswith("backend: reference")

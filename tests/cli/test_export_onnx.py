@@ -15,7 +15,8 @@ def _input(spec):
     return torch.rand(spec.input_shape(True), generator=torch.Generator().manual_seed(1)) * 2 - 1
 
 
-def test_export_onnx_writes_a_checked_model(tmp_path, capsys):
+def test_export_onnx_writes_a_checked_model(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # no weights/resnet18-small.wts here: the seeded model's weights
     path = tmp_path / "r18.onnx"
     assert main(["export-onnx", "resnet18", "--small", "--out", str(path)]) == 0
     lines = capsys.readouterr().out.splitlines()
@@ -49,6 +50,24 @@ def test_export_onnx_reads_weights_and_precision(tmp_path, capsys):
         ref = model3(x)
     y = torch.from_numpy(run_onnxruntime(model, {spec.input_name: x.half()})["logits"]).float()
     assert (y - ref).abs().max().item() <= 1e-2 * ref.abs().max().item()
+
+
+def test_export_onnx_reads_the_default_weight_file_as_build_does(cwd, capsys):
+    from trtbuild.weights import export_weights
+
+    model3 = registry.get_torch_model("resnet18", seed=3, small=True)
+    (cwd / "weights").mkdir()
+    export_weights(model3, cwd / "weights" / "resnet18-small.wts")
+    before = sorted(p.name for p in (cwd / "weights").iterdir())
+    assert main(["export-onnx", "resnet18", "--small", "--out", "r18.onnx"]) == 0
+    spec = registry.get("resnet18")
+    x = _input(spec)
+    with torch.no_grad():
+        ref = model3(x)
+    y = run_onnxruntime(onnx.load(cwd / "r18.onnx"), {spec.input_name: x})["logits"]
+    np.testing.assert_allclose(y, ref.numpy(), rtol=1e-4, atol=1e-5)
+    assert "weights: weights/resnet18-small.wts" in capsys.readouterr().out.splitlines()
+    assert sorted(p.name for p in (cwd / "weights").iterdir()) == before
 
 
 def test_export_onnx_errors(tmp_path, capsys):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -134,6 +136,47 @@ def test_pool_output_size_agrees_with_torch(size, k, s, p):
     for ceil in (False, True):
         expect = F.max_pool1d(torch.zeros(1, 1, size), k, s, p, ceil_mode=ceil).shape[-1]
         assert basic.pool_output_size(size, k, s, p, ceil) == expect
+
+
+MAX_POOLS, AVG_POOLS = (F.max_pool1d, F.max_pool2d, F.max_pool3d), (F.avg_pool1d, F.avg_pool2d, F.avg_pool3d)
+
+
+def _torch_pool(pool, x, k, s, p, ceil):
+    """PyTorch's pooling of x, or None where PyTorch refuses it."""
+    try:
+        return pool(x, k, s, p, ceil_mode=ceil)
+    except RuntimeError:  # "Output size is too small"; avg_pool3d also "input image ... smaller than kernel size"
+        return None
+
+
+def _pooled(builder, x, k, s, p, ceil):
+    return run(lambda n, t: builder(n, t, k, s, p, "pool5", ceil_mode=ceil), x)[0]
+
+
+@pytest.mark.parametrize("nsp", [1, 2, 3])
+@pytest.mark.parametrize("kind", ["max", "avg"])
+def test_pool_with_an_empty_output_is_refused_where_torch_refuses_it(nsp, kind):
+    """A window larger than the padded input: refused at the pooling layer itself (TensorRT would
+    accept it and fail at the next layer), exactly where PyTorch's max pooling finds no output
+    (avg_pool3d alone refuses more: any input smaller than the kernel, padding ignored)."""
+    builder, pool = (basic.max_pool, MAX_POOLS[nsp - 1]) if kind == "max" else (basic.avg_pool, AVG_POOLS[nsp - 1])
+    refused = 0
+    for size, k, s, ceil in itertools.product((1, 2, 3), (1, 2, 3, 4), (1, 2), (False, True)):
+        for p in range(k // 2 + 1):
+            x = rand(1, 2, *([4] * (nsp - 1)), size)
+            sized = _torch_pool(MAX_POOLS[nsp - 1], x, k, s, p, ceil)
+            if sized is None:
+                refused += 1
+                with pytest.raises(BuilderError, match=r"^layer 'pool5': the pooling window .* so no window fits"):
+                    _pooled(builder, x, k, s, p, ceil)
+                continue
+            y = _pooled(builder, x, k, s, p, ceil)
+            expected = _torch_pool(pool, x, k, s, p, ceil)
+            if expected is None:  # avg_pool3d's own limit: the size max pooling gives
+                assert y.shape == sized.shape
+            else:
+                close(y, expected)
+    assert refused >= 6  # the sweep does reach the refusal
 
 
 def test_pool_rejects_large_padding():

@@ -1,4 +1,5 @@
-"""Every refusal of the normalization builders, each message written out in full by hand.
+"""Every refusal of the normalization builders (and of conv, pooling and linear where a message was
+missing or misleading), each message written out in full by hand.
 
 A builder's refusal is one sentence that names the layer, the tensor or parameter at fault and what is
 wrong; and a refused call adds nothing to the network. The messages are matched whole because matching
@@ -14,12 +15,15 @@ import pytest
 
 import trtbuild.reference as trt
 from helpers.layer_harness import new_network
-from trtbuild.layers.basic import conv, max_pool
+from trtbuild.layers.basic import avg_pool, conv, linear, max_pool
 from trtbuild.layers.batchnorm import batchnorm, batchnorm_batch_stats
 from trtbuild.layers.common import BuilderError
 from trtbuild.layers.l2norm import l2norm
 from trtbuild.layers.lrn import lrn
 from trtbuild.layers.normalization import group_norm, instance_norm, layer_norm
+from trtbuild.layers.planned import planned_conv, planned_linear
+from trtbuild.layers.quantize import qconv, qlinear
+from trtbuild.quant.plan import LayerPlan
 
 F, I32 = trt.DataType.FLOAT, trt.DataType.INT32
 X = (2, 4, 3, 3)
@@ -73,6 +77,25 @@ BN_WHY = "BatchNorm works on (N, C, ...)"
 
 KERNEL = np.ones((4, 4, 3, 3), np.float32)
 WHOLE = "must be an integer or 2 integers (one per spatial dim)"
+FLAT_KERNEL, FLAT_FC = KERNEL.reshape(-1), np.ones(4 * 36, np.float32)  # as a .wts file stores them
+FLAT_CONV = ("layer 'c': conv weight must be [out, in/groups, *kernel] with 1 to 3 kernel dims, got shape (144,): a "
+             "weight stored flat (as .wts files store every tensor) needs its shape, wm.get(key, (out, in/groups, kh, "
+             "kw)), or read it with read_conv_weight(wm, key, out_channels, in_channels, kernel), which also infers "
+             "the groups")
+FLAT_LINEAR = ("layer 'fc': linear weight must be [out, in], got shape (144,): a weight stored flat (as .wts files "
+               "store every tensor) needs its shape, wm.get(key, (out, in)), or read it with read_linear(wm, prefix)")
+
+
+class _Plan:
+    """The one method of a QuantPlan the planned builders ask: `module` quantized to int8, or kept in fp16."""
+
+    def __init__(self, kept: bool = False):
+        self.kept = kept
+
+    def layer(self, module):
+        if self.kept:
+            return LayerPlan(module, "fp16", False, reason="kept in fp16 by --keep")
+        return LayerPlan(module, "int8", True, 1.0, (1.0,) * 4)
 
 # (case id, input shape, input type, call, the whole expected message)
 CASES = [
@@ -191,6 +214,27 @@ CASES = [
      f"layer 'p': kernel=(2.9, 2.9) {WHOLE}"),
     ("pool-kernel-str", X, F, lambda n, x: max_pool(n, x, "2", None, 0, "p"), f"layer 'p': kernel='2' {WHOLE}"),
     ("pool-kernel-float", X, F, lambda n, x: max_pool(n, x, 2.0, None, 0, "p"), f"layer 'p': kernel=2.0 {WHOLE}"),
+
+    # an empty pooling output: TensorRT-RTX accepts it and fails at the next layer, PyTorch refuses it here
+    ("pool-empty", X, F, lambda n, x: max_pool(n, x, 4, 1, 0, "pool5"),
+     "layer 'pool5': the pooling window 4 is larger than the padded input 'x' (spatial dim 0: size 3, padding 0 on "
+     "each side), so no window fits and its output would be empty; PyTorch refuses this and TensorRT would fail at "
+     "the next layer"),
+    ("pool-empty-1d", (2, 4, 2), F, lambda n, x: avg_pool(n, x, (3,), 1, 0, "pool5"),
+     "layer 'pool5': the pooling window 3 is larger than the padded input 'x' (spatial dim 0: size 2, padding 0 on "
+     "each side), so no window fits and its output would be empty; PyTorch refuses this and TensorRT would fail at "
+     "the next layer"),
+
+    # a flat .wts weight given to a conv or linear builder: said so, before any layer (cast, Q/DQ) is added
+    ("conv-flat", X, F, lambda n, x: conv(n, x, FLAT_KERNEL, None, "c"), FLAT_CONV),
+    ("qconv-flat", X, F, lambda n, x: qconv(n, x, FLAT_KERNEL, None, "c", 1.0), FLAT_CONV),
+    ("planned-conv-flat-int8", X, F, lambda n, x: planned_conv(n, x, FLAT_KERNEL, None, "c", _Plan()), FLAT_CONV),
+    ("planned-conv-flat-kept", X, F, lambda n, x: planned_conv(n, x, FLAT_KERNEL, None, "c", _Plan(kept=True)),
+     FLAT_CONV),
+    ("linear-flat", X, F, lambda n, x: linear(n, x, FLAT_FC, None, "fc"), FLAT_LINEAR),
+    ("qlinear-flat", X, F, lambda n, x: qlinear(n, x, FLAT_FC, None, "fc", 1.0), FLAT_LINEAR),
+    ("planned-linear-flat-kept", X, F, lambda n, x: planned_linear(n, x, FLAT_FC, None, "fc", _Plan(kept=True)),
+     FLAT_LINEAR),
 ]
 
 

@@ -110,6 +110,29 @@ def test_network_function_parity_and_engine_parity(cwd, capsys):
     assert code == 0 and "precision=fp16" in out and "scores  1x5" in out, err
 
 
+def test_parity_of_a_saved_engine_runs_the_batch_of_input_or_refuses_it(cwd, capsys):
+    write(cwd / "net.py", TORCH_PART + NETWORK_PART)
+    torch_part = ["--torch", "net.py:make_model"]
+    assert run(capsys, ["build", "net.py:small_net", *FUNC, "--batch", "1,2,4", "--out", "dyn.engine",
+                        "--no-progress", *REF])[0] == 0
+    assert run(capsys, ["build", "net.py:small_net", *FUNC, "--out", "static.engine", "--no-progress", *REF])[0] == 0
+    code, out, err = run(capsys, ["parity", "net.py:small_net", "--input", "input:3x3x8x8", *torch_part,
+                                  "--engine", "dyn.engine", "--json", "r.json", *REF])
+    assert code == 0 and "scores  3x5" in out, err
+    assert json.loads((cwd / "r.json").read_text())["meta"]["batch"] == 3
+    code, out, err = run(capsys, ["parity", "net.py:small_net", "--input", "input:3x3x8x8", *torch_part,
+                                  "--engine", "dyn.engine", "--batch", "2", *REF])  # --batch says otherwise
+    assert code == 0 and "scores  2x5" in out, err
+    code, _, err = run(capsys, ["parity", "net.py:small_net", "--input", "input:8x3x8x8", *torch_part,
+                                "--engine", "dyn.engine", *REF])
+    assert code == 1 and ("batch 8 by --input input:8x3x8x8 is outside the batch range [1, 4] of engine dyn.engine "
+                          "(input 'input')") in err
+    code, _, err = run(capsys, ["parity", "net.py:small_net", "--input", "input:2x3x8x8", *torch_part,
+                                "--engine", "static.engine", *REF])
+    assert code == 1 and ("engine static.engine has a static batch of 1 (input 'input' (1, 3, 8, 8)) but batch 2 was "
+                          "requested by --input input:2x3x8x8; give the engine's batch there or pass --batch 1") in err
+
+
 def test_only_modelspec_of_a_file_is_the_default(cwd, capsys):
     write(cwd / "net.py", TORCH_PART + NETWORK_PART + SPEC_PART)
     code, out, err = run(capsys, ["build", "net.py", "--no-progress", *REF])
@@ -185,12 +208,18 @@ def test_output_option_orders_and_checks_outputs(cwd, capsys):
     ("two", ["net.py"], "net.py defines 2 ModelSpecs (SPEC, OTHER); name the ModelSpec or network function"),
     ("clash", ["net.py"], "net.py:SPEC defines a model named 'alexnet', the name of a built-in model; rename it"),
     ("good", ["alexnet", "--input", "x:1x3x8x8"], "--input only apply to a network function"),
+    ("bare", ["net.py:bare_net", "--input", "input:1x3x8x8", "--torch", "net.py:make_model"],
+     "network function net.py:bare_net returned an ITensor, not a dict"),
+    ("bare", ["net.py:bare_net", "--input", "input:1x3x8x8", "--torch", "net.py:make_int"],
+     "--torch net.py:make_int returned an int, not a torch.nn.Module"),
     ("good", ["nosuchmodel"], "unknown model 'nosuchmodel'; known models: alexnet"),
     ("good", ["no_such_pkg.mod:f"], "no module named 'no_such_pkg'"),
 ])
 def test_errors_are_one_sentence(cwd, capsys, setup, argv, message):
     body = {"good": TORCH_PART + NETWORK_PART, "syntax": "x = 1\n\ndef f(:\n", "raises": "import os\n\n\nraise RuntimeError('boom')\n",
             "two": TORCH_PART + NETWORK_PART + SPEC_PART + "OTHER = SPEC\n",
+            "bare": TORCH_PART + NETWORK_PART + "\n\ndef bare_net(network, weights, x):\n"
+                    "    return small_net(network, weights, x)['scores']\n\n\ndef make_int():\n    return 3\n",
             "clash": TORCH_PART + NETWORK_PART + SPEC_PART.replace('"small_spec"', '"alexnet"')}.get(setup)
     if setup == "notpy.txt":
         (cwd / "notpy.txt").write_text("")

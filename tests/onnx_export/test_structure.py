@@ -89,6 +89,32 @@ def test_unused_layers_are_pruned_and_all_outputs_adds_every_layer():
     assert len(full.graph.output) == 2
 
 
+@pytest.mark.parametrize("norm", ["layer", "instance", "group"])
+def test_every_initializer_is_read_so_onnxruntime_removes_none(norm, capfd):
+    """Normalization scale/bias from Constant layers are re-shaped into initializers of their own; the
+    originals must not stay behind unread (onnxruntime warns "Removing initializer" for each)."""
+    shape, axes, sshape, groups = {"layer": ((2, 3, 8), 0b100, (1, 1, 8), 1),
+                                   "instance": ((2, 3, 4, 5), 0b1100, (1, 3, 1, 1), 1),
+                                   "group": ((2, 6, 3, 4), 0b1100, (1, 3, 1, 1), 3)}[norm]
+
+    def define(net, dt):
+        s, b = (net.add_constant(trt.Dims(sshape), trt.Weights(np.full(sshape, v, np.float32))).get_output(0)
+                for v in (1.5, 0.25))
+        layer = net.add_normalization(net.add_input("x", dt, shape), s, b, axes)
+        layer.num_groups = groups
+        return {"y": layer.get_output(0)}
+    model = export_onnx(build(define, F32))
+    read = {name for node in model.graph.node for name in node.input}
+    assert [t.name for t in model.graph.initializer if t.name not in read] == []
+    import onnxruntime
+
+    capfd.readouterr()
+    options = onnxruntime.SessionOptions()
+    options.log_severity_level = 1  # info and up: the removal warning included
+    onnxruntime.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    assert "Removing initializer" not in "".join(capfd.readouterr())
+
+
 def test_dynamic_batch_becomes_a_symbolic_dim_and_runs():
     def define(net, dt):
         x = net.add_input("x", dt, (-1, 3, 4))

@@ -126,3 +126,70 @@ def _rename_all(net, outputs):
         for j in range(layer.num_outputs):
             layer.get_output(j).name = f"t_{i}_{j}"
     return outputs
+
+
+class Attention(nn.Module):
+    """Ends in a submodule (`ending` "child": returns proj's output itself; "view": a view of it) or
+    in an operation of its own after proj ("own")."""
+
+    def __init__(self, ending: str, width: int = 8):
+        super().__init__()
+        self.ending = ending
+        self.qkv = nn.Linear(width, width)
+        self.proj = nn.Linear(width, width)
+
+    def forward(self, x):
+        y = self.proj(torch.tanh(self.qkv(x)))
+        return {"child": y, "view": y.view(y.shape), "own": torch.sigmoid(y)}[self.ending]
+
+
+class AttentionNet(nn.Module):
+    def __init__(self, ending: str):
+        super().__init__()
+        self.attn = Attention(ending)
+        self.head = nn.Linear(8, 4)
+
+    def forward(self, x):
+        return self.head(self.attn(x))
+
+
+def attention_spec(ending: str):
+    def build(net, wm, x):
+        trt = ref_trt
+        y = linear(net, x, *read_linear(wm, "attn.qkv"), "attn.qkv")
+        act = net.add_activation(y, trt.ActivationType.TANH)
+        act.name = act.get_output(0).name = "attn/tanh"  # the module's own operation, between its submodules
+        y = linear(net, act.get_output(0), *read_linear(wm, "attn.proj"), "attn.proj")
+        if ending == "own":
+            act = net.add_activation(y, trt.ActivationType.SIGMOID)
+            act.name = act.get_output(0).name = "attn/sigmoid"
+            y = act.get_output(0)
+        return {"logits": linear(net, y, *read_linear(wm, "head"), "head")}
+
+    def model(seed=0, small=False):
+        torch.manual_seed(seed)
+        return AttentionNet(ending).eval()
+
+    return ModelSpec(name="attention_net", description="test", torch_factory=model, build_network=build,
+                     input_shape=lambda small=False: (2, 8), output_names=["logits"])
+
+
+@pytest.mark.parametrize("precision", ["fp32", "fp16"])
+@pytest.mark.parametrize("ending", ["child", "view"])
+def test_a_module_ending_in_its_submodule_is_never_compared_with_its_own_last_layer(ending, precision):
+    spec = attention_spec(ending)
+    report = check_model_parity(spec, ref_trt, layerwise=True, precision=precision, module=spec.torch_factory())
+    assert [(r.name, r.module) for r in report.layers] == [("attn.qkv", "attn.qkv"), ("attn.proj", "attn.proj"),
+                                                           ("head", "head")]
+    assert report.passed and all(r.passed for r in report.layers)
+    assert report.first_jump is None and report.first_failure is None
+    # attn's output is attn.proj's: its own layer attn/tanh is accounted for only when nothing else is
+    assert report.meta["unmapped_layers"] == ([] if ending == "child" else ["attn/tanh"])
+
+
+def test_a_module_ending_in_its_own_layer_is_still_mapped():
+    spec = attention_spec("own")
+    report = check_model_parity(spec, ref_trt, layerwise=True, module=spec.torch_factory())
+    assert [(r.name, r.module) for r in report.layers] == [("attn.qkv", "attn.qkv"), ("attn.proj", "attn.proj"),
+                                                           ("attn/sigmoid", "attn"), ("head", "head")]
+    assert report.passed and all(r.passed for r in report.layers)

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from trtbuild.parity import Report, compare, compare_tensor, default_tolerances
+from trtbuild.parity.layerwise import find_jump, layerwise_rows
 
 
 def test_element_fails_only_if_it_exceeds_both_tolerances():
@@ -176,6 +177,28 @@ def test_png_without_matplotlib_writes_nothing(report, tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # `import matplotlib` raises ImportError
     assert report.to_png(tmp_path / "r.png") is False
     assert not (tmp_path / "r.png").exists()
+
+
+def test_tensors_that_could_not_be_compared_show_no_error_statistics():
+    """A size mismatch, a missing output or a module that never ran compares no value: no max_abs of
+    inf, no cosine of 1.000000 and no rel_l2 of 0 in the table or the JSON, and the row is a jump."""
+    report = compare({"y": np.zeros((2, 3)), "z": np.ones(2)},
+                     {"y": np.zeros((3, 3)), "z": np.ones(2), "w": np.ones(2)})
+    y, z, w = report.outputs
+    for row in (y, w):
+        assert not row.passed
+        assert all(math.isnan(getattr(row, k)) for k in ("max_abs", "mean_abs", "p99_abs", "max_rel", "rel_l2",
+                                                         "cosine", "min_atol", "min_rtol"))
+    assert y.failed == 9 and z.passed and z.cosine == pytest.approx(1.0)
+    line = next(line for line in report.to_table().splitlines() if line.startswith("y "))
+    assert "inf" not in line and "1.000000" not in line and "n/a" in line and line.split()[-1] == "FAIL"
+    d = _strict_json(report.to_json())["outputs"][0]
+    assert d["max_abs"] is None and d["cosine"] is None and d["rel_l2"] is None
+    rows = layerwise_rows({"a": torch.ones(2), "b": torch.ones(3)}, {"a": torch.ones(2), "b": torch.ones(2)},
+                          {"a": "a", "b": "b", "c": "never"}, ["a", "b"], {}, 1e-5, 1e-5)
+    assert [r.passed for r in rows] == [True, False] and math.isnan(rows[1].cosine) and find_jump(rows) == "b"
+    never = layerwise_rows({"c": torch.ones(2)}, {}, {"c": "never"}, ["c"], {}, 1e-5, 1e-5)[0]
+    assert not never.passed and math.isnan(never.max_abs) and math.isnan(never.cosine)
 
 
 def test_empty_report_does_not_pass():

@@ -149,6 +149,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 def run(args) -> int:
     """Build and save; print the backend first, then what was written."""
+    from trtbuild.backend import backend_kind
     from trtbuild.engine import build_and_save, default_engine_path, default_weights_path, ensure_weights
     from trtbuild.files.outputs import TIMING_CACHE
 
@@ -158,7 +159,7 @@ def run(args) -> int:
     precision = args.precision or "fp32"
     batch = parse_batch(args.batch)
     targets = check_target_option(trt, args.target, args.cross_check)  # before anything is written
-    out = args.out or default_engine_path(spec.name, precision, args.small)
+    out = args.out or default_engine_path(spec.name, precision, args.small, backend=backend_kind(trt))
     check_paths(args, [*engine_outputs("--out", out), ("--timing-cache", args.timing_cache, TIMING_CACHE)],
                 [("--weights", args.weights or default_weights_path(spec.name, args.small)),
                  ("--calibration", args.calibration)])

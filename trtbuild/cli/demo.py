@@ -96,7 +96,7 @@ def run(args) -> int:
     from trtbuild.parity import check_model_parity, load_weights_into
     from trtbuild.weights import WeightMap
 
-    from trtbuild.backend import BackendError, is_rtx, load_trt
+    from trtbuild.backend import BackendError, backend_kind, is_rtx, load_trt
     from trtbuild.engine.cross_check import CrossCheckResult
     from trtbuild.engine.rtx import can_run_here
 
@@ -111,7 +111,7 @@ def run(args) -> int:
     clock = _Clock()
     precision = args.precision or "fp32"
     label = f"{spec.name}{' (small)' if args.small else ''}"
-    out = Path(args.out or default_engine_path(spec.name, precision, args.small))
+    out = Path(args.out or default_engine_path(spec.name, precision, args.small, backend=backend_kind(trt)))
     rtx_out = out.with_name(out.stem + "-rtx" + out.suffix) if cross_check and not is_rtx(trt) else None
     if rtx_out is not None:
         refuse_foreign_file(rtx_out)

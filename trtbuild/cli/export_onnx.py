@@ -5,7 +5,8 @@
 
 The network is the one the TensorRT builders record (same layers, names and weights); the file
 passes onnx.checker (full_check) and strict shape inference and is written atomically. Without
---weights the registry's PyTorch model (seed 0) provides the weights. `trtexec --onnx=FILE`
+--weights the weights are weights/<model>[-small].wts where it exists (as in `trtbuild build`), else those
+of the registry's PyTorch model (seed 0), which build would export there. `trtexec --onnx=FILE`
 builds it with TensorRT (plugin layers need their plugin library loaded: --staticPlugins/--dynamicPlugins).
 """
 
@@ -29,8 +30,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                           add_user_model_options)
 
     add_model_argument(p)
-    add_model_options(p, weights_help="weight file (.wts, .safetensors, .pt); default: the registry's PyTorch model, "
-                                      "seed 0", weights_type=Path, small_help="the model's small test configuration",
+    add_model_options(p, weights_help="weight file (.wts, .safetensors, .pt); default weights/<model>[-small].wts "
+                                      "where it exists (as in build), else the registry's PyTorch model, seed 0",
+                      weights_type=Path, small_help="the model's small test configuration",
                       option_help=None)
     add_precision_options(p, ("fp32", "fp16", "int8", "fp8"), default="fp32",
                           help="network input type: fp16 makes every layer and weight FLOAT16 (default fp32); "
@@ -66,13 +68,16 @@ def run(args: argparse.Namespace) -> int:
 
         from ._outputs import check_paths
 
+        weights = _weights(args, spec)
         check_paths(args, [("--out", args.out, ONNX)],
-                    [("--weights", args.weights), ("--calibration", args.calibration)])
+                    [("--weights", weights), ("--calibration", args.calibration)])
         from trtbuild.engine.model import quant_plan
 
+        print(f"weights: {weights}" if weights is not None
+              else f"weights: the seeded PyTorch model's (seed 0; no {_default_weights(args, spec)})", flush=True)
         quant = quant_plan(spec, args.precision, args.calibration, args.keep, small=args.small,
-                           weights=args.weights if args.weights is not None else 0)
-        network, _ = build_reference_network(spec, args.weights, precision=args.precision, small=args.small, seed=0,
+                           weights=weights if weights is not None else 0)
+        network, _ = build_reference_network(spec, weights, precision=args.precision, small=args.small, seed=0,
                                              quant=quant)
         model = export_onnx(network, args.out, opset=args.opset)
     except (OnnxExportError, WeightsError, ValueError, OSError, RuntimeError) as e:
@@ -91,6 +96,22 @@ def run(args: argparse.Namespace) -> int:
               + ", ".join(custom))
     print("checked: onnx.checker full_check and strict shape inference passed")
     return 0
+
+
+def _default_weights(args, spec) -> Path:
+    from trtbuild.engine import default_weights_path
+
+    return default_weights_path(spec.name, args.small)
+
+
+def _weights(args, spec) -> Path | None:
+    """The weight file to read: --weights, else build's default weights/<model>[-small].wts where it
+    exists (so the export has the weights `trtbuild build` uses), else None: the seeded PyTorch model
+    (seed 0), the very weights build would export there; nothing is written but --out."""
+    if args.weights is not None:
+        return args.weights
+    default = _default_weights(args, spec)
+    return default if default.is_file() else None
 
 
 def _shape(v) -> str:

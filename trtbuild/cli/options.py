@@ -53,7 +53,8 @@ BACKEND_HELP = ("reference (PyTorch), tensorrt (TensorRT 10/11), tensorrt-rtx (N
                 "without a GPU), or auto (default: tensorrt where it can run, else reference; or env TRTBUILD_BACKEND)")
 DISTRIBUTIONS = ("uniform", "normal", "large")
 RANGE_HELP = "input value range (default: the model's); write --range=-1,1 when LO is negative"
-ENGINE_OUT_HELP = "engine path (default engines/<model>[-small]-<precision>.engine)"
+ENGINE_OUT_HELP = ("engine path (default engines/<model>[-small]-<precision>.engine, "
+                   "engines/<model>[-small]-<precision>-rtx.engine with --backend tensorrt-rtx)")
 
 
 # ------------------------------------------------------------------------------------ argparse types

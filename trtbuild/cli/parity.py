@@ -45,7 +45,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                                                     "(HI-LO)/2); large (uniform x --scale)",
                                scale_help=f"magnitude factor (> 0) of --distribution large (default {DEFAULT_SCALE:g})")
     inputs.add_argument("--batch", type=positive_int, default=None,
-                        help="batch size of the inputs (default 1, or the --engine's own batch)")
+                        help="batch size of the inputs (default: --input's batch for a network function, else 1, or "
+                             "the --engine's own batch)")
     tolerances = add_tolerance_options(p, atol_help="absolute tolerance (finite, >= 0)",
                                        rtol_help="relative tolerance (finite, >= 0)")
     tolerances.add_argument("--allow-nonfinite", action="store_true",
@@ -169,10 +170,12 @@ def run(args) -> int:
     elif args.calibration or args.keep:
         raise ValueError(f"--calibration and --keep apply to an engine built in memory; {args.engine} records its "
                          "own quantization in its sidecar (omit them, or omit --engine)")
+    batch, batch_source = engine_batch(args)
     report = check_model_parity(spec, trt, weights=args.weights, engine=args.engine, precision=args.precision,
                                 small=args.small, seed=args.seed, value_range=args.range,
                                 distribution=args.distribution or DEFAULT_DISTRIBUTION,
-                                large_scale=DEFAULT_SCALE if args.scale is None else args.scale, batch=args.batch,
+                                large_scale=DEFAULT_SCALE if args.scale is None else args.scale, batch=batch,
+                                batch_source=batch_source,
                                 atol=args.atol, rtol=args.rtol, layerwise=args.layerwise,
                                 targets=targets, cross_check=cross_check, allow_nonfinite=args.allow_nonfinite,
                                 layerwise_via=LAYERWISE_VIA_OPTION[args.layerwise_via], quant=quant)
@@ -194,6 +197,17 @@ def run(args) -> int:
     print(report.to_table())
     write_outputs(report, args)
     return 0 if report.passed else 1
+
+
+def engine_batch(args) -> tuple[int | None, str]:
+    """(the batch to check, what asked for it): --batch; else, with --engine, the batch --input gives
+    a network function, so that a dynamic-batch engine runs it (and an engine that cannot take it is
+    refused naming --input); else None (an engine built in memory takes --input's batch itself)."""
+    if args.batch is not None or args.engine is None or args.input is None:
+        return args.batch, "--batch"
+    from trtbuild.models.user import parse_input
+
+    return parse_input(args.input)[1][0], f"--input {args.input}"
 
 
 #: --layerwise-via value -> check_model_parity's layerwise_via

@@ -132,7 +132,8 @@ def _finite(v: float):
 def worst_output(report):
     """The output that fails most: failing first, then by max error over its tolerance."""
     def badness(s):
-        return (not s.passed, s.nonfinite_actual, s.max_abs / max(s.atol, 1e-30))
+        err = math.inf if math.isnan(s.max_abs) else s.max_abs  # NaN: not compared (a shape mismatch)
+        return (not s.passed, s.nonfinite_actual, err / max(s.atol, 1e-30))
     return max(report.outputs, key=badness)
 
 

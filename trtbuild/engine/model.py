@@ -73,9 +73,11 @@ def default_weights_path(model: str, small: bool = False, ext: str | None = None
     return WEIGHTS_DIR / f"{model}{_suffix(small)}{ext or DEFAULT_WEIGHTS_EXT}"
 
 
-def default_engine_path(model: str, precision: str = "fp32", small: bool = False) -> Path:
-    """engines/<model>[-small]-<precision>.engine"""
-    return ENGINES_DIR / f"{model}{_suffix(small)}-{precision}.engine"
+def default_engine_path(model: str, precision: str = "fp32", small: bool = False, backend: str | None = None) -> Path:
+    """engines/<model>[-small]-<precision>[-rtx].engine: `backend` "tensorrt-rtx" adds "-rtx", so that a
+    TensorRT-RTX engine never replaces the reference or TensorRT engine built with the same options."""
+    rtx = "-rtx" if backend == "tensorrt-rtx" else ""
+    return ENGINES_DIR / f"{model}{_suffix(small)}-{precision}{rtx}.engine"
 
 
 def export_seeded_weights(model: str, path: str | os.PathLike, seed: int = 0, small: bool = False):

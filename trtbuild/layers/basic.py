@@ -43,6 +43,34 @@ def _shape(x) -> tuple[int, ...]:
     return tuple(int(d) for d in x.shape)
 
 
+#: what to do with a weight stored flat (.wts files keep every tensor 1-D), said where a builder is given one
+_FLAT_WEIGHT = "a weight stored flat (as .wts files store every tensor) needs its shape"
+
+
+def check_conv_weight(weight, name: str) -> np.ndarray:
+    """`weight` as an array ``[out, in/groups, *kernel]`` with 1 to 3 kernel dims; else a BuilderError
+    naming the layer, before any layer is added (a flat .wts weight gets told how to shape it)."""
+    w = np.asarray(weight)
+    if w.ndim in (3, 4, 5):
+        return w
+    hint = ""
+    if w.ndim == 1:
+        hint = (f": {_FLAT_WEIGHT}, wm.get(key, (out, in/groups, kh, kw)), or read it with "
+                "read_conv_weight(wm, key, out_channels, in_channels, kernel), which also infers the groups")
+    raise BuilderError(f"layer '{name}': conv weight must be [out, in/groups, *kernel] with 1 to 3 kernel dims, "
+                       f"got shape {w.shape}{hint}")
+
+
+def check_linear_weight(weight, name: str) -> np.ndarray:
+    """`weight` as an ``[out, in]`` array; else a BuilderError naming the layer (a flat .wts weight
+    gets told how to shape it)."""
+    w = np.asarray(weight)
+    if w.ndim == 2:
+        return w
+    hint = f": {_FLAT_WEIGHT}, wm.get(key, (out, in)), or read it with read_linear(wm, prefix)" if w.ndim == 1 else ""
+    raise BuilderError(f"layer '{name}': linear weight must be [out, in], got shape {w.shape}{hint}")
+
+
 def _unsqueezed(network, x, name: str, fn):
     """Run a 2-D builder ``fn(network, x4)`` on a 1-D ``(N, C, L)`` input viewed as ``(N, C, L, 1)``:
     TensorRT's kernels and windows have 2 or 3 dims. Layers ``name/2d``, fn's, and ``name`` (the
@@ -65,7 +93,7 @@ def conv(network, x, weight, bias, name: str, stride=1, padding=0, dilation=1, g
     ``name``). ``kernel_tensor``: a tensor of ``weight``'s shape and ``x``'s type (a dequantized
     weight, trtbuild.layers.quantize) fed as the layer's input 1 instead of weights (2-D and 3-D).
     """
-    w = np.asarray(weight)
+    w = check_conv_weight(weight, name)
     nsp = w.ndim - 2
     if kernel_tensor is not None and (nsp == 1 or tuple(_shape(kernel_tensor)) != w.shape):
         raise BuilderError(f"layer '{name}': the kernel tensor '{kernel_tensor.name}' {_shape(kernel_tensor)} must "
@@ -75,9 +103,6 @@ def conv(network, x, weight, bias, name: str, stride=1, padding=0, dilation=1, g
                                                                   (dilation, "dilation")))
         return _unsqueezed(network, x, name, lambda n, x4: conv(
             n, x4, w[..., None], bias, f"{name}/conv2d", st + (1,), pd + (0,), dl + (1,), groups))
-    if nsp not in (1, 2, 3):
-        raise BuilderError(f"layer '{name}': conv weight must be [out, in/groups, *kernel] with 1 to 3 kernel dims, "
-                           f"got shape {w.shape}")
     shape = _shape(x)
     if len(shape) != nsp + 2:
         raise BuilderError(f"layer '{name}': a {nsp}-D conv needs a rank-{nsp + 2} input (N, C, ...), "
@@ -116,15 +141,26 @@ def relu(network, x, name: str):
 
 
 def pool_output_size(size: int, kernel: int, stride: int, padding: int, ceil_mode: bool) -> int:
-    """PyTorch's pooling output size, including its rule that with ``ceil_mode`` a last window
-    starting entirely in the right padding is dropped."""
+    """PyTorch's pooling output size (0 where PyTorch refuses the pooling), including its rule that
+    with ``ceil_mode`` a last window starting entirely in the right padding is dropped. With
+    ``ceil_mode`` a window reaching past the padded input still counts (size 1, kernel 2, stride 2: 1)."""
     span = size + 2 * padding - kernel
-    if span < 0:
-        return 0
     o = (-(-span // stride) if ceil_mode else span // stride) + 1
     if ceil_mode and (o - 1) * stride >= size + padding:
         o -= 1
-    return o
+    return max(o, 0)
+
+
+def _check_pool_output(name: str, x, sizes, ks, st, pd, ceil_mode: bool) -> None:
+    """Refuse a window larger than the padded input here, naming this layer. PyTorch's pooling
+    refuses it ("Output size is too small"); TensorRT(-RTX) accepts a pooling whose output has an
+    empty dim and fails only at the next layer that needs data (a convolution: "image size is
+    smaller than filter size"), naming that layer instead. Dynamic sizes are checked at run time."""
+    for i, (size, k, t, p) in enumerate(zip(sizes, ks, st, pd)):
+        if size >= 0 and pool_output_size(size, k, t, p, ceil_mode) <= 0:
+            raise BuilderError(f"layer '{name}': the pooling window {k} is larger than the padded input '{x.name}' "
+                               f"(spatial dim {i}: size {size}, padding {p} on each side), so no window fits and its "
+                               "output would be empty; PyTorch refuses this and TensorRT would fail at the next layer")
 
 
 def _pool(network, x, ptype, kernel, stride, padding, name, ceil_mode, count_include_pad=True):
@@ -140,6 +176,7 @@ def _pool(network, x, ptype, kernel, stride, padding, name, ceil_mode, count_inc
     ks = _ntuple(kernel, nsp, "kernel", name)
     st = ks if stride is None else _ntuple(stride, nsp, "stride", name)
     pd = _ntuple(padding, nsp, "padding", name)
+    _check_pool_output(name, x, shape[len(shape) - nsp:], ks, st, pd, ceil_mode)
     if nsp == 1 and len(shape) == 3:  # TensorRT's windows have 2 or 3 dims: pool (N, C, L, 1)
         return _unsqueezed(network, x, name, lambda n, x4: _pool(
             n, x4, ptype, ks + (1,), st + (1,), pd + (0,), f"{name}/pool2d", ceil_mode, count_include_pad))
@@ -258,9 +295,7 @@ def linear(network, x, weight, bias, name: str, *, weight_tensor=None):
     bias a [1, out] constant (``name/bias``) added elementwise (``name``). ``weight_tensor``: a
     tensor of ``weight``'s shape (a dequantized weight) used instead of the constant.
     """
-    w = np.asarray(weight)
-    if w.ndim != 2:
-        raise BuilderError(f"layer '{name}': linear weight must be [out, in], got shape {w.shape}")
+    w = check_linear_weight(weight, name)
     if len(x.shape) > 2:
         x = flatten(network, x, f"{name}/flatten")
     shape = _shape(x)

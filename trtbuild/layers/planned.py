@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from trtbuild.backend import trt_of
 
-from .basic import add, conv, linear, read_conv_bn
+from .basic import add, check_conv_weight, check_linear_weight, conv, linear, read_conv_bn
 from .common import out
 from .quantize import QMAX, qadd, qconv, qlinear
 
@@ -66,6 +66,7 @@ def planned_conv(network, x, weight, bias, name: str, quant=None, module: str | 
                  dilation=1, groups: int = 1):
     """trtbuild.layers.basic.conv as `quant` says for the PyTorch Conv `module` (default `name`)."""
     args = dict(stride=stride, padding=padding, dilation=dilation, groups=groups)
+    weight = check_conv_weight(weight, name)  # before a cast or Q/DQ layer
     lp = quant.layer(module or name) if quant is not None else None
     if lp is not None and lp.quantized:
         return qconv(network, x, weight, bias, name, lp.input_amax, lp.precision, **args)
@@ -84,6 +85,7 @@ def planned_conv_bn(network, x, wm, conv_prefix: str, bn_prefix: str, name: str,
 
 def planned_linear(network, x, weight, bias, name: str, quant=None, module: str | None = None):
     """trtbuild.layers.basic.linear as `quant` says for the PyTorch Linear `module` (default `name`)."""
+    weight = check_linear_weight(weight, name)  # before a cast or Q/DQ layer
     lp = quant.layer(module or name) if quant is not None else None
     if lp is not None and lp.quantized:
         return qlinear(network, x, weight, bias, name, lp.input_amax, lp.precision)

@@ -22,7 +22,7 @@ import numpy as np
 
 from trtbuild.backend import trt_of
 
-from .basic import conv, linear
+from .basic import check_conv_weight, check_linear_weight, conv, linear
 from .common import BuilderError, keep_alive, out
 
 __all__ = ["QMAX", "scale_of", "quantize_dequantize", "quantized_weights", "qconv", "qlinear", "qadd"]
@@ -103,6 +103,7 @@ def qconv(network, x, weight, bias, name: str, amax: float, dtype: str = "int8",
     """A convolution (trtbuild.layers.basic.conv, layer ``name``) with both inputs quantized: the
     activation per tensor with `amax` (``name/input_q``), the weight per output channel
     (``name/weight_q``). 2-D and 3-D convolutions."""
+    weight = check_conv_weight(weight, name)  # before the Q/DQ layers
     xq = quantize_dequantize(network, x, amax, f"{name}/input_q", dtype)
     kernel = quantized_weights(network, weight, f"{name}/weight_q", dtype, axis=0, like=x)
     return conv(network, xq, weight, bias, name, stride, padding, dilation, groups, kernel_tensor=kernel)
@@ -111,9 +112,7 @@ def qconv(network, x, weight, bias, name: str, amax: float, dtype: str = "int8",
 def qlinear(network, x, weight, bias, name: str, amax: float, dtype: str = "int8"):
     """``torch.nn.Linear`` (trtbuild.layers.basic.linear) with both matmul inputs quantized: the
     activation per tensor (``name/input_q``), the [out, in] weight per output row (``name/weight_q``)."""
-    w = np.asarray(weight)
-    if w.ndim != 2:
-        raise BuilderError(f"layer '{name}': linear weight must be [out, in], got shape {w.shape}")
+    w = check_linear_weight(weight, name)
     xq = quantize_dequantize(network, x, amax, f"{name}/input_q", dtype)
     wq = quantized_weights(network, w, f"{name}/weight_q", dtype, axis=0, like=x)
     return linear(network, xq, w, bias, name, weight_tensor=wq)

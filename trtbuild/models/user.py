@@ -141,6 +141,12 @@ def load_object(ref: str):
     return getattr(module, attr), f"{where}:{attr}", origin
 
 
+def a_type(value) -> str:
+    """"a dict", "an ITensor", "an int": the type of `value` with its article, for messages."""
+    name = type(value).__name__
+    return f"{'an' if name[:1].lower() in 'aeiou' else 'a'} {name}"
+
+
 def parse_input(text: str) -> tuple[str, tuple[int, ...]]:
     """'NAME:1x3x224x224' -> ('NAME', (1, 3, 224, 224)); ValueError naming --input otherwise."""
     name, sep, dims = text.rpartition(":")
@@ -190,7 +196,7 @@ def module_factory(fn, where: str, option: str = "--torch"):
     if isinstance(fn, ModelSpec):
         return fn.torch_factory
     if not callable(fn):
-        raise ValueError(f"{option} {where} is a {type(fn).__name__}, not a function returning a torch.nn.Module")
+        raise ValueError(f"{option} {where} is {a_type(fn)}, not a function returning a torch.nn.Module")
 
     def factory(seed: int = 0, small: bool = False):
         import torch
@@ -198,7 +204,7 @@ def module_factory(fn, where: str, option: str = "--torch"):
         torch.manual_seed(seed)
         module = call_without_arguments(fn, f"{option} {where}", "it must be a factory returning the torch.nn.Module")
         if not isinstance(module, torch.nn.Module):
-            raise ValueError(f"{option} {where} returned a {type(module).__name__}, not a torch.nn.Module")
+            raise ValueError(f"{option} {where} returned {a_type(module)}, not a torch.nn.Module")
         return module.eval()
 
     factory.__qualname__ = factory.__name__ = getattr(fn, "__name__", "factory")
@@ -240,7 +246,7 @@ def _function_spec(fn, where: str, input: str | None, torch: str | None, outputs
             raise ValueError(f"{e} (note: --input {input} has rank 3, but --input gives the batch first, e.g. "
                              f"{input_name}:1x{'x'.join(map(str, shape))}: is the batch dimension missing?)") from e
         if not isinstance(result, Mapping):
-            raise ValueError(f"network function {where} returned a {type(result).__name__}, not a dict "
+            raise ValueError(f"network function {where} returned {a_type(result)}, not a dict "
                              "{output name: ITensor}")
         if not names:  # default: the keys the function returns, in its order
             names.extend(result)
@@ -279,7 +285,7 @@ def resolve_model(ref: str, *, input: str | None = None, torch: str | None = Non
     elif _is_network_function(obj):
         spec = _function_spec(obj, where, input, torch, outputs)
     else:
-        raise ValueError(f"{where} is a {type(obj).__name__}, not a ModelSpec or a network function "
+        raise ValueError(f"{where} is {a_type(obj)}, not a ModelSpec or a network function "
                          f"{NETWORK_SIGNATURE}")
     previous = registry.ORIGINS.get(spec.name)
     if previous is not None and not previous.startswith(USER_ORIGINS) and registry.MODELS.get(spec.name) is not spec:

@@ -85,6 +85,14 @@ def _check_network(network):
                               "build the network with `import trtbuild.reference as trt` (the same builder code runs there)")
 
 
+def _used(initializers, nodes, graph_outputs) -> list:
+    """The initializers a node reads or that are graph outputs. A lowering may replace a constant by
+    a reshaped copy (normalization scale/bias: TensorRT's parser wants them as initializers of the
+    parameter's shape), leaving the original unread; onnxruntime warns about each one it removes."""
+    read = {name for node in nodes for name in node.input} | {o.name for o in graph_outputs}
+    return [t for t in initializers if t.name in read]
+
+
 def export_onnx(network, path: str | os.PathLike | None = None, opset: int | None = None, *,
                 all_outputs: bool = False, check: bool = True, graph_name: str | None = None) -> onnx.ModelProto:
     """Lower `network` (a trtbuild.reference INetworkDefinition) to an ONNX ModelProto.
@@ -127,8 +135,8 @@ def export_onnx(network, path: str | os.PathLike | None = None, opset: int | Non
     graph_outputs = [_value_info(g.name_of(t), t) for t in outputs]
     value_info = [_value_info(g.name_of(t), t) for layer in layers for t in layer._outputs
                   if id(t) not in output_ids and layer._TYPE != LayerType.CONSTANT]
-    graph = helper.make_graph(g.nodes, graph_name or network.name, graph_inputs, graph_outputs, g.initializers,
-                              value_info=value_info)
+    graph = helper.make_graph(g.nodes, graph_name or network.name, graph_inputs, graph_outputs,
+                              _used(g.initializers, g.nodes, graph_outputs), value_info=value_info)
     opsets = [helper.make_opsetid("", int(opset))] + [helper.make_opsetid(d, v) for d, v in sorted(g.domains.items())]
     model = helper.make_model(graph, opset_imports=opsets, producer_name="trtbuild", producer_version=__version__,
                               doc_string=f"trtbuild ONNX export of network '{network.name}' (reference backend)")

@@ -8,6 +8,12 @@ last layer (in network order) named like it or ``<module>/...``, kept only when 
 module's output shape. A BatchNorm fed directly by a convolution is folded into it (``conv_bn``): the
 conv's name stands for the BatchNorm's output, and the conv alone has no counterpart.
 
+The fallback must not claim a tensor the module does not return. A module whose output is a
+submodule's output (``attn`` ending in ``attn.proj``: the very same torch tensor), or whose layers
+end with a submodule's (``attn.proj...`` after the last ``attn/...``), has no layer of its own that
+computes its output: it is left unmapped, and its output is compared under the submodule's name.
+Its own ``<module>/...`` layers count as accounted for when that submodule is mapped.
+
     layer_map, unmapped = automatic_layer_map(network, module, x)
 """
 
@@ -18,6 +24,20 @@ import torch
 from trtbuild.forward_hooks import ForwardCapture, capture_forward
 
 __all__ = ["automatic_layer_map", "automap_spec"]
+
+
+def _returned_by_submodule(capture: ForwardCapture) -> dict[str, str]:
+    """{module name: its submodule that returned the very same tensor object}: a module ending in a
+    submodule (``attn`` -> ``attn.proj``, ``blocks.0`` -> ``blocks.0.attn`` -> ``blocks.0.attn.proj``)."""
+    first_producer: dict[int, str] = {}
+    aliases: dict[str, str] = {}
+    for c in capture.calls:
+        if not isinstance(c.output, torch.Tensor):
+            continue
+        earlier = first_producer.setdefault(id(c.output), c.name)
+        if earlier.startswith(c.name + "."):
+            aliases[c.name] = earlier
+    return aliases
 
 
 def _candidates(capture: ForwardCapture) -> list[tuple[str, list[str], tuple]]:
@@ -53,12 +73,12 @@ def automatic_layer_map(network, module: torch.nn.Module, *inputs) -> tuple[dict
             tensors.setdefault(layer.get_output(j).name, (li, layer.get_output(j)))
     found: dict[str, tuple[int, str]] = {}
     _, capture = capture_forward(module.eval(), *inputs)  # every call, the tensors themselves
+    aliases = _returned_by_submodule(capture)
     for mod_name, names, shape in _candidates(capture):
         for name in names:
             hit = tensors.get(name)
-            if hit is None:
-                under = [li for li, layer in enumerate(layers) if layer.name == name or layer.name.startswith(name + "/")]
-                hit = (under[-1], layers[under[-1]].get_output(0)) if under else None
+            if hit is None and mod_name not in aliases:
+                hit = _last_own_layer(layers, name)
             if hit is None or hit[1].name in inputs_by_name or hit[1].name in found:
                 continue
             if _shape_matches(hit[1].shape, shape):
@@ -66,6 +86,7 @@ def automatic_layer_map(network, module: torch.nn.Module, *inputs) -> tuple[dict
                 break
     mapping = {t: m for t, (_, m) in sorted(found.items(), key=lambda kv: kv[1][0])}
     covered = set(mapping) | set(mapping.values())
+    covered |= {alias for alias, source in aliases.items() if source in covered}
     producers = {found[t][0] for t in found}
 
     def is_covered(li: int, name: str) -> bool:
@@ -74,6 +95,19 @@ def automatic_layer_map(network, module: torch.nn.Module, *inputs) -> tuple[dict
 
     unmapped = [layer.name for li, layer in enumerate(layers) if not is_covered(li, layer.name)]
     return mapping, unmapped
+
+
+def _last_own_layer(layers, name: str):
+    """(index, output) of the last layer named `name` or `name/...` when no layer of a submodule
+    (``name.child...``) follows it in network order, else None: the module's output then comes from
+    a submodule, not from one of its own layers."""
+    last = None
+    for li, layer in enumerate(layers):
+        if layer.name == name or layer.name.startswith(name + "/"):
+            last = li
+        elif layer.name.startswith(name + ".") and last is not None:
+            last = None  # a submodule's layer after the module's own ones
+    return (last, layers[last].get_output(0)) if last is not None else None
 
 
 def automap_spec(spec, wm, module: torch.nn.Module, precision: str = "fp32", small: bool = False):

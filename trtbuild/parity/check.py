@@ -251,26 +251,30 @@ def check_engine_matches(sidecar: dict | None, source: str, model: str, small: b
                          f"omit --precision (the engine's is used) or build a {precision} engine")
 
 
-def engine_input_shapes(engine, batch: int | None, source: str) -> dict[str, list[int]]:
+def engine_input_shapes(engine, batch: int | None, source: str, batch_source: str = "--batch") -> dict[str, list[int]]:
     """{input name: shape} to feed `engine`, with batch `batch` (None: the engine's static batch,
     or the smallest batch of its profile). Raises ValueError if an explicit batch is not one the
-    engine accepts (a static batch of another size, or outside the profile's [min, max])."""
+    engine accepts (a static batch of another size, or outside the profile's [min, max]);
+    `batch_source` names what asked for the batch in that message (``--input x:8x3x32x32``)."""
     if batch is not None and int(batch) < 1:
         raise ValueError(f"batch must be >= 1, got {batch}")
+    by = "" if batch_source == "--batch" else f" by {batch_source}"
     shapes = {}
     for name in engine.input_names:
         info = engine.tensors[name]
         dims = list(info.shape)
         if dims[0] >= 0:
             if batch is not None and int(batch) != dims[0]:
+                advice = ("omit --batch" if batch_source == "--batch"
+                          else f"give the engine's batch there or pass --batch {dims[0]}")
                 raise ValueError(f"engine {source} has a static batch of {dims[0]} (input '{name}' {tuple(dims)}) but "
-                                 f"batch {batch} was requested; omit --batch or build with --batch MIN,OPT,MAX")
+                                 f"batch {batch} was requested{by}; {advice} or build with --batch MIN,OPT,MAX")
         else:
             lo, hi = info.min_shape[0], info.max_shape[0]
             if batch is None:
                 dims[0] = max(1, lo)
             elif not lo <= int(batch) <= hi:
-                raise ValueError(f"batch {batch} is outside the batch range [{lo}, {hi}] of engine {source} "
+                raise ValueError(f"batch {batch}{by} is outside the batch range [{lo}, {hi}] of engine {source} "
                                  f"(input '{name}'); pick a batch in that range or rebuild the engine")
             else:
                 dims[0] = int(batch)
@@ -284,7 +288,7 @@ def check_model_parity(model: str, trt, *, weights=None, engine=None, precision:
                        atol: float | None = None, rtol: float | None = None, layerwise: bool = False,
                        progress: bool | None = False, module: torch.nn.Module | None = None,
                        targets=None, cross_check: bool = False, allow_nonfinite: bool = False,
-                       layerwise_via: str = "debug tensors", quant=None) -> Report:
+                       layerwise_via: str = "debug tensors", quant=None, batch_source: str = "--batch") -> Report:
     """Parity of a registry model (name or ModelSpec): engine (a path, an Engine, or built in memory) vs PyTorch.
 
     weights: path or WeightMap used for the engine build and loaded into the PyTorch model
@@ -299,7 +303,8 @@ def check_model_parity(model: str, trt, *, weights=None, engine=None, precision:
     the engine's own for a given engine. A given engine whose sidecar names another model, small
     variant or precision than requested, or whose batch cannot be the requested one, raises
     ValueError naming both. targets / cross_check: as in build_plan, for an engine built in memory.
-    allow_nonfinite: as in check_parity (NaN/Inf outputs fail unless allowed).
+    allow_nonfinite: as in check_parity (NaN/Inf outputs fail unless allowed). batch_source: what
+    asked for `batch`, named where a given engine cannot take it (default "--batch").
     quant: a trtbuild.quant.QuantPlan (trtbuild.engine.quant_plan) for an engine built in memory:
     required for precision int8/fp8, or --keep in fp16/bf16 (meta["quantization"] describes it).
     """
@@ -363,7 +368,7 @@ def check_model_parity(model: str, trt, *, weights=None, engine=None, precision:
         engine = Engine(plan, trt, sidecar=plan.info, name=f"{spec.name} ({precision}, in memory)")
     if weights is not None:  # after the build, so that the build's record of unused weights is its own
         load_weights_into(module, wm)
-    shapes = engine_input_shapes(engine, batch, source)
+    shapes = engine_input_shapes(engine, batch, source, batch_source)
     value_range = tuple(value_range) if value_range is not None else tuple(spec.value_range)
     inputs = make_inputs(shapes, seed, value_range, distribution, large_scale)
     cross = (engine.sidecar or {}).get("cross_check")

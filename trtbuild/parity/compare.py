@@ -100,6 +100,19 @@ class TensorStats:
                 for k, v in d.items()}
 
 
+#: the error statistics of a TensorStats (all but the counts, tolerances and notes)
+_ERROR_STATS = ("max_abs", "mean_abs", "p99_abs", "max_rel", "mean_rel", "p99_rel", "rel_l2", "cosine", "min_atol",
+                "min_rtol")
+
+
+def not_compared(name: str, shape, count: int, atol: float, rtol: float, note: str, failed: int = 0) -> TensorStats:
+    """A failing row whose values could not be compared (a size mismatch, a missing output, a module
+    that never ran): every error statistic NaN, shown as "nan" / cosine "n/a" and written as null,
+    never a number (inf, cosine 1.0) that reads as if values had been compared."""
+    return TensorStats(name, list(shape), count, atol, rtol, False, failed=failed, note=note,
+                       **{k: math.nan for k in _ERROR_STATS})
+
+
 def _histogram(diff: np.ndarray, max_bins: int = 24) -> dict:
     """Counts of log10(|a - e|) in half-decade bins, plus exact zeros and non-finite errors."""
     finite = diff[np.isfinite(diff)]
@@ -133,8 +146,8 @@ def compare_tensor(name: str, actual, expected, atol: float, rtol: float, atol_r
     note = ""
     if a.shape != e.shape:
         if a.size != e.size:
-            return TensorStats(name, list(e.shape), int(e.size), atol, rtol, False, failed=int(e.size),
-                               max_abs=math.inf, note=f"shape mismatch: actual {tuple(a.shape)} vs expected {tuple(e.shape)}")
+            return not_compared(name, e.shape, int(e.size), atol, rtol, failed=int(e.size),
+                                note=f"shape mismatch: actual {tuple(a.shape)} vs expected {tuple(e.shape)}")
         note = (f"shape mismatch: actual {tuple(a.shape)} vs expected {tuple(e.shape)} (same number of values, "
                 "so the statistics compare them flattened)")
     a, e = a.ravel(), e.ravel()
@@ -282,8 +295,8 @@ def compare(actual: Mapping, expected: Mapping, atol: float = 1e-4, rtol: float 
         if name not in expected:
             raise ValueError(f"no expected (reference) value for output '{name}'; have {list(expected)}")
         if name not in actual:
-            rows.append(TensorStats(name, list(np.shape(to_numpy(expected[name]))), 0, atol, rtol, False,
-                                    max_abs=math.inf, note=f"missing from the actual outputs {list(actual)}"))
+            rows.append(not_compared(name, np.shape(to_numpy(expected[name])), 0, atol, rtol,
+                                     note=f"missing from the actual outputs {list(actual)}"))
             continue
         rows.append(compare_tensor(name, actual[name], expected[name], atol, rtol, atol_relative, allow_nonfinite))
     return Report(rows, atol, rtol, dict(meta or {}), atol_relative=atol_relative)

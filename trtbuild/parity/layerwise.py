@@ -13,7 +13,7 @@ import torch
 
 from trtbuild.forward_hooks import CaptureOptions, capture_forward
 
-from .compare import TensorStats, compare_tensor
+from .compare import TensorStats, compare_tensor, not_compared
 
 #: the note of a layer row whose tensor the engine never reported (debug tensors fused or optimised away)
 FUSED_AWAY = "fused away (not compared)"
@@ -77,8 +77,8 @@ def layerwise_rows(engine_outputs: Mapping[str, torch.Tensor], captured: Mapping
             raise ValueError(f"layer '{tensor_name}' is not an output of the engine (marked outputs: "
                              f"{list(engine_outputs)}); build it with extra_outputs including it")
         if mod not in captured:
-            row = TensorStats(tensor_name, [], 0, atol, rtol, False, max_abs=math.inf, rel_l2=math.inf,
-                              note=f"torch module '{mod}' was never called in forward()")
+            row = not_compared(tensor_name, [], 0, atol, rtol,
+                               note=f"torch module '{mod}' was never called in forward()")
         else:
             row = compare_tensor(tensor_name, engine_outputs[out_name], captured[mod], atol, rtol, atol_relative,
                                  allow_nonfinite)
