@@ -24,9 +24,9 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from trtbuild.ops.involution import InvolutionFunction, involution_output_size, involution_reference  # noqa: E402
+from trtbuild.ops.involution import InvolutionFunction, involution_output_size, involution_reference
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from docs_fragment import add_fragment_option, run_writing_fragment  # noqa: E402
+from docs_fragment import add_fragment_option, run_writing_fragment
 
 #: name -> list of (C, H, W, K, stride, group_channels). "rednet": the involutions of RedNet-50's four
 #: stages (7x7, 16 channels per group, stride 1; the stride-2 ones at the stage entries).

@@ -33,11 +33,11 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from trtbuild.engine import Engine, build_plan  # noqa: E402
-from trtbuild.models import registry  # noqa: E402
-from trtbuild.weights import WeightMap  # noqa: E402
+from trtbuild.engine import Engine, build_plan
+from trtbuild.models import registry
+from trtbuild.weights import WeightMap
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from docs_fragment import add_fragment_option, run_writing_fragment  # noqa: E402
+from docs_fragment import add_fragment_option, run_writing_fragment
 
 FORMS = ("plugin", "composed", "composed-conv")
 

@@ -31,13 +31,13 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from trtbuild.backend import BackendError, load_trt  # noqa: E402
-from trtbuild.engine import build_plan  # noqa: E402
-from trtbuild.models import registry  # noqa: E402
-from trtbuild.engine.quick import run_spec  # noqa: E402
-from trtbuild.weights import WeightMap  # noqa: E402
+from trtbuild.backend import BackendError, load_trt
+from trtbuild.engine import build_plan
+from trtbuild.models import registry
+from trtbuild.engine.quick import run_spec
+from trtbuild.weights import WeightMap
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from docs_fragment import add_fragment_option, run_writing_fragment  # noqa: E402
+from docs_fragment import add_fragment_option, run_writing_fragment
 
 
 def stats(y: torch.Tensor, ref: torch.Tensor) -> tuple[float, float, float]:

@@ -37,7 +37,7 @@ from helpers.refnet import RefNet, RtxNet
 from helpers.twin import _NOISE
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
-import robustness_table  # noqa: E402
+import robustness_table
 
 DTYPES = {"fp32": "FLOAT", "fp16": "HALF", "bf16": "BF16"}
 STRATEGIES = ("safe", "naive")

@@ -16,16 +16,16 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from helpers.layer_harness import random_affine  # noqa: E402
+from helpers.layer_harness import random_affine
 import trtbuild.reference as trt
 from trtbuild.onnx_export import export_onnx, run_onnxruntime
-from helpers.onnx_rtx import rtx_parses_every_export  # noqa: F401,E402  (autouse: TensorRT-RTX parses every export)
+from helpers.onnx_rtx import rtx_parses_every_export  # noqa: F401  (autouse: TensorRT-RTX parses every export)
 
-import trtbuild.layers.batchnorm as bn_mod  # noqa: E402
-import trtbuild.layers.l2norm as l2norm_mod  # noqa: E402
-import trtbuild.layers.lrn as lrn_mod  # noqa: E402
-import trtbuild.layers.normalization as norm_mod  # noqa: E402
-from trtbuild.models.pytorch import L2Norm  # noqa: E402
+import trtbuild.layers.batchnorm as bn_mod
+import trtbuild.layers.l2norm as l2norm_mod
+import trtbuild.layers.lrn as lrn_mod
+import trtbuild.layers.normalization as norm_mod
+from trtbuild.models.pytorch import L2Norm
 
 TRT_OF = {torch.float32: trt.float32, torch.float16: trt.float16, torch.bfloat16: trt.bfloat16}
 
@@ -248,13 +248,13 @@ def _robust_case(label, M):
     kind, impl = label.split("_")
     if kind == "instance":
         m = nn.InstanceNorm2d(16, affine=True).double()
-        fn = lambda n, x: norm_mod.instance_norm(n, x, G16, B16, 1e-5, "in", impl=impl)  # noqa: E731
+        fn = lambda n, x: norm_mod.instance_norm(n, x, G16, B16, 1e-5, "in", impl=impl)
     elif kind == "group":
         m = nn.GroupNorm(4, 16).double()
-        fn = lambda n, x: norm_mod.group_norm(n, x, 4, G16, B16, 1e-5, "gn", impl=impl)  # noqa: E731
+        fn = lambda n, x: norm_mod.group_norm(n, x, 4, G16, B16, 1e-5, "gn", impl=impl)
     else:
         m = nn.LayerNorm(16).double()
-        fn = lambda n, x: norm_mod.layer_norm(n, x, 16, G16, B16, 1e-5, "ln", impl=impl)  # noqa: E731
+        fn = lambda n, x: norm_mod.layer_norm(n, x, 16, G16, B16, 1e-5, "ln", impl=impl)
     m.weight.data, m.bias.data = torch.tensor(G16), torch.tensor(B16)
     return ((2, 16, 8, 8) if kind != "layer" else (2, 8, 16)), fn, m
 

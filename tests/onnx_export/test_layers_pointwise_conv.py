@@ -10,7 +10,7 @@ import torch
 
 import trtbuild.reference as trt
 from trtbuild.onnx_export import export_and_run, random_feeds
-from helpers.onnx_rtx import rtx_parses_every_export  # noqa: F401,E402  (autouse: TensorRT-RTX parses every export)
+from helpers.onnx_rtx import rtx_parses_every_export  # noqa: F401  (autouse: TensorRT-RTX parses every export)
 
 from helpers.onnx_layer_check import BOTH, F16, F32, NP, RNG, TOL, build, check, one, w  # noqa: F401
 

@@ -13,7 +13,7 @@ from trtbuild.onnx_export import OnnxExportError, export_onnx, run_onnxruntime
 from trtbuild.reference.core import NetworkError
 
 from helpers.onnx_layer_check import BOTH, F16, F32, build, check, one, w
-from helpers.onnx_rtx import rtx_parses_every_export  # noqa: F401,E402  (autouse: TensorRT-RTX parses every export)
+from helpers.onnx_rtx import rtx_parses_every_export  # noqa: F401  (autouse: TensorRT-RTX parses every export)
 
 P = trt.PaddingMode
 PT = trt.PoolingType

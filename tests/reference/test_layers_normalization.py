@@ -56,7 +56,7 @@ def test_group_norm_v1_scales_per_group(refnet):
                                           const(refnet, beta_g.reshape(1, 3, 1, 1)), (1 << 2) | (1 << 3))
     layer.num_groups = 3
     y = refnet.run({"x": x}, y=layer.get_output(0))["y"]
-    per_channel = lambda v: v.repeat_interleave(2)  # noqa: E731 - channels 0,1 -> group 0, ...
+    per_channel = lambda v: v.repeat_interleave(2)  # channels 0,1 -> group 0, ...
     close(y, F.group_norm(x, 3, weight=per_channel(gamma_g), bias=per_channel(beta_g), eps=1e-5))
 
 

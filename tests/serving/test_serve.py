@@ -47,7 +47,7 @@ def triton_ok():
     problem = stub_problem()
     if problem is None:
         try:
-            import tritonclient.grpc  # noqa: F401
+            import tritonclient.grpc
             import tritonclient.http  # noqa: F401
         except ImportError as e:
             problem = f"tritonclient is not installed ({e}); pip install \"trtbuild[serve]\""

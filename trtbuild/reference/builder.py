@@ -39,10 +39,10 @@ class IOptimizationProfile:
         self._shapes: dict[str, list[tuple]] = {}
         self.extra_memory_target = 1.0
 
-    def set_shape(self, input: str, min: Dims, opt: Dims, max: Dims) -> None:  # noqa: A002
+    def set_shape(self, input: str, min: Dims, opt: Dims, max: Dims) -> None:
         self._shapes[str(input)] = [tuple(Dims(min)), tuple(Dims(opt)), tuple(Dims(max))]
 
-    def get_shape(self, input: str) -> list:  # noqa: A002
+    def get_shape(self, input: str) -> list:
         return [Dims(s) for s in self._shapes.get(str(input), [])]
 
     def __bool__(self) -> bool:
@@ -153,7 +153,7 @@ class Builder:
         return get_plugin_registry()
 
     @property
-    def num_DLA_cores(self) -> int:  # noqa: N802
+    def num_DLA_cores(self) -> int:
         return 0
 
     def is_network_supported(self, network: INetworkDefinition, config: IBuilderConfig) -> bool:

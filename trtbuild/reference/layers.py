@@ -256,7 +256,7 @@ class IUnaryLayer(ILayer):
 
 class IActivationLayer(ILayer):
     _TYPE = LayerType.ACTIVATION
-    type = _param("type", ActivationType)  # noqa: A003 - TensorRT shadows ILayer.type here too
+    type = _param("type", ActivationType)
     alpha = _param("alpha", "float")
     beta = _param("beta", "float")
 
@@ -306,7 +306,7 @@ class IDeconvolutionLayer(_ConvLike):
 
 class IPoolingLayer(ILayer):
     _TYPE = LayerType.POOLING
-    type = _param("type", PoolingType)  # noqa: A003
+    type = _param("type", PoolingType)
     window_size_nd = _param("window_size_nd", "dims")
     stride_nd = _param("stride_nd", "dims")
     pre_padding = _param("pre_padding", "dims", _non_negative)

@@ -309,7 +309,7 @@ class INetworkDefinition(NetworkDebugMarks):
     def add_unary(self, input: ITensor, op: UnaryOperation) -> L.IUnaryLayer:
         return self._add(L.IUnaryLayer, [input], {"op": int(op)})
 
-    def add_activation(self, input: ITensor, type: ActivationType) -> L.IActivationLayer:  # noqa: A002 - TensorRT's parameter name
+    def add_activation(self, input: ITensor, type: ActivationType) -> L.IActivationLayer:
         alpha, beta = _ACTIVATION_DEFAULTS.get(ActivationType(type), (0.0, 0.0))
         return self._add(L.IActivationLayer, [input], {"type": int(type), "alpha": alpha, "beta": beta})
 
@@ -330,7 +330,7 @@ class INetworkDefinition(NetworkDebugMarks):
         return self._add(L.IDeconvolutionLayer, [input], self._conv_params(num_output_maps, kernel_shape),
                          {"kernel": kernel, "bias": bias}, eager=False)
 
-    def add_pooling_nd(self, input: ITensor, type: PoolingType, window_size: Dims) -> L.IPoolingLayer:  # noqa: A002
+    def add_pooling_nd(self, input: ITensor, type: PoolingType, window_size: Dims) -> L.IPoolingLayer:
         ws = Dims(window_size)
         n = len(ws)
         return self._add(L.IPoolingLayer, [input], {
@@ -342,14 +342,14 @@ class INetworkDefinition(NetworkDebugMarks):
         return self._add(L.ILRNLayer, [input], {"window_size": int(window), "alpha": float(alpha),
                                                  "beta": float(beta), "k": float(k)})
 
-    def _normalization(self, input, scale, bias, axesMask, v2):  # noqa: N803
+    def _normalization(self, input, scale, bias, axesMask, v2):
         return self._add(L.INormalizationLayer, [input, scale, bias],
                          {"axes": int(axesMask), "epsilon": 1e-5, "num_groups": 1, "is_v2": v2}, eager=False)
 
-    def add_normalization(self, input: ITensor, scale: ITensor, bias: ITensor, axesMask: int) -> L.INormalizationLayer:  # noqa: N803
+    def add_normalization(self, input: ITensor, scale: ITensor, bias: ITensor, axesMask: int) -> L.INormalizationLayer:
         return self._normalization(input, scale, bias, axesMask, False)
 
-    def add_normalization_v2(self, input: ITensor, scale: ITensor, bias: ITensor, axesMask: int) -> L.INormalizationLayer:  # noqa: N803
+    def add_normalization_v2(self, input: ITensor, scale: ITensor, bias: ITensor, axesMask: int) -> L.INormalizationLayer:
         return self._normalization(input, scale, bias, axesMask, True)
 
     def add_shuffle(self, input: ITensor) -> L.IShuffleLayer:
