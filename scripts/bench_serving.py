@@ -37,7 +37,6 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 import trtbuild.reference as trt  # noqa: E402
 from trtbuild.engine import build_and_save, export_seeded_weights, load_engine  # noqa: E402
-from trtbuild.models import registry  # noqa: E402
 from trtbuild.serving.python_env import stub_problem  # noqa: E402
 from trtbuild.serving.tritonserver import free_ports  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parent))

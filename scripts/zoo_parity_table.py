@@ -86,7 +86,7 @@ def rtx_build(spec, wm, small: bool, precision: str) -> str:
     t0 = time.perf_counter()
     try:
         plan = build_plan(rtx, spec, weights=wm, precision=precision, small=small, progress=False)
-    except Exception as e:  # report, don't hide: the table shows the failure
+    except Exception as e:  # noqa: BLE001 - report, don't hide: the table shows the failure
         return f"FAILED ({type(e).__name__})"
     return f"{len(plan) / 2**20:.1f} MiB, {time.perf_counter() - t0:.1f} s"
 

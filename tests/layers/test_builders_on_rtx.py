@@ -165,8 +165,8 @@ BASIC_CONFIGS = [Config(f"conv {nsp}d s{st} p{p} d{d} g{g}", (2, 8) + (9,) * nsp
 BASIC_CONFIGS += [Config("conv no bias", (1, 4, 10, 10),
                          lambda n, x, _: basic.conv(n, x, _w(6, 4, 3, 3), None, "c", padding=1))]
 BASIC_CONFIGS += [Config(f"{kind} {hw} k{k} s{s} p{p} ceil={ceil}", (2, 3) + hw,
-                         lambda n, x, _, k=k, s=s, p=p, ceil=ceil, fn=getattr(basic, kind):
-                             fn(n, x, k, s, p, "pool", ceil_mode=ceil))
+                         lambda n, x, _, k=k, s=s, p=p, ceil=ceil, kind=kind:
+                             getattr(basic, kind)(n, x, k, s, p, "pool", ceil_mode=ceil))
                   for kind in ("max_pool", "avg_pool") for hw, k, s, p, ceil in POOL_CASES
                   if not (kind == "avg_pool" and k == (2, 3))]
 BASIC_CONFIGS += [Config("avg_pool count_include_pad=False", (1, 3, 9, 9),

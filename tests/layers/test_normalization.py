@@ -99,7 +99,7 @@ def test_group_norm_v1_rejects_per_channel_scale():
     layer = network.add_normalization(x, c, c, 0b1100)
     layer.num_groups = 2
     with pytest.raises(trt.NetworkError, match="v1.*scales per group"):
-        layer.get_output(0).shape
+        _ = layer.get_output(0).shape
 
 
 @pytest.mark.parametrize("impl", ["auto", "composed"])

@@ -116,7 +116,7 @@ def test_only_modelspec_of_a_file_is_the_default(cwd, capsys):
     assert code == 0, err
     assert (cwd / "engines" / "small_spec-fp32.engine").is_file() and (cwd / "weights" / "small_spec.wts").is_file()
     code, out, _ = run(capsys, ["models", *REF])
-    assert "small_spec" in out and f"file net.py" in out  # registered with its origin
+    assert "small_spec" in out and "file net.py" in out  # registered with its origin
 
 
 def test_importable_module_reference(cwd, capsys, monkeypatch):

@@ -16,6 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from helpers.builder_cases import GROUP_SHAPES
 from helpers.layer_harness import random_affine
 import trtbuild.reference as trt
 from trtbuild.onnx_export import export_onnx, run_onnxruntime
@@ -83,7 +84,8 @@ LRN_SHAPES = [(2, 7, 5), (2, 9, 3, 4), (1, 6, 2, 3, 4)]
 def test_lrn(shape, impl, sizes, params, scale):
     for size in sizes:
         x = _x(shape, size, scale)
-        y, model = through_onnxruntime(lambda n, t: lrn_mod.lrn(n, t, size, *params, "norm1", impl=impl), x.float())
+        y, model = through_onnxruntime(lambda n, t, size=size: lrn_mod.lrn(n, t, size, *params, "norm1", impl=impl),
+                                       x.float())
         assert_close(y, F.local_response_norm(x, size, *params), what=f"{impl} {shape} size {size}")
         if impl == "native":
             assert "LRN" in [node.op_type for node in model.graph.node]
@@ -126,9 +128,6 @@ def test_instance_norm(shape, cls, impl):
     x = _x(shape, 0, 3.0, 1.0)
     y, _ = through_onnxruntime(lambda n, t: norm_mod.instance_norm(n, t, gamma, beta, m.eps, "in1", impl=impl), x.float())
     assert_close(y, m(x), what=f"instance {shape} {impl}")
-
-
-from helpers.builder_cases import GROUP_SHAPES
 
 
 # TensorRT's group normalization needs spatial dims: the builder refuses impl='native' on (N, C)

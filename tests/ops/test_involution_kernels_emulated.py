@@ -111,7 +111,8 @@ def test_forward_kernel_float64_all_paths(emu, case):
         for specialize in (1, 0):
             out = forward(emu, case, x, w, cpt, specialize)
             torch.testing.assert_close(out, expected, atol=1e-12, rtol=1e-12,
-                                       msg=lambda m: f"channels_per_thread={cpt} specialize={specialize}: {m}")
+                                       msg=lambda m, cpt=cpt, specialize=specialize:
+                                       f"channels_per_thread={cpt} specialize={specialize}: {m}")
 
 
 @pytest.mark.parametrize("case", CASES[:3], ids=IDS[:3])

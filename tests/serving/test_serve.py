@@ -69,7 +69,9 @@ class Served:
             [sys.executable, "-c", code, "serve", *args, "--http-port", str(self.http), "--grpc-port",
              str(self.grpc), "--metrics-port", str(self.metrics)], cwd=cwd, env=env, stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT, text=True, start_new_session=True,
-            preexec_fn=(lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if sigint_ignored else None)
+            # as a shell's background job: SIGINT ignored from exec on (the child only calls signal())
+            preexec_fn=(lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))  # noqa: PLW1509
+            if sigint_ignored else None)
         self.lines: list[str] = []
         self._queue: queue.Queue = queue.Queue()
         threading.Thread(target=self._read, daemon=True).start()

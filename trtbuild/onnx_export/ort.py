@@ -99,7 +99,7 @@ def session(model, optimize: bool = False, threads: int | None = None):
         source = os.fspath(model)
     try:
         return ort.InferenceSession(source, sess_options=opts, providers=["CPUExecutionProvider"])
-    except Exception as e:  # onnxruntime raises its own exception types
+    except Exception as e:  # noqa: BLE001 - onnxruntime raises its own exception types
         raise OnnxRuntimeError(f"onnxruntime cannot load the model: {e}") from None
 
 
@@ -117,6 +117,6 @@ def run_onnxruntime(model, feeds: dict, outputs: list[str] | None = None, optimi
     names = outputs or [o.name for o in sess.get_outputs()]
     try:
         values = sess.run(names, {k: _as_numpy(v) for k, v in feeds.items()})
-    except Exception as e:
+    except Exception as e:  # noqa: BLE001 - onnxruntime raises its own exception types
         raise OnnxRuntimeError(f"onnxruntime failed to run the model: {e}") from None
     return dict(zip(names, values))

@@ -11,9 +11,11 @@ Differences a user may notice (all on the side of being stricter or clearer):
 - Weights copies its array (TensorRT keeps a reference until the build).
 """
 
-from .builder import REFERENCE_VERSION, Builder, IBuilderConfig, IHostMemory, IOptimizationProfile, IProgressMonitor, ITimingCache
-from .core import (Dims, ILogger, ITensor, Logger, NetworkError, Permutation, Weights, bfloat16, bool, float16, float32,
-                   int8, int32, int64, nptype, uint8)
+from .builder import (REFERENCE_VERSION, Builder, IBuilderConfig, IHostMemory, IOptimizationProfile, IProgressMonitor,
+                      ITimingCache)
+from .core import (Dims, ILogger, ITensor, Logger, NetworkError as NetworkError, Permutation, Weights, bfloat16,
+                   bool,  # noqa: A004 - TensorRT's module exposes `tensorrt.bool`
+                   float16, float32, int8, int32, int64, nptype, uint8)
 from .enums import (ActivationType, BuilderFlag, DataType, ElementWiseOperation, LayerType, MatrixOperation,
                     MemoryPoolType, NetworkDefinitionCreationFlag, PaddingMode, PluginFieldType, PoolingType,
                     ProfilingVerbosity, ReduceOperation, SampleMode, ScaleMode, TensorIOMode, TensorLocation,

@@ -8,7 +8,7 @@ import json
 from . import arithmetic as _arith
 from .argtypes import api_types
 from .core import Dims, ILogger, Logger, NetworkError
-from .enums import BuilderFlag, DataType, MemoryPoolType, ProfilingVerbosity
+from .enums import BuilderFlag, MemoryPoolType, ProfilingVerbosity
 from .host_memory import IHostMemory, host_memory_of
 from .network import INetworkDefinition
 from .plan import serialize_network, validate_profiles
@@ -116,7 +116,8 @@ class IBuilderConfig:
     def num_optimization_profiles(self) -> int:
         return len(self._profiles)
 
-    def create_timing_cache(self, serialized_timing_cache: Buffer) -> ITimingCache:
+    # `Buffer` (the buffer protocol) is no class: argtypes.api_types reads the annotation's text
+    def create_timing_cache(self, serialized_timing_cache: Buffer) -> ITimingCache:  # noqa: F821
         data = bytes(serialized_timing_cache)
         if not data:
             return ITimingCache()
@@ -173,7 +174,7 @@ class Builder:
             validate_profiles(network, profiles)
             if monitor is not None:
                 monitor.phase_start(phase, None, len(network._layers))
-            for i, layer in enumerate(network._layers):
+            for i in range(len(network._layers)):
                 if monitor is not None and not monitor.step_complete(phase, i):
                     self.logger.log(Logger.ERROR, "build cancelled by the progress monitor")
                     return None

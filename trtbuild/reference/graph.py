@@ -87,7 +87,7 @@ class PlanGraph:
             except NetworkError as e:
                 reason = str(e).removeprefix(f"layer '{entry['name']}': ")
                 raise PlanError(f"{what} is refused: {reason}", "graph") from None
-            except Exception as e:  # params of the wrong kind or type: KeyError, TypeError, ...
+            except Exception as e:  # noqa: BLE001 - params of the wrong kind or type: KeyError, TypeError, ...
                 raise PlanError(f"{what} has params {entry['params']!r} that do not fit its kind "
                                 f"({type(e).__name__}: {e})", "graph") from None
             declared = [(tuple(o["shape"]), DataType(o["dtype"])) for o in entry["outputs"]]

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-import numpy as np
 
 from .argtypes import BAD, CONVERTERS as _ARGUMENT, api_types
 from .core import Dims, ITensor, NetworkError, Permutation, as_weights
@@ -107,7 +106,7 @@ def _param(key: str, kind: str, check=None):
         v = self._params[key]
         return conv(v) if v is not None else None
 
-    def set(self, value):
+    def set_(self, value):
         value = _setter_value(kind, value, lambda: f"layer '{self.name}': {key} = {value!r}")
         why = check(value) if check is not None and value is not None else None
         if why:
@@ -116,7 +115,7 @@ def _param(key: str, kind: str, check=None):
         self._params[key] = (tuple(value) if isinstance(value, tuple) else value)
         self._network._touch()
 
-    prop = _Param(get, set)
+    prop = _Param(get, set_)
     prop.key, prop.kind, prop.check = key, kind, check
     return prop
 
@@ -125,11 +124,11 @@ def _weights(key: str):
     def get(self):
         return self._weights[key]
 
-    def set(self, value):
+    def set_(self, value):
         self._weights[key] = as_weights(value, f"layer '{self.name}': {key}")
         self._network._touch()
 
-    return property(get, set)
+    return property(get, set_)
 
 
 @api_types

@@ -4,6 +4,7 @@ names and defaults, and the checks TensorRT applies when a layer is added."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from .argtypes import api_types
 from .core import Dims, ILogger, ITensor, NetworkError, Weights
@@ -13,6 +14,9 @@ from .enums import (ActivationType, DataType, ElementWiseOperation, LayerType, M
 from . import layers as L
 from .quantize import validate as validate_quantization
 from .debug import NetworkDebugMarks
+
+if TYPE_CHECKING:  # the annotations' names; argtypes.api_types resolves them itself
+    from .plugins import IPluginV3
 
 
 def _name_argument(network, value, api: str) -> str | None:

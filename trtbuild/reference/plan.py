@@ -264,7 +264,7 @@ def check_arrays(header: dict, arrays: dict) -> None:
     from .core import _STORAGE
     from .enums import DataType
 
-    for k, entry in enumerate(header["layers"]):
+    for entry in header["layers"]:
         types = entry.get("weight_types", {})
         for key, ref in entry["weights"].items():
             if ref not in arrays:

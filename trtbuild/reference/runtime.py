@@ -174,7 +174,7 @@ class IExecutionContext(ContextDebugState):
             raise NetworkError(f"execute_async_v3: no address set for tensors {unbound} (call set_tensor_address)")
         dev = device()
         stream = torch.cuda.ExternalStream(stream_handle) if dev.type == "cuda" and stream_handle else None
-        with torch.cuda.stream(stream) if stream is not None else _null():
+        with torch.cuda.stream(stream) if stream is not None else _Null():
             feeds = {t["name"]: _wrap(self._addresses[t["name"]], self._shapes[t["name"]], DataType(t["dtype"]), dev)
                      for t in self.engine._header["inputs"]}
             results = self.engine._graph.run(feeds, dev, self._debug_callback(dev, stream_handle))
@@ -189,7 +189,7 @@ class IExecutionContext(ContextDebugState):
         return self.execute_async_v3(0)
 
 
-class _null:
+class _Null:
     def __enter__(self):
         return None
 
