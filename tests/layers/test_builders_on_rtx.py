@@ -88,7 +88,8 @@ NORM_CONFIGS += [Config(f"batchnorm {s}", s,
                         lambda n, x, st, c=s[1]: batchnorm(n, x, *_bn_eval(c), "bn", strategy=st))
                  for s, _ in BN_CASES + [((-1, 6), None)]]
 NORM_CONFIGS += [Config(f"batchnorm_batch_stats {s}", s,
-                        lambda n, x, st, c=s[1]: batchnorm_batch_stats(n, x, _vec(c), _vec(c, 1, -0.5, 0.5), 1e-5, "bnt",
+                        lambda n, x, st, c=s[1]: batchnorm_batch_stats(n, x, _vec(c), _vec(c, 1, -0.5, 0.5), 1e-5,
+                                                                       "bnt",
                                                                        strategy=st))
                  for s, _ in BN_CASES]
 

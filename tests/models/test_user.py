@@ -189,7 +189,8 @@ def test_output_option_orders_and_checks_outputs(cwd, capsys):
     ("good", ["no_such_pkg.mod:f"], "no module named 'no_such_pkg'"),
 ])
 def test_errors_are_one_sentence(cwd, capsys, setup, argv, message):
-    body = {"good": TORCH_PART + NETWORK_PART, "syntax": "x = 1\n\ndef f(:\n", "raises": "import os\n\n\nraise RuntimeError('boom')\n",
+    body = {"good": TORCH_PART + NETWORK_PART, "syntax": "x = 1\n\ndef f(:\n",
+            "raises": "import os\n\n\nraise RuntimeError('boom')\n",
             "two": TORCH_PART + NETWORK_PART + SPEC_PART + "OTHER = SPEC\n",
             "clash": TORCH_PART + NETWORK_PART + SPEC_PART.replace('"small_spec"', '"alexnet"')}.get(setup)
     if setup == "notpy.txt":
@@ -268,7 +269,8 @@ def test_entry_point_models_are_listed_built_and_broken_ones_reported(cwd, capsy
         assert len(errors) == 2
         assert "entry point 'fake_broken = fake_pkg.missing:SPEC' of fake_dist failed to load: ModuleNotFoundError" \
             in errors[0]
-        assert "entry point 'fake_wrong = fake_pkg.models:NOT_A_SPEC' of fake_dist gave int, not a ModelSpec" in errors[1]
+        assert ("entry point 'fake_wrong = fake_pkg.models:NOT_A_SPEC' of fake_dist gave int, not a ModelSpec"
+                in errors[1])
         code, out, err = run(capsys, ["parity", "fake_net", *REF])
         assert code == 0 and "result: PASS" in out, err
         code, out, err = run(capsys, ["build", "fake_broken", *REF])

@@ -126,13 +126,15 @@ def test_instance_norm(shape, cls, impl):
     m = cls(6, affine=True).double()
     gamma, beta = random_affine(m)
     x = _x(shape, 0, 3.0, 1.0)
-    y, _ = through_onnxruntime(lambda n, t: norm_mod.instance_norm(n, t, gamma, beta, m.eps, "in1", impl=impl), x.float())
+    y, _ = through_onnxruntime(lambda n, t: norm_mod.instance_norm(n, t, gamma, beta, m.eps, "in1", impl=impl),
+                               x.float())
     assert_close(y, m(x), what=f"instance {shape} {impl}")
 
 
 # TensorRT's group normalization needs spatial dims: the builder refuses impl='native' on (N, C)
-@pytest.mark.parametrize("shape, groups, impl", [(s, g, i) for s, g in GROUP_SHAPES for i in ("auto", "native", "composed")
-                                                 if not (len(s) == 2 and i == "native")])
+@pytest.mark.parametrize("shape, groups, impl",
+                         [(s, g, i) for s, g in GROUP_SHAPES for i in ("auto", "native", "composed")
+                          if not (len(s) == 2 and i == "native")])
 def test_group_norm(shape, groups, impl):
     m = nn.GroupNorm(groups, shape[1], eps=1e-4).double()
     gamma, beta = random_affine(m, seed=groups)
@@ -149,7 +151,8 @@ def test_layer_norm(shape, normalized, impl):
     m = nn.LayerNorm(normalized).double()
     gamma, beta = random_affine(m)
     x = _x(shape, 0, 3.0, 1.0)
-    y, model = through_onnxruntime(lambda n, t: norm_mod.layer_norm(n, t, normalized, gamma, beta, m.eps, "ln", impl=impl),
+    y, model = through_onnxruntime(lambda n, t: norm_mod.layer_norm(n, t, normalized, gamma, beta, m.eps, "ln",
+                                                                    impl=impl),
                                    x.float())
     assert_close(y, m(x), what=f"layer {shape} {normalized} {impl}")
 

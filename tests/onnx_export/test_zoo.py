@@ -16,7 +16,8 @@ import torch
 import torch.nn.functional as F
 
 import trtbuild.reference as trt
-from trtbuild.onnx_export import compare_arrays, export_onnx, format_rows, layerwise_against_onnxruntime, run_onnxruntime
+from trtbuild.onnx_export import (compare_arrays, export_onnx, format_rows, layerwise_against_onnxruntime,
+                                  run_onnxruntime)
 
 from trtbuild.models import registry
 from trtbuild.engine import quick

@@ -179,7 +179,8 @@ class _EmulatedKernels(torch.autograd.Function):
         return gx, gw, None, None
 
 
-@pytest.mark.parametrize("case", [(1, 4, 6, 7, 3, 1, 1, 1, 2), (2, 6, 7, 6, 5, 2, 2, 1, 3), (1, 4, 8, 8, 2, 3, 1, 2, 1)],
+@pytest.mark.parametrize("case", [(1, 4, 6, 7, 3, 1, 1, 1, 2), (2, 6, 7, 6, 5, 2, 2, 1, 3),
+                                  (1, 4, 8, 8, 2, 3, 1, 2, 1)],
                          ids=["K3", "K5s2", "K2s3d2"])
 def test_gradcheck_float64_on_emulated_kernels(emu, case):
     """torch.autograd.gradcheck with the kernels' own forward and backward (finite differences of the

@@ -379,7 +379,8 @@ def test_refusals_name_the_layer():
     assert tuple(q.get_output(0).shape) == (1, 4, 3, 3) and q.get_output(0).dtype == trt.DataType.INT8
     d = net.network.add_dequantize(x, s, trt.float32)
     d.name = "x_dq"
-    with pytest.raises(NetworkError, match=r"layer 'x_dq': input has type FLOAT but a dequantize layer takes INT8, FP8"):
+    with pytest.raises(NetworkError,
+                       match=r"layer 'x_dq': input has type FLOAT but a dequantize layer takes INT8, FP8"):
         _ = d.get_output(0).dtype
 
 

@@ -241,8 +241,8 @@ def test_serve_zoo_engine_with_dynamic_batching(triton_ok, tmp_path):
 
 
 def test_serve_user_network_built_in_memory(triton_ok, tmp_path):
-    """The docs' own network (docs/your-own-model.md) (net.py:tinynet), built in memory from --weights, dynamic batching off:
-    every one of 64 concurrent HTTP/gRPC responses equals the direct run at its own batch size, one
+    """The docs' own network (docs/your-own-model.md) (net.py:tinynet), built in memory from --weights, dynamic batching
+    off: every one of 64 concurrent HTTP/gRPC responses equals the direct run at its own batch size, one
     execution per request; a terminal's Ctrl-C (SIGINT to the process group) stops it cleanly."""
     from helpers.own_model_page import section_blocks
     from trtbuild.engine import Engine, build_model

@@ -57,7 +57,8 @@ def automatic_layer_map(network, module: torch.nn.Module, *inputs) -> tuple[dict
         for name in names:
             hit = tensors.get(name)
             if hit is None:
-                under = [li for li, layer in enumerate(layers) if layer.name == name or layer.name.startswith(name + "/")]
+                under = [li for li, layer in enumerate(layers)
+                         if layer.name == name or layer.name.startswith(name + "/")]
                 hit = (under[-1], layers[under[-1]].get_output(0)) if under else None
             if hit is None or hit[1].name in inputs_by_name or hit[1].name in found:
                 continue

@@ -36,7 +36,8 @@ DEFAULT_TOLERANCES = {"fp32": (1e-4, 1e-3), "fp16": (1e-2, 1e-2), "bf16": (5e-2,
 def default_tolerances(precision: str) -> tuple[float, float]:
     """(relative atol, rtol) suited to an engine computing in `precision` compared with fp32 PyTorch."""
     if precision not in DEFAULT_TOLERANCES:
-        raise ValueError(f"no default tolerances for precision {precision!r}; choose one of {', '.join(DEFAULT_TOLERANCES)}")
+        raise ValueError(f"no default tolerances for precision {precision!r}; choose one of "
+                         f"{', '.join(DEFAULT_TOLERANCES)}")
     return DEFAULT_TOLERANCES[precision]
 
 
@@ -134,7 +135,8 @@ def compare_tensor(name: str, actual, expected, atol: float, rtol: float, atol_r
     if a.shape != e.shape:
         if a.size != e.size:
             return TensorStats(name, list(e.shape), int(e.size), atol, rtol, False, failed=int(e.size),
-                               max_abs=math.inf, note=f"shape mismatch: actual {tuple(a.shape)} vs expected {tuple(e.shape)}")
+                               max_abs=math.inf,
+                               note=f"shape mismatch: actual {tuple(a.shape)} vs expected {tuple(e.shape)}")
         note = (f"shape mismatch: actual {tuple(a.shape)} vs expected {tuple(e.shape)} (same number of values, "
                 "so the statistics compare them flattened)")
     a, e = a.ravel(), e.ravel()

@@ -27,7 +27,8 @@ from .layers import (IActivationLayer, ICastLayer, IConcatenationLayer, IConstan
 from .layers import IDequantizeLayer, IQuantizeLayer
 from .debug import IDebugListener
 from .network import INetworkDefinition
-from .plugins import IPluginCreatorV3One, IPluginRegistry, IPluginV3, PluginField, PluginFieldCollection, get_plugin_registry
+from .plugins import (IPluginCreatorV3One, IPluginRegistry, IPluginV3, PluginField, PluginFieldCollection,
+                      get_plugin_registry)
 from .runtime import ICudaEngine, IExecutionContext, Runtime
 
 __version__ = REFERENCE_VERSION
@@ -44,7 +45,8 @@ __all__ = [
     "ILayer", "IActivationLayer", "ICastLayer", "IConcatenationLayer", "IConstantLayer", "IConvolutionLayer",
     "IDeconvolutionLayer", "IElementWiseLayer", "IIdentityLayer", "ILRNLayer", "IMatrixMultiplyLayer",
     "INormalizationLayer", "IPaddingLayer", "IPluginV3Layer", "IPoolingLayer", "IReduceLayer", "IScaleLayer",
-    "IShuffleLayer", "ISliceLayer", "IQuantizeLayer", "IDequantizeLayer", "ISoftMaxLayer", "IUnaryLayer", "INetworkDefinition",
+    "IShuffleLayer", "ISliceLayer", "IQuantizeLayer", "IDequantizeLayer", "ISoftMaxLayer", "IUnaryLayer",
+    "INetworkDefinition",
     "IPluginCreatorV3One", "IPluginRegistry", "IPluginV3", "PluginField", "PluginFieldCollection",
     "get_plugin_registry", "ICudaEngine", "IExecutionContext", "Runtime", "IDebugListener",
 ]

@@ -203,7 +203,8 @@ class ILayer:
     def set_input(self, index: int, tensor: ITensor) -> None:
         limit = max(len(self._inputs), self._MAX_INPUTS)
         if not 0 <= index < limit:
-            raise NetworkError(f"layer '{self.name}': input index {index} out of range (it takes at most {limit} inputs)")
+            raise NetworkError(f"layer '{self.name}': input index {index} out of range (it takes at "
+                               f"most {limit} inputs)")
         while len(self._inputs) <= index:  # as in TensorRT, skipped optional inputs stay empty
             self._inputs.append(None)
         self._inputs[index] = tensor
@@ -289,7 +290,8 @@ class _ConvLike(ILayer):
     def padding_nd(self, value) -> None:
         value = _setter_value("dims", value, lambda: f"layer '{self.name}': padding_nd = {value!r}")
         if _non_negative(value):
-            raise NetworkError(f"layer '{self.name}': padding_nd = {tuple(Dims(value))} is refused: padding must be >= 0")
+            raise NetworkError(f"layer '{self.name}': padding_nd = {tuple(Dims(value))} is refused: "
+                               "padding must be >= 0")
         self._params["pre_padding"] = tuple(Dims(value))
         self._params["post_padding"] = tuple(Dims(value))
         self._network._touch()

@@ -353,7 +353,8 @@ class INetworkDefinition(NetworkDebugMarks):
     def add_normalization(self, input: ITensor, scale: ITensor, bias: ITensor, axesMask: int) -> L.INormalizationLayer:
         return self._normalization(input, scale, bias, axesMask, False)
 
-    def add_normalization_v2(self, input: ITensor, scale: ITensor, bias: ITensor, axesMask: int) -> L.INormalizationLayer:
+    def add_normalization_v2(self, input: ITensor, scale: ITensor,
+                             bias: ITensor, axesMask: int) -> L.INormalizationLayer:
         return self._normalization(input, scale, bias, axesMask, True)
 
     def add_shuffle(self, input: ITensor) -> L.IShuffleLayer:
@@ -369,14 +370,16 @@ class INetworkDefinition(NetworkDebugMarks):
 
     def add_slice(self, input: ITensor, start: Dims, shape: Dims, stride: Dims) -> L.ISliceLayer:
         return self._add(L.ISliceLayer, [input], {"start": tuple(Dims(start)), "shape": tuple(Dims(shape)),
-                                                   "stride": tuple(Dims(stride)), "mode": int(SampleMode.STRICT_BOUNDS)},
+                                                  "stride": tuple(Dims(stride)),
+                                                  "mode": int(SampleMode.STRICT_BOUNDS)},
                          eager=False)
 
     def add_padding_nd(self, input: ITensor, pre_padding: Dims, post_padding: Dims) -> L.IPaddingLayer:
         return self._add(L.IPaddingLayer, [input], {"pre_padding_nd": tuple(Dims(pre_padding)),
                                                      "post_padding_nd": tuple(Dims(post_padding))})
 
-    def add_matrix_multiply(self, input0: ITensor, op0: MatrixOperation, input1: ITensor, op1: MatrixOperation) -> L.IMatrixMultiplyLayer:
+    def add_matrix_multiply(self, input0: ITensor, op0: MatrixOperation,
+                            input1: ITensor, op1: MatrixOperation) -> L.IMatrixMultiplyLayer:
         return self._add(L.IMatrixMultiplyLayer, [input0, input1], {"op0": int(MatrixOperation(op0)),
                                                                      "op1": int(MatrixOperation(op1))})
 
@@ -396,18 +399,21 @@ class INetworkDefinition(NetworkDebugMarks):
         return self._add(L.IQuantizeLayer, [input, scale], {"axis": -1, "to_type": int(DataType(output_type))},
                          eager=False)
 
-    def add_dequantize(self, input: ITensor, scale: ITensor, output_type: DataType = DataType.FLOAT) -> L.IDequantizeLayer:
+    def add_dequantize(self, input: ITensor, scale: ITensor,
+                       output_type: DataType = DataType.FLOAT) -> L.IDequantizeLayer:
         """TensorRT 10's default output_type (FLOAT); TensorRT 11 requires it."""
         return self._add(L.IDequantizeLayer, [input, scale], {"axis": -1, "to_type": int(DataType(output_type))},
                          eager=False)
 
-    def add_plugin_v3(self, inputs: Sequence[ITensor], shape_inputs: Sequence[ITensor], plugin: IPluginV3) -> L.IPluginV3Layer:
+    def add_plugin_v3(self, inputs: Sequence[ITensor],
+                      shape_inputs: Sequence[ITensor], plugin: IPluginV3) -> L.IPluginV3Layer:
         from .plugins import IPluginV3
 
         if list(shape_inputs):
             raise NetworkError("add_plugin_v3: shape inputs are not supported by the reference backend")
         if not isinstance(plugin, IPluginV3):
-            raise NetworkError(f"add_plugin_v3: expected a plugin created by a reference plugin creator, got {type(plugin).__name__}")
+            raise NetworkError("add_plugin_v3: expected a plugin created by a reference plugin creator, got "
+                               f"{type(plugin).__name__}")
         inputs = list(inputs)
         n = len(plugin._output_shapes([tuple(t.shape) for t in inputs]))
         return self._add(L.IPluginV3Layer, inputs, None, plugin=plugin, num_outputs=n)
@@ -419,7 +425,8 @@ class INetworkDefinition(NetworkDebugMarks):
         io_names = [t.name for t in self._inputs + self._outputs]
         dup = {n for n in io_names if io_names.count(n) > 1}
         if dup:
-            raise NetworkError(f"network '{self.name}': input/output tensor names must be unique, repeated: {sorted(dup)}")
+            raise NetworkError(f"network '{self.name}': input/output tensor names must be unique, "
+                               f"repeated: {sorted(dup)}")
         for layer in self._layers:
             for i, t in enumerate(layer._inputs):
                 if t is None and (i == 0 or layer._TYPE != LayerType.SLICE):
@@ -441,5 +448,5 @@ class INetworkDefinition(NetworkDebugMarks):
                     raise NetworkError(f"layer '{layer.name}': network output '{t.name}' has type UINT8 but a UINT8 "
                                        "output must be produced by add_identity or add_cast")
                 if t not in self._outputs and id(t) in consumed:
-                    raise NetworkError(f"layer '{layer.name}': output '{t.name}' has type UINT8 and feeds other layers; "
-                                       "TensorRT allows UINT8 only for network inputs and outputs")
+                    raise NetworkError(f"layer '{layer.name}': output '{t.name}' has type UINT8 and "
+                                       "feeds other layers; TensorRT allows UINT8 only for network inputs and outputs")

@@ -45,7 +45,8 @@ class ICudaEngine(EngineDebugTensors):
         self._plan = plan
         self._header = header
         self._graph = graph
-        self._io = [(t, TensorIOMode.INPUT) for t in header["inputs"]] + [(t, TensorIOMode.OUTPUT) for t in header["outputs"]]
+        self._io = ([(t, TensorIOMode.INPUT) for t in header["inputs"]]
+                    + [(t, TensorIOMode.OUTPUT) for t in header["outputs"]])
         self._by_name = {t["name"]: (t, mode) for t, mode in self._io}
 
     def _tensor(self, name: str):

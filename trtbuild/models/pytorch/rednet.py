@@ -41,8 +41,8 @@ from trtbuild.ops.involution import Involution
 from .common import seeded
 from .resnet import Bottleneck
 
-__all__ = ["ConvModule", "RedNetBottleneck", "RedNet", "rednet", "damp_residual_branches_", "calibrate_bn_", "REDNET_DEPTHS",
-           "STEM_KERNEL", "BLOCK_KERNEL"]
+__all__ = ["ConvModule", "RedNetBottleneck", "RedNet", "rednet", "damp_residual_branches_", "calibrate_bn_",
+           "REDNET_DEPTHS", "STEM_KERNEL", "BLOCK_KERNEL"]
 
 #: depth -> blocks per stage (official arch_settings).
 REDNET_DEPTHS = {26: (1, 2, 4, 1), 38: (2, 3, 5, 2), 50: (3, 4, 6, 3), 101: (3, 4, 23, 3), 152: (3, 8, 36, 3)}
