@@ -24,9 +24,9 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from trtbuild.ops.involution import InvolutionFunction, involution_output_size, involution_reference  # noqa: E402
+from trtbuild.ops.involution import InvolutionFunction, involution_output_size, involution_reference
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from docs_fragment import add_fragment_option, run_writing_fragment  # noqa: E402
+from docs_fragment import add_fragment_option, run_writing_fragment
 
 #: name -> list of (C, H, W, K, stride, group_channels). "rednet": the involutions of RedNet-50's four
 #: stages (7x7, 16 channels per group, stride 1; the stride-2 ones at the stage entries).
@@ -150,12 +150,15 @@ def main(argv=None) -> int:
                "dtype": args.dtype, "bytes": moved}
         with torch.no_grad():
             if cuda:
-                ref_ms = time_cuda(lambda: involution_reference(x, wt, *params), args.iters, args.warmup)
-                ker_ms = time_cuda(lambda: InvolutionFunction.apply(x, wt, *params), args.iters, args.warmup)
+                ref_ms = time_cuda(lambda x=x, wt=wt, params=params: involution_reference(x, wt, *params),
+                                   args.iters, args.warmup)
+                ker_ms = time_cuda(lambda x=x, wt=wt, params=params: InvolutionFunction.apply(x, wt, *params),
+                                   args.iters, args.warmup)
                 diff = (InvolutionFunction.apply(x, wt, *params).float() - involution_reference(x, wt, *params).float())
                 row.update(kernel_ms=ker_ms, kernel_gbps=moved / ker_ms / 1e6, max_abs_diff=diff.abs().max().item())
             else:
-                ref_ms = time_cpu(lambda: involution_reference(x, wt, *params), args.iters, args.warmup)
+                ref_ms = time_cpu(lambda x=x, wt=wt, params=params: involution_reference(x, wt, *params),
+                                  args.iters, args.warmup)
         row.update(reference_ms=ref_ms, reference_gbps=moved / ref_ms / 1e6)
         line = (f"{c:>4} {f'{h}x{w}':>7} {k:>2} {stride:>2} {params[-1]:>3} {moved / 1e6:>8.2f} | "
                 f"{ref_ms:>9.3f} {row['reference_gbps']:>9.2f}")

@@ -33,11 +33,11 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from trtbuild.engine import Engine, build_plan  # noqa: E402
-from trtbuild.models import registry  # noqa: E402
-from trtbuild.weights import WeightMap  # noqa: E402
+from trtbuild.engine import Engine, build_plan
+from trtbuild.models import registry
+from trtbuild.weights import WeightMap
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from docs_fragment import add_fragment_option, run_writing_fragment  # noqa: E402
+from docs_fragment import add_fragment_option, run_writing_fragment
 
 FORMS = ("plugin", "composed", "composed-conv")
 
@@ -93,7 +93,7 @@ def rtx_builds(wm, small: bool, targets: str) -> list[str]:
     """Lines: build time, engine size and layer count of the composed RedNet on TensorRT-RTX."""
     try:
         import tensorrt_rtx as rtx
-    except Exception as e:  # ImportError, or OSError from its libraries
+    except Exception as e:  # noqa: BLE001 - ImportError, or OSError from its libraries: any failure means unavailable
         return [f"TensorRT-RTX: not measured (`import tensorrt_rtx` failed: {e})"]
     from trtbuild.engine.build import PRECISIONS, new_network, serialize_network
     from trtbuild.engine.rtx import parse_targets, target_list

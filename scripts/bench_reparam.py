@@ -31,10 +31,10 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from trtbuild.models.pytorch import randomize_bn_, repvgg_a0, repvgg_model_convert  # noqa: E402
-from trtbuild.models.pytorch.repvgg import G4_MAP  # noqa: E402
+from trtbuild.models.pytorch import randomize_bn_, repvgg_a0, repvgg_model_convert
+from trtbuild.models.pytorch.repvgg import G4_MAP
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from docs_fragment import add_fragment_option, run_writing_fragment  # noqa: E402
+from docs_fragment import add_fragment_option, run_writing_fragment
 
 
 def time_forward(model: torch.nn.Module, x: torch.Tensor, warmup: int, runs: int) -> list[float]:

@@ -7,7 +7,8 @@ The engine (default resnet18 --small, batch profile 1..--max-batch) is built onc
 temp dir; `trtbuild serve --engine` runs it in a subprocess (a real tritonserver from
 nvidia-pytriton; the engine executes in the serve process). --clients concurrent tritonclient
 clients (threads of this process) send --requests batch-1 requests per configuration after a
-warm-up; one client alone gives the round trip's own cost (latency with no queueing). Direct calls run in this process: batch 1 one call after another (the baseline of the
+warm-up; one client alone gives the round trip's own cost (latency with no queueing). Direct calls run in this process:
+batch 1 one call after another (the baseline of the
 ratios), and batch --max-batch (the best any batching can reach, in rows/s). Client and server
 share this machine's cores, so the figures include that contention. PyTorch runs --threads
 intra-op threads (default 1) here and in the server: with more, on a busy shared machine, one
@@ -37,7 +38,6 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 import trtbuild.reference as trt  # noqa: E402
 from trtbuild.engine import build_and_save, export_seeded_weights, load_engine  # noqa: E402
-from trtbuild.models import registry  # noqa: E402
 from trtbuild.serving.python_env import stub_problem  # noqa: E402
 from trtbuild.serving.tritonserver import free_ports  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -144,11 +144,13 @@ def main() -> int:
         shape = tuple(engine.tensors[engine.input_names[0]].max_shape[1:])
         x1 = torch.rand(1, *shape, generator=torch.Generator().manual_seed(0))
         print(f"model: {args.model}{' (small)' if small else ''} fp32, input {shape}; backend: reference (PyTorch) on "
-              f"CPU, torch {torch.__version__}, {torch.get_num_threads()} PyTorch thread(s) here and in the server, {os.cpu_count()} cores; "
-              f"{args.clients} concurrent clients x {args.requests} batch-1 requests per Triton configuration")
+              f"CPU, torch {torch.__version__}, {torch.get_num_threads()} PyTorch thread(s) here and in the server, "
+              f"{os.cpu_count()} cores; {args.clients} concurrent clients x {args.requests} batch-1 requests per "
+              "Triton configuration")
         rows = [("direct Engine, batch 1, sequential", direct(engine, x1, args.requests)),
                 (f"direct Engine, batch {args.max_batch}, sequential",
-                 direct(engine, x1.repeat(args.max_batch, *[1] * len(shape)), max(10, args.requests // args.max_batch)))]
+                 direct(engine, x1.repeat(args.max_batch, *[1] * len(shape)),
+                        max(10, args.requests // args.max_batch)))]
         del engine
         for dynamic in (False, True):
             server = Server([args.model, *([] if args.full else ["--small"]), "--engine", str(path),
@@ -166,7 +168,8 @@ def main() -> int:
             if code != 130:
                 print(f"warning: trtbuild serve exited with {code}, not 130")
     base = rows[0][1]
-    print(f"{'configuration':42s} {'req/s':>8s} {'rows/s':>8s} {'p50 ms':>8s} {'p99 ms':>8s} {'rows/s vs direct b1':>20s}")
+    print(f"{'configuration':42s} {'req/s':>8s} {'rows/s':>8s} {'p50 ms':>8s} {'p99 ms':>8s} "
+          f"{'rows/s vs direct b1':>20s}")
     for label, s in rows:
         print(f"{label:42s} {s['req_s']:8.1f} {s['rows_s']:8.1f} {s['p50']:8.2f} {s['p99']:8.2f} "
               f"{s['rows_s'] / base['rows_s']:19.2f}x")

@@ -128,7 +128,7 @@ def cmd_probe(args) -> int:
     print(f"python: {platform.python_version()}")
     try:
         import torch
-    except Exception as e:
+    except Exception as e:  # noqa: BLE001 - the probe reports any failure as its answer
         print(f"torch-error: {type(e).__name__}: {e}")
         return 1
     print(f"torch: {torch.__version__}")
@@ -149,7 +149,7 @@ def cmd_probe(args) -> int:
         from trtbuild.models import registry
 
         print(f"models: {' '.join(registry.names())}")
-    except Exception as e:
+    except Exception as e:  # noqa: BLE001 - the probe reports any failure as its answer
         print(f"models-error: {type(e).__name__}: {e}")
     return 0
 
@@ -252,7 +252,7 @@ def cmd_rtx_current(args) -> int:
 
     try:
         import tensorrt_rtx as trt
-    except Exception as e:  # ImportError or OSError from its libraries
+    except Exception as e:  # noqa: BLE001 - ImportError or OSError from its libraries: recorded as the answer
         key(f"ANSWER: `import tensorrt_rtx` failed: {type(e).__name__}: {e}")
         return 1
     key(f"tensorrt_rtx {trt.__version__} from {Path(trt.__file__).parent}")
@@ -327,7 +327,7 @@ def cmd_rtx_current(args) -> int:
         worst = (yt.double() - expected).abs().max().item()
         key(f"ANSWER: the CURRENT engine ran on this GPU; max |engine - fp64 PyTorch| = {worst:.2e}")
         return 0 if worst < 1e-3 else 1
-    except Exception as e:
+    except Exception as e:  # noqa: BLE001 - whatever TensorRT-RTX raises is the answer recorded
         key(f"ANSWER: {stage} raised {type(e).__name__}: {e}; errors logged: {logger.errors() or '(none)'}")
         return 1
 

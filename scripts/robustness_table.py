@@ -53,7 +53,7 @@ TARGET = 1e-2
 class Case:
     label: str
     shape: tuple
-    # make(M) -> (build(network, x, strategy) -> ITensor, reference(x64) -> float64 tensor, input mask or None)
+    # make(magnitude) -> (build(network, x, strategy) -> ITensor, reference(x64) -> float64 tensor, input mask or None)
     make: Callable
 
 
@@ -61,7 +61,7 @@ def _rng(seed=0):
     return np.random.RandomState(seed)
 
 
-def _l2norm(M):
+def _l2norm(magnitude):
     w = _rng(1).uniform(10, 30, 512)
     mod = L2Norm(512, 20.0).double()
     mod.weight.data = torch.tensor(w)
@@ -69,18 +69,18 @@ def _l2norm(M):
 
 
 def _lrn(impl, size):
-    def make(M):
+    def make(magnitude):
         return (lambda net, x, s: lrn(net, x, size, 1e-4, 0.75, 2.0, "lrn", impl=impl, strategy=s),
                 lambda x: F.local_response_norm(x, size, 1e-4, 0.75, 2.0), None)
     return make
 
 
-def _bn_params(M, dead=False):
+def _bn_params(magnitude, dead=False):
     r = _rng(2)
     c = 16
     gamma, beta = r.uniform(0.5, 1.5, c), r.uniform(-0.5, 0.5, c)
     gamma[:2], beta[:2] = 1e-3, 0.0  # nearly pruned channels (network slimming)
-    scale = M if M > 0 else 1.0
+    scale = magnitude if magnitude > 0 else 1.0
     mean, var = 0.1 * scale * r.uniform(-1, 1, c), scale ** 2 * r.uniform(0.2, 0.5, c)
     eps = 1e-5
     if dead:  # channel 2 never fires: running var 0, input 0; tiny eps -> folded scale 1e6
@@ -89,8 +89,8 @@ def _bn_params(M, dead=False):
 
 
 def _batchnorm(dead):
-    def make(M):
-        gamma, beta, mean, var, eps = _bn_params(M, dead)
+    def make(magnitude):
+        gamma, beta, mean, var, eps = _bn_params(magnitude, dead)
         mod = nn.BatchNorm2d(16, eps=eps).double().eval()
         for p, v in ((mod.weight, gamma), (mod.bias, beta), (mod.running_mean, mean), (mod.running_var, var)):
             p.data = torch.tensor(v)
@@ -102,7 +102,7 @@ def _batchnorm(dead):
     return make
 
 
-def _bn_stats(M):
+def _bn_stats(magnitude):
     r = _rng(3)
     gamma, beta = r.uniform(0.5, 1.5, 16), r.uniform(-0.5, 0.5, 16)
     mod = nn.BatchNorm2d(16).double().train()
@@ -111,7 +111,7 @@ def _bn_stats(M):
 
 
 def _instance(impl):
-    def make(M):
+    def make(magnitude):
         r = _rng(4)
         gamma, beta = r.uniform(0.5, 1.5, 16), r.uniform(-0.5, 0.5, 16)
         mod = nn.InstanceNorm2d(16, affine=True).double()
@@ -121,7 +121,7 @@ def _instance(impl):
 
 
 def _group(impl):
-    def make(M):
+    def make(magnitude):
         r = _rng(5)
         gamma, beta = r.uniform(0.5, 1.5, 16), r.uniform(-0.5, 0.5, 16)
         mod = nn.GroupNorm(4, 16).double()
@@ -131,7 +131,7 @@ def _group(impl):
 
 
 def _layer(impl):
-    def make(M):
+    def make(magnitude):
         r = _rng(6)
         gamma, beta = r.uniform(0.5, 1.5, 64), r.uniform(-0.5, 0.5, 64)
         mod = nn.LayerNorm(64).double()
@@ -157,9 +157,9 @@ CASES = [
 ]
 
 
-def _input(shape, M, dtype, mask, seed=7):
+def _input(shape, magnitude, dtype, mask, seed=7):
     g = torch.Generator().manual_seed(seed)
-    x = (torch.rand(shape, generator=g, dtype=torch.float64) * 2 - 1) * M
+    x = (torch.rand(shape, generator=g, dtype=torch.float64) * 2 - 1) * magnitude
     if mask is not None:
         x = x * mask
     return x.to(dtype)

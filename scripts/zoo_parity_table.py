@@ -31,13 +31,13 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from trtbuild.backend import BackendError, load_trt  # noqa: E402
-from trtbuild.engine import build_plan  # noqa: E402
-from trtbuild.models import registry  # noqa: E402
-from trtbuild.engine.quick import run_spec  # noqa: E402
-from trtbuild.weights import WeightMap  # noqa: E402
+from trtbuild.backend import BackendError, load_trt
+from trtbuild.engine import build_plan
+from trtbuild.models import registry
+from trtbuild.engine.quick import run_spec
+from trtbuild.weights import WeightMap
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from docs_fragment import add_fragment_option, run_writing_fragment  # noqa: E402
+from docs_fragment import add_fragment_option, run_writing_fragment
 
 
 def stats(y: torch.Tensor, ref: torch.Tensor) -> tuple[float, float, float]:
@@ -86,7 +86,7 @@ def rtx_build(spec, wm, small: bool, precision: str) -> str:
     t0 = time.perf_counter()
     try:
         plan = build_plan(rtx, spec, weights=wm, precision=precision, small=small, progress=False)
-    except Exception as e:  # report, don't hide: the table shows the failure
+    except Exception as e:  # noqa: BLE001 - report, don't hide: the table shows the failure
         return f"FAILED ({type(e).__name__})"
     return f"{len(plan) / 2**20:.1f} MiB, {time.perf_counter() - t0:.1f} s"
 

@@ -1,5 +1,5 @@
-"""The docs' "Your own model" page (docs/your-own-model.md): its exact code blocks run, the Python ones and the CLI commands, so the
-section cannot rot. Files the page says to save ("Save as `net.py`:") are written to a tmp dir;
+"""The docs' "Your own model" page (docs/your-own-model.md): its exact code blocks run, the Python ones and the CLI
+commands, so the section cannot rot. Files the page says to save ("Save as `net.py`:") are written to a tmp dir;
 Python blocks are executed there; each `trtbuild ...` line runs through trtbuild.cli.main in a
 fresh tmp dir (reference backend)."""
 
@@ -62,7 +62,8 @@ def test_python_blocks_run(tmp_path, monkeypatch, capsys, user_models):
     finally:
         sys.modules.pop("net", None)
     out = capsys.readouterr().out
-    assert (tmp_path / "engines" / "tinynet-fp32.engine").is_file() and (tmp_path / "engines" / "tinynet-fp16.engine").is_file()
+    assert (tmp_path / "engines" / "tinynet-fp32.engine").is_file()
+    assert (tmp_path / "engines" / "tinynet-fp16.engine").is_file()
     assert "precision=fp16" in out and "engine=engines/tinynet-fp16.engine" in out
     rows = re.findall(r"^\d+\s+(\S+)\s+(\S+)\s+1x", out, re.M)  # layerwise rows: tensor, torch module
     assert ("conv1", "bn1") in rows and ("gn", "gn") in rows and ("fc", "fc") in rows

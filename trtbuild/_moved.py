@@ -61,7 +61,7 @@ def moved_attributes(old_module: str, new_module: str, names):
     DeprecationWarning at each use of the old path."""
     names = frozenset(names)
 
-    def __getattr__(name: str):
+    def __getattr__(name: str):  # noqa: N807 - a module's __getattr__ (PEP 562), named as one
         if name not in names:
             raise AttributeError(f"module {old_module!r} has no attribute {name!r}")
         warnings.warn(f"{old_module}.{name} has moved to {new_module}.{name}; import it from there",

@@ -59,9 +59,9 @@ def _cuda_gpu_count() -> int:
 def _import_tensorrt() -> ModuleType:
     try:
         trt = importlib.import_module("tensorrt")
-    except Exception as e:  # ImportError, or OSError from missing libnvinfer
-        raise BackendError(f"the tensorrt backend needs the TensorRT Python package, but `import tensorrt` failed ({e}); "
-                           "install TensorRT 10.x or 11.x, or use --backend reference") from None
+    except Exception as e:  # noqa: BLE001 - ImportError, or OSError from missing libnvinfer
+        raise BackendError("the tensorrt backend needs the TensorRT Python package, but `import tensorrt` failed "
+                           f"({e}); install TensorRT 10.x or 11.x, or use --backend reference") from None
     version = getattr(trt, "__version__", "")
     try:
         major = int(version.split(".")[0])
@@ -71,15 +71,15 @@ def _import_tensorrt() -> ModuleType:
     if major not in SUPPORTED_TRT_MAJORS:
         raise BackendError(f"trtbuild supports TensorRT 10.x and 11.x, but TensorRT {version} is installed")
     if _cuda_gpu_count() == 0:
-        raise BackendError(f"TensorRT {version} is installed but no CUDA GPU is visible, so it cannot build or run engines; "
-                           "use --backend reference")
+        raise BackendError(f"TensorRT {version} is installed but no CUDA GPU is visible, so it cannot build "
+                           "or run engines; use --backend reference")
     return trt
 
 
 def _import_tensorrt_rtx() -> ModuleType:
     try:
         trt = importlib.import_module(RTX_MODULE)
-    except Exception as e:  # ImportError, or OSError from a missing libtensorrt_rtx
+    except Exception as e:  # noqa: BLE001 - ImportError, or OSError from a missing libtensorrt_rtx
         raise BackendError(f"the tensorrt-rtx backend needs NVIDIA's TensorRT-RTX Python package, but "
                            f"`import tensorrt_rtx` failed ({e}); install it with "
                            "`pip install tensorrt-rtx-cu13`, or use --backend reference") from None

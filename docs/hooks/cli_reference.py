@@ -80,7 +80,7 @@ def render() -> str:
     return "\n".join(parts)
 
 
-def on_page_markdown(markdown: str, page, config, files):  # noqa: ARG001 (mkdocs hook signature)
+def on_page_markdown(markdown: str, page, config, files):  # mkdocs hook signature
     if MARKER in markdown:
         return markdown.replace(MARKER, render())
     return markdown

@@ -103,7 +103,7 @@ def test_moved_names_still_import_from_their_old_module_with_a_warning(module, n
         value = getattr(old, name)
     assert value is getattr(options, name)
     with pytest.raises(AttributeError, match="has no attribute 'nothing_here'"):
-        old.nothing_here
+        _ = old.nothing_here
 
 
 def test_old_conventions_module_and_backend_helper_still_work(monkeypatch):

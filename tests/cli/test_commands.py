@@ -199,7 +199,8 @@ def test_build_refuses_a_timing_cache_path_that_is_a_weight_file(cwd, capsys):
     wts = cwd / "weights" / "alexnet-small.wts"
     before = wts.read_bytes()
     code, _, err = run_cli(capsys, ["build", "alexnet", "--small", "--timing-cache", str(wts), "--no-progress", *REF])
-    assert code == 1 and f"--timing-cache {wts} is the same file as the input --weights weights/alexnet-small.wts" in err
+    assert code == 1
+    assert f"--timing-cache {wts} is the same file as the input --weights weights/alexnet-small.wts" in err
     assert wts.read_bytes() == before and not (cwd / "engines").exists()
     other = cwd / "other.wts"  # a weight file that is not this build's input: refused by its content
     other.write_bytes(before)

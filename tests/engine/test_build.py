@@ -143,7 +143,8 @@ def test_timing_cache_that_tensorrt_rejects_by_returning_none_is_refused(net, tm
     """Real TensorRT may log an error and return None for bytes it cannot read."""
     cache = tmp_path / "t.cache"
     cache.write_bytes(b"TRTBREF-TIMING but from elsewhere")
-    monkeypatch.setattr(trt.IBuilderConfig, "create_timing_cache", lambda self, data: None if data else trt.ITimingCache())
+    monkeypatch.setattr(trt.IBuilderConfig, "create_timing_cache",
+                        lambda self, data: None if data else trt.ITimingCache())
     with pytest.raises(TimingCacheError, match="TensorRT returned no cache"):
         build_plan(trt, tiny_define(net), input_shape=TINY_SHAPE, timing_cache=cache, progress=False)
     assert cache.read_bytes() == b"TRTBREF-TIMING but from elsewhere"

@@ -19,23 +19,23 @@ class FakeDriver:
         self.count, self.name, self.cc = count, name, cc
         self.calls = []
 
-    def cuDeviceGetCount(self, ref):  # noqa: N802 - CUDA's names
+    def cuDeviceGetCount(self, ref):
         self.calls.append("cuDeviceGetCount")
         ref._obj.value = self.count
         return 0
 
-    def cuDeviceGet(self, ref, index):  # noqa: N802
+    def cuDeviceGet(self, ref, index):
         self.calls.append(("cuDeviceGet", index))
         if index >= self.count:
             return 101  # CUDA_ERROR_INVALID_DEVICE
         ref._obj.value = index
         return 0
 
-    def cuDeviceGetName(self, buf, size, dev):  # noqa: N802
+    def cuDeviceGetName(self, buf, size, dev):
         buf.value = self.name[: size - 1]
         return 0
 
-    def cuDeviceGetAttribute(self, ref, attribute, dev):  # noqa: N802
+    def cuDeviceGetAttribute(self, ref, attribute, dev):
         ref._obj.value = {75: self.cc[0], 76: self.cc[1]}[attribute]
         return 0
 

@@ -143,7 +143,8 @@ def _assert_same_facts(saved, sidecar_bytes: bytes, engine) -> None:
     assert original["engine_sha256"] == hashlib.sha256(saved.read_bytes()).hexdigest()
 
 
-@settings(max_examples=200, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=200, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_structurally_mutated_sidecars_keep_their_facts_or_are_refused(saved, tmp_path, data):
     """Drop or retype sidecar fields (not only bytes): what load_engine accepts states the same facts."""
@@ -234,7 +235,8 @@ LAYER_TYPES = sorted(trt.LayerType.__members__)
 
 
 def _tensor_paths(header):
-    return ([("inputs", i) for i in range(len(header["inputs"]))] + [("outputs", i) for i in range(len(header["outputs"]))]
+    return ([("inputs", i) for i in range(len(header["inputs"]))]
+            + [("outputs", i) for i in range(len(header["outputs"]))]
             + [("layers", k, "outputs", j) for k, e in enumerate(header["layers"]) for j in range(len(e["outputs"]))])
 
 
@@ -305,12 +307,14 @@ def resigned_plans(draw):
         return kind, _sign(header, blob, blen), True
     elif kind == "blob_bytes":
         buf = bytearray(blob)
-        for pos, value in draw(st.lists(st.tuples(st.integers(0, len(buf) - 1), st.integers(0, 255)), min_size=1, max_size=3)):
+        for pos, value in draw(st.lists(st.tuples(st.integers(0, len(buf) - 1), st.integers(0, 255)), min_size=1,
+                                        max_size=3)):
             buf[pos] = value
         blob = bytes(buf)
     else:  # header_bytes: raw edits of the JSON text
         buf = bytearray(json.dumps(header, separators=(",", ":")).encode())
-        for pos, value in draw(st.lists(st.tuples(st.integers(0, len(buf) - 1), st.integers(0, 255)), min_size=1, max_size=3)):
+        for pos, value in draw(st.lists(st.tuples(st.integers(0, len(buf) - 1), st.integers(0, 255)), min_size=1,
+                                        max_size=3)):
             buf[pos] = value
         return kind, _sign(bytes(buf), blob), False
     return kind, _sign(header, blob), certain
@@ -348,7 +352,8 @@ def _deserialize_checked(plan: bytes, must_refuse: bool) -> str:
         name = engine.get_tensor_name(i)
         if engine.get_tensor_mode(name) == trt.TensorIOMode.INPUT:
             assert context.set_input_shape(name, engine.get_tensor_profile_shape(name, 0)[1])
-    feeds = {n: torch.ones(tuple(context.get_tensor_shape(n))) for n in (engine.get_tensor_name(i) for i in range(engine.num_io_tensors))
+    feeds = {n: torch.ones(tuple(context.get_tensor_shape(n)))
+             for n in (engine.get_tensor_name(i) for i in range(engine.num_io_tensors))
              if engine.get_tensor_mode(n) == trt.TensorIOMode.INPUT}
     engine._graph.run(feeds, torch.device("cpu"))
     return "success"

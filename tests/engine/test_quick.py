@@ -119,6 +119,7 @@ def test_robust_rel_error_by_hand():
     from trtbuild.parity.compare import robust_rel_error
 
     ref = torch.tensor([100.0, 0.5, -2.0])
-    # floor = 1 % of 100 = 1: element 0 judged by itself (1/100), element 1 against 1 (0.25), element 2 by itself (0.5/2)
+    # floor = 1 % of 100 = 1: element 0 judged by itself (1/100), element 1 against 1 (0.25),
+    # element 2 by itself (0.5/2)
     assert robust_rel_error(torch.tensor([101.0, 0.75, -2.5]), ref) == pytest.approx(0.25)
     assert robust_rel_error(torch.tensor([float("nan"), 0.5, -2.0]), ref) == float("inf")

@@ -203,8 +203,8 @@ def test_loading_refuses_a_gpu_outside_the_targets_and_another_version(rtx, tmp_
     side = make_sidecar(rtx, plan)
     check_compatible(side, rtx, "m.engine", current_device=RTX_GPU)  # 8.9 is a target: accepted
     with pytest.raises(EngineCompatibilityError, match=r"compute capabilities 8.6, 8.9, but this GPU is NVIDIA H100.*"
-                                                       r"compute capability 9.0; TensorRT-RTX does not build for compute "
-                                                       r"capability 9.0 .* use --backend tensorrt on this GPU"):
+                                                       r"compute capability 9.0; TensorRT-RTX does not build for "
+                                                       r"compute capability 9.0 .* use --backend tensorrt on this GPU"):
         check_compatible(side, rtx, "m.engine", current_device=H100)
     with pytest.raises(EngineCompatibilityError, match=r"this GPU is NVIDIA GeForce RTX 5090 with compute capability "
                                                        r"12.0; rebuild it with --target sm120"):

@@ -64,10 +64,11 @@ def test_non_contiguous_input_is_handled(engine, net):
     ({"input": torch.rand(1, 3, 8, 8, dtype=torch.float64)},
      r"input 'input' has dtype torch.float64 but the engine expects torch.float32"),
     ({"input": torch.rand(1, 3, 8, 8).half()}, r"input 'input' has dtype torch.float16"),
-    ({"input": torch.empty(1, 3, 8, 8, device="meta")}, r"input 'input' is on device meta but this reference engine runs on"),
+    ({"input": torch.empty(1, 3, 8, 8, device="meta")},
+     r"input 'input' is on device meta but this reference engine runs on"),
     ({"input": torch.rand(3, 8, 8)}, r"input 'input' has shape \(3, 8, 8\) \(rank 3\) but the engine expects rank 4"),
-    ({"input": torch.rand(1, 3, 8, 9)}, r"input 'input' has shape \(1, 3, 8, 9\) but the engine expects \(-1, 3, 8, 8\) "
-                                        r"\(dimension 3 must be 8\)"),
+    ({"input": torch.rand(1, 3, 8, 9)}, r"input 'input' has shape \(1, 3, 8, 9\) but the engine expects "
+                                        r"\(-1, 3, 8, 8\) \(dimension 3 must be 8\)"),
     ({"input": torch.rand(5, 3, 8, 8)}, r"dimension 0 is 5, outside the optimization profile range \[1, 4\]"),
     ({"input": [[1.0]]}, r"input 'input' must be a torch.Tensor"),
 ])

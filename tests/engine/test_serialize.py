@@ -71,8 +71,8 @@ def test_round_trip_runs_like_the_in_memory_engine(saved, net):
 def test_truncated_engine_is_rejected_by_the_checksum(saved):
     data = saved.read_bytes()
     saved.write_bytes(data[: len(data) // 2])
-    with pytest.raises(EngineFileError, match=rf"does not match the sha256 in its sidecar \(it has {len(data) // 2} bytes, "
-                                              rf"the sidecar says {len(data)}\)"):
+    with pytest.raises(EngineFileError, match=r"does not match the sha256 in its sidecar \(it has "
+                                              rf"{len(data) // 2} bytes, the sidecar says {len(data)}\)"):
         load_engine(saved)
 
 
@@ -155,18 +155,21 @@ def _fake_trt(version):
 
 def test_other_tensorrt_version_fails_before_tensorrt_is_called(saved):
     _as_tensorrt(saved, version="10.16.0.42")
-    with pytest.raises(EngineCompatibilityError, match=r"was built with TensorRT 10\.16\.0\.42 but TensorRT 11\.4\.0\.106 "
+    with pytest.raises(EngineCompatibilityError,
+                       match=r"was built with TensorRT 10\.16\.0\.42 but TensorRT 11\.4\.0\.106 "
                                                        r"is installed"):
         load_engine(saved, _fake_trt("11.4.0.106"))
 
 
 def test_other_gpu_architecture_fails_before_tensorrt_is_called(saved, monkeypatch):
     _as_tensorrt(saved, version="11.4.0.106", cc="9.0")
-    monkeypatch.setattr(ser, "device_info", lambda trt_: {"gpu": "NVIDIA GeForce RTX 3090", "compute_capability": "8.6"})
+    monkeypatch.setattr(ser, "device_info",
+                        lambda trt_: {"gpu": "NVIDIA GeForce RTX 3090", "compute_capability": "8.6"})
     with pytest.raises(EngineCompatibilityError) as info:
         load_engine(saved, _fake_trt("11.4.0.106"))
     assert str(info.value).endswith("was built for compute capability 9.0 (NVIDIA H100 80GB HBM3) but this GPU is "
-                                    "NVIDIA GeForce RTX 3090 with compute capability 8.6; rebuild the engine on this GPU")
+                                    "NVIDIA GeForce RTX 3090 with compute capability 8.6; rebuild the "
+                                    "engine on this GPU")
 
 
 def test_reference_engine_loaded_with_tensorrt_backend_is_refused(saved):
@@ -179,7 +182,8 @@ def test_matching_version_and_gpu_pass(saved):
     _as_tensorrt(saved, version="10.16.0.42", cc="8.9")
     side = json.loads(sidecar_path(saved).read_text())
     check_compatible(side, _fake_trt("10.16.0.42"), saved, current_device={"gpu": "L4", "compute_capability": "8.9"})
-    plan, got = read_engine_file(saved, _fake_trt("10.16.0.42"), current_device={"gpu": "L4", "compute_capability": "8.9"})
+    plan, got = read_engine_file(saved, _fake_trt("10.16.0.42"),
+                                 current_device={"gpu": "L4", "compute_capability": "8.9"})
     assert got["tensorrt_version"] == "10.16.0.42" and sha256_bytes(plan) == side["engine_sha256"]
 
 

@@ -67,10 +67,12 @@ def check_export(rtx, network, model) -> str:
     return outcome
 
 
-@pytest.fixture(autouse=True)
+# a test reads the outcomes as `rtx_export_outcomes`: a parameter named like the imported function would shadow it
+@pytest.fixture(autouse=True, name="rtx_export_outcomes")
 def rtx_parses_every_export():
     """Autouse in the modules that import it: every export_onnx result is parsed and built by
-    TensorRT-RTX (see the module docstring). Yields the list of outcomes of this test's exports."""
+    TensorRT-RTX (see the module docstring). Yields the list of outcomes of this test's exports
+    (the fixture `rtx_export_outcomes`)."""
     rtx = import_rtx()
     outcomes: list[str] = []
     if rtx is None:

@@ -106,7 +106,7 @@ def import_rtx():
 
     try:
         import tensorrt_rtx
-    except Exception as e:  # ImportError, or OSError from its libraries
+    except Exception as e:  # noqa: BLE001 - ImportError, or OSError from its libraries: any failure means unavailable
         if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
             pytest.fail(f"CI must run the TensorRT-RTX cross-check, but `import tensorrt_rtx` failed: {e}")
         RTX_IMPORT_ERROR[:] = [f"`import tensorrt_rtx` failed: {e}"]

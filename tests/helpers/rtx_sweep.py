@@ -231,7 +231,8 @@ def scale_case(rng):
     rank = pick(rng, {1: 1, 2: 2, 3: 3, 4: 6, 5: 2})
     shape = [rng.randint(1, 5) for _ in range(rank)]
     nd = rng.random() < 0.6
-    axis = rng.randint(-rank - 1, rank) if nd and rng.random() < 0.3 else (rng.randint(0, rank - 1) if nd else max(rank - 3, 0))
+    axis = (rng.randint(-rank - 1, rank) if nd and rng.random() < 0.3
+            else (rng.randint(0, rank - 1) if nd else max(rank - 3, 0)))
     mode = rng.choice(["UNIFORM", "CHANNEL", "ELEMENTWISE"])
     a = axis + rank if -rank <= axis < 0 else axis
     if mode == "UNIFORM" or not 0 <= a < rank:
@@ -275,7 +276,8 @@ def reduce_case(rng):
         x = net.add_input("x", dt(trt, dtype), xshape)
         return [net.add_reduce(x, enum(trt, "ReduceOperation", op), axes, keep).get_output(0)]
 
-    return single("reduce", f"reduce {op} x={shape_str(xshape)} {dtype} axes={axes:#b} keep_dims={keep}", build, dynamic)
+    return single("reduce", f"reduce {op} x={shape_str(xshape)} {dtype} axes={axes:#b} keep_dims={keep}", build,
+                  dynamic)
 
 
 EW_OPS = ("SUM", "PROD", "MAX", "MIN", "SUB", "DIV", "POW", "FLOOR_DIV", "AND", "OR", "XOR", "EQUAL", "GREATER", "LESS")
@@ -387,4 +389,5 @@ def constant_case(rng):
             y = net.add_shuffle(y).get_output(0)
         return [y]
 
-    return single("constant", f"constant shape={shape_str(shape)} weights={w}" + (f" then {then}" if then else ""), build)
+    return single("constant", f"constant shape={shape_str(shape)} weights={w}" + (f" then {then}" if then else ""),
+                  build)

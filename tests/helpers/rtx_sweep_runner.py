@@ -260,7 +260,8 @@ def judge(cases, rtx_runner: RtxRunner, stricter) -> tuple[Tally, list[str]]:
     for k, (case, r, x) in enumerate(zip(cases, refs, rtx_runner.verdicts(cases))):
         if r is None:
             tally.differences += 1
-            problems.append(crashes[k] + f" [TensorRT-RTX {'accepts it' if x.accepted else 'rejects it: ' + x.message}]")
+            verdict = 'accepts it' if x.accepted else 'rejects it: ' + x.message
+            problems.append(crashes[k] + f" [TensorRT-RTX {verdict}]")
             continue
         if r.accepted and x.accepted:
             tally.both_accept += 1

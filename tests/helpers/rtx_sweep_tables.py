@@ -28,13 +28,15 @@ def dtype_table_cases() -> list:
             add("activation", kind, dtype,
                 lambda trt, net, x, kind=kind: net.add_activation(x, enum(trt, "ActivationType", kind)))
         for op in ("SUM", "PROD", "MAX", "MIN", "AVG"):
-            add("reduce", op, dtype, lambda trt, net, x, op=op: net.add_reduce(x, enum(trt, "ReduceOperation", op), 0b110, True))
+            add("reduce", op, dtype, lambda trt, net, x, op=op: net.add_reduce(x, enum(trt, "ReduceOperation", op),
+                                                                               0b110, True))
         for op in EW_OPS:
             def build(trt, net, dtype=dtype, op=op):
                 a = net.add_input("a", dt(trt, dtype), SHAPE)
                 b = net.add_input("b", dt(trt, dtype), (1, 4, 1, 5))
                 return [net.add_elementwise(a, b, enum(trt, "ElementWiseOperation", op)).get_output(0)]
-            cases.append(single("elementwise", f"elementwise {op} a={SHAPE} b=(1, 4, 1, 5) {dtype} (dtype table)", build))
+            cases.append(single("elementwise", f"elementwise {op} a={SHAPE} b=(1, 4, 1, 5) {dtype} (dtype table)",
+                                build))
         for ptype in ("MAX", "AVERAGE", "MAX_AVERAGE_BLEND"):
             add("pooling", ptype, dtype,
                 lambda trt, net, x, p=ptype: net.add_pooling_nd(x, enum(trt, "PoolingType", p), (2, 2)))

@@ -56,7 +56,8 @@ def tiny_define(module: TinyNet, corrupt_conv2: bool = False):
         w2 = module.conv2.weight.detach().cpu().clone()
         if corrupt_conv2:
             w2[0] += 0.5
-        c2 = network.add_convolution_nd(h, 2, (1, 1), trt.Weights(_np(w2, wdt)), trt.Weights(_np(module.conv2.bias, wdt)))
+        c2 = network.add_convolution_nd(h, 2, (1, 1), trt.Weights(_np(w2, wdt)),
+                                        trt.Weights(_np(module.conv2.bias, wdt)))
         c2.name = "conv2"
         y = c2.get_output(0)
         y.name = "conv2"

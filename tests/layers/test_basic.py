@@ -14,6 +14,8 @@ from trtbuild.layers.common import BuilderError
 from trtbuild.engine.quick import run_network
 from trtbuild.weights import WeightMap
 
+from helpers.builder_cases import POOL_CASES
+
 GEN = torch.Generator().manual_seed(0)
 
 
@@ -94,8 +96,6 @@ def test_conv_rejects_bad_input_with_layer_name():
 
 
 # ------------------------------------------------------------------ pooling
-
-from helpers.builder_cases import POOL_CASES
 
 
 @pytest.mark.parametrize("hw,k,s,p,ceil", POOL_CASES)

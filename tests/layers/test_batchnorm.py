@@ -49,7 +49,8 @@ def test_eval_matches_torch(shape, cls):
 def test_batch_stats_match_torch_train_mode(shape, cls):
     m = _bn(cls, seed=2).train()
     x = _x(shape, seed=3)
-    y, _ = run_builder(batchnorm_batch_stats, x.float(), m.weight.detach().numpy(), m.bias.detach().numpy(), m.eps, "bn1")
+    y, _ = run_builder(batchnorm_batch_stats, x.float(), m.weight.detach().numpy(), m.bias.detach().numpy(), m.eps,
+                       "bn1")
     expected = m(x)  # train mode: normalized with the batch mean and biased variance
     assert_close(y, expected, 1e-5, 1e-6, f"train {shape}")
     # and it is not the eval-mode answer (the running statistics differ from the batch's)
@@ -87,7 +88,8 @@ def test_fp16_weights_by_strategy(strategy, weight_type):
     _, network = new_network()
     x = network.add_input("x", trt.DataType.HALF, (1, 6, 4, 4))
     y = batchnorm(network, x, *_params(m), "bn", strategy=strategy)
-    scales = [network.get_layer(i) for i in range(network.num_layers) if isinstance(network.get_layer(i), trt.IScaleLayer)]
+    scales = [network.get_layer(i) for i in range(network.num_layers)
+              if isinstance(network.get_layer(i), trt.IScaleLayer)]
     assert len(scales) == 1 and scales[0].scale.numpy().dtype == weight_type
     assert y.dtype == trt.DataType.HALF
 
@@ -128,7 +130,8 @@ def test_dynamic_batch_rank2():
 @pytest.mark.parametrize("strategy", ["safe", "naive"])
 def test_every_layer_named_under_name(dtype, rank, strategy):
     m = _bn(nn.BatchNorm2d)
-    for fn, args in ((batchnorm, _params(m)), (batchnorm_batch_stats, (m.weight.detach().numpy(), m.bias.detach().numpy(), 1e-5))):
+    for fn, args in ((batchnorm, _params(m)),
+                     (batchnorm_batch_stats, (m.weight.detach().numpy(), m.bias.detach().numpy(), 1e-5))):
         _, network = new_network()
         x = network.add_input("x", dtype, (2, 6, 3, 3, 2)[:rank])
         y = fn(network, x, *args, "stage1/bn", strategy=strategy)

@@ -37,7 +37,7 @@ from helpers.refnet import RefNet, RtxNet
 from helpers.twin import _NOISE
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
-import robustness_table  # noqa: E402
+import robustness_table
 
 DTYPES = {"fp32": "FLOAT", "fp16": "HALF", "bf16": "BF16"}
 STRATEGIES = ("safe", "naive")
@@ -88,7 +88,8 @@ NORM_CONFIGS += [Config(f"batchnorm {s}", s,
                         lambda n, x, st, c=s[1]: batchnorm(n, x, *_bn_eval(c), "bn", strategy=st))
                  for s, _ in BN_CASES + [((-1, 6), None)]]
 NORM_CONFIGS += [Config(f"batchnorm_batch_stats {s}", s,
-                        lambda n, x, st, c=s[1]: batchnorm_batch_stats(n, x, _vec(c), _vec(c, 1, -0.5, 0.5), 1e-5, "bnt",
+                        lambda n, x, st, c=s[1]: batchnorm_batch_stats(n, x, _vec(c), _vec(c, 1, -0.5, 0.5), 1e-5,
+                                                                       "bnt",
                                                                        strategy=st))
                  for s, _ in BN_CASES]
 
@@ -165,8 +166,8 @@ BASIC_CONFIGS = [Config(f"conv {nsp}d s{st} p{p} d{d} g{g}", (2, 8) + (9,) * nsp
 BASIC_CONFIGS += [Config("conv no bias", (1, 4, 10, 10),
                          lambda n, x, _: basic.conv(n, x, _w(6, 4, 3, 3), None, "c", padding=1))]
 BASIC_CONFIGS += [Config(f"{kind} {hw} k{k} s{s} p{p} ceil={ceil}", (2, 3) + hw,
-                         lambda n, x, _, k=k, s=s, p=p, ceil=ceil, fn=getattr(basic, kind):
-                             fn(n, x, k, s, p, "pool", ceil_mode=ceil))
+                         lambda n, x, _, k=k, s=s, p=p, ceil=ceil, kind=kind:
+                             getattr(basic, kind)(n, x, k, s, p, "pool", ceil_mode=ceil))
                   for kind in ("max_pool", "avg_pool") for hw, k, s, p, ceil in POOL_CASES
                   if not (kind == "avg_pool" and k == (2, 3))]
 BASIC_CONFIGS += [Config("avg_pool count_include_pad=False", (1, 3, 9, 9),

@@ -70,13 +70,13 @@ def _case(label, strategy, M):
     kind, impl = label.split("_")
     if kind == "instance":
         m = nn.InstanceNorm2d(16, affine=True).double()
-        fn = lambda n, x: instance_norm(n, x, G16, B16, 1e-5, "in", impl=impl, strategy=strategy)  # noqa: E731
+        fn = lambda n, x: instance_norm(n, x, G16, B16, 1e-5, "in", impl=impl, strategy=strategy)
     elif kind == "group":
         m = nn.GroupNorm(4, 16).double()
-        fn = lambda n, x: group_norm(n, x, 4, G16, B16, 1e-5, "gn", impl=impl, strategy=strategy)  # noqa: E731
+        fn = lambda n, x: group_norm(n, x, 4, G16, B16, 1e-5, "gn", impl=impl, strategy=strategy)
     else:
         m = nn.LayerNorm(16).double()
-        fn = lambda n, x: layer_norm(n, x, 16, G16, B16, 1e-5, "ln", impl=impl, strategy=strategy)  # noqa: E731
+        fn = lambda n, x: layer_norm(n, x, 16, G16, B16, 1e-5, "ln", impl=impl, strategy=strategy)
     m.weight.data, m.bias.data = torch.tensor(G16), torch.tensor(B16)
     return ((2, 16, 8, 8) if kind != "layer" else (2, 8, 16)), fn, m
 

@@ -161,20 +161,19 @@ def test_involution_block_matches_the_torch_module():
             m.conv1.bn.running_var.uniform_(0.5, 2.0)
         wm = WeightMap.from_module(m)
         x = rand(2, 32, 8, 8)
+        wm_prefixed = WeightMap.from_state_dict({f"inv.{k}": v for k, v in m.state_dict().items()})
+        wm_flat = WeightMap.from_state_dict({k: v.reshape(-1) for k, v in m.state_dict().items()})
 
-        def define(network):
+        def define(network, x=x, wm=wm, stride=stride):
             tx = network.add_input("x", trt.DataType.FLOAT, trt.Dims(tuple(x.shape)))
             return {"y": inv_layers.involution_block(network, tx, wm, "", "blk", kernel_size=3, stride=stride,
                                                      group_channels=8)}
 
-        def define_flat(network):  # tensorrtx .wts files store every tensor 1-D
+        def define_flat(network, x=x, wm_flat=wm_flat, stride=stride):  # tensorrtx .wts files store every tensor 1-D
             tx = network.add_input("x", trt.DataType.FLOAT, trt.Dims(tuple(x.shape)))
             return {"y": inv_layers.involution_block(network, tx, wm_flat, "", "blk", kernel_size=3, stride=stride)}
 
-        wm_prefixed = WeightMap.from_state_dict({f"inv.{k}": v for k, v in m.state_dict().items()})
-        wm_flat = WeightMap.from_state_dict({k: v.reshape(-1) for k, v in m.state_dict().items()})
-
-        def define_prefixed(network):
+        def define_prefixed(network, x=x, wm_prefixed=wm_prefixed, stride=stride):
             tx = network.add_input("x", trt.DataType.FLOAT, trt.Dims(tuple(x.shape)))
             return {"y": inv_layers.involution_block(network, tx, wm_prefixed, "inv", "blk", kernel_size=3,
                                                      stride=stride, group_channels=8)}

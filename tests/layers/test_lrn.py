@@ -134,7 +134,8 @@ def test_native_lrn_layer_always_sees_nchw(shape):
     _, network = new_network()
     x = network.add_input("x", trt.DataType.FLOAT, shape)
     y = lrn(network, x, 3, 1e-4, 0.75, 1.0, "n", impl="native")
-    (layer,) = [network.get_layer(i) for i in range(network.num_layers) if isinstance(network.get_layer(i), trt.ILRNLayer)]
+    (layer,) = [network.get_layer(i) for i in range(network.num_layers)
+                if isinstance(network.get_layer(i), trt.ILRNLayer)]
     in_shape = tuple(layer.get_input(0).shape)
     assert len(in_shape) == 4 and in_shape[:2] == shape[:2]
     assert tuple(y.shape) == shape

@@ -99,7 +99,7 @@ def test_group_norm_v1_rejects_per_channel_scale():
     layer = network.add_normalization(x, c, c, 0b1100)
     layer.num_groups = 2
     with pytest.raises(trt.NetworkError, match="v1.*scales per group"):
-        layer.get_output(0).shape
+        _ = layer.get_output(0).shape
 
 
 @pytest.mark.parametrize("impl", ["auto", "composed"])
@@ -173,9 +173,11 @@ def test_group_norm_without_v2_layer_names_every_layer(strategy, monkeypatch):
 
 @pytest.mark.parametrize("call, pattern", [
     (lambda n, x: instance_norm(n, x, np.ones(5), None, 1e-5, "in3"), r"layer 'in3': gamma has 5 values but 6"),
-    (lambda n, x: group_norm(n, x, 4, None, None, 1e-5, "gn3"), r"layer 'gn3': num_groups=4 must be a positive integer dividing the 6"),
+    (lambda n, x: group_norm(n, x, 4, None, None, 1e-5, "gn3"),
+     r"layer 'gn3': num_groups=4 must be a positive integer dividing the 6"),
     (lambda n, x: group_norm(n, x, 3, None, np.ones(3), 1e-5, "gn3"), r"layer 'gn3': beta has 3 values but 6"),
-    (lambda n, x: layer_norm(n, x, (4, 4), None, None, 1e-5, "ln3"), r"layer 'ln3': normalized_shape \(4, 4\) must equal"),
+    (lambda n, x: layer_norm(n, x, (4, 4), None, None, 1e-5, "ln3"),
+     r"layer 'ln3': normalized_shape \(4, 4\) must equal"),
     (lambda n, x: layer_norm(n, x, (3, 3), np.ones(8), None, 1e-5, "ln3"), r"layer 'ln3': gamma has 8 values but 9"),
     (lambda n, x: layer_norm(n, x, (3, 3), None, None, 1e-5, "ln3", impl="fused"), r"layer 'ln3': impl='fused'"),
     (lambda n, x: instance_norm(n, x, None, None, -1.0, "in3"), r"layer 'in3': eps must be finite"),

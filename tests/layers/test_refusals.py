@@ -118,7 +118,8 @@ CASES = [
     ("lrn-type", X, I32, _lrn(), f"layer 'lrn': {TYPE}"),
     ("lrn-size", X, F, _lrn(size=2.5), "layer 'lrn': size must be a positive integer, got 2.5"),
     ("lrn-size-bool", X, F, _lrn(size=True), "layer 'lrn': size must be a positive integer, got True"),
-    ("lrn-nonfinite", X, F, _lrn(k=float("inf")), "layer 'lrn': alpha, beta and k must be finite, got 0.0001, 0.75, inf"),
+    ("lrn-nonfinite", X, F, _lrn(k=float("inf")),
+     "layer 'lrn': alpha, beta and k must be finite, got 0.0001, 0.75, inf"),
     ("lrn-native-window", X, F, _lrn(size=4, impl="native"),
      "layer 'lrn': impl='native' is not possible: TensorRT's ILRNLayer needs an odd window in [1, 15], got size=4; "
      "use impl='composed' or 'auto'"),

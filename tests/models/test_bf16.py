@@ -27,7 +27,8 @@ def test_bf16_weights_round_trip_through_the_plan():
         layer.get_output(0).name = "y"
         return {"y": layer.get_output(0)}
 
-    out = Engine(build_plan(trt, define, progress=False), trt).run({"x": torch.ones(1, 6, 1, 1, dtype=torch.bfloat16)})["y"]
+    engine = Engine(build_plan(trt, define, progress=False), trt)
+    out = engine.run({"x": torch.ones(1, 6, 1, 1, dtype=torch.bfloat16)})["y"]
     assert torch.equal(out.float().reshape(-1), expected)
 
 

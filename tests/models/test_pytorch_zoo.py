@@ -313,4 +313,5 @@ def test_repvgg_training_state_dict_round_trips():
     x = torch.randn(1, 3, 32, 32)
     with torch.no_grad():
         assert torch.equal(a(x), b(x))
-    assert math.isclose(a.stage1[1].rbr_identity.running_var.sum().item(), b.stage1[1].rbr_identity.running_var.sum().item())
+    assert math.isclose(a.stage1[1].rbr_identity.running_var.sum().item(),
+                        b.stage1[1].rbr_identity.running_var.sum().item())

@@ -139,7 +139,7 @@ def test_only_modelspec_of_a_file_is_the_default(cwd, capsys):
     assert code == 0, err
     assert (cwd / "engines" / "small_spec-fp32.engine").is_file() and (cwd / "weights" / "small_spec.wts").is_file()
     code, out, _ = run(capsys, ["models", *REF])
-    assert "small_spec" in out and f"file net.py" in out  # registered with its origin
+    assert "small_spec" in out and "file net.py" in out  # registered with its origin
 
 
 def test_importable_module_reference(cwd, capsys, monkeypatch):
@@ -216,7 +216,8 @@ def test_output_option_orders_and_checks_outputs(cwd, capsys):
     ("good", ["no_such_pkg.mod:f"], "no module named 'no_such_pkg'"),
 ])
 def test_errors_are_one_sentence(cwd, capsys, setup, argv, message):
-    body = {"good": TORCH_PART + NETWORK_PART, "syntax": "x = 1\n\ndef f(:\n", "raises": "import os\n\n\nraise RuntimeError('boom')\n",
+    body = {"good": TORCH_PART + NETWORK_PART, "syntax": "x = 1\n\ndef f(:\n",
+            "raises": "import os\n\n\nraise RuntimeError('boom')\n",
             "two": TORCH_PART + NETWORK_PART + SPEC_PART + "OTHER = SPEC\n",
             "bare": TORCH_PART + NETWORK_PART + "\n\ndef bare_net(network, weights, x):\n"
                     "    return small_net(network, weights, x)['scores']\n\n\ndef make_int():\n    return 3\n",
@@ -297,7 +298,8 @@ def test_entry_point_models_are_listed_built_and_broken_ones_reported(cwd, capsy
         assert len(errors) == 2
         assert "entry point 'fake_broken = fake_pkg.missing:SPEC' of fake_dist failed to load: ModuleNotFoundError" \
             in errors[0]
-        assert "entry point 'fake_wrong = fake_pkg.models:NOT_A_SPEC' of fake_dist gave int, not a ModelSpec" in errors[1]
+        assert ("entry point 'fake_wrong = fake_pkg.models:NOT_A_SPEC' of fake_dist gave int, not a ModelSpec"
+                in errors[1])
         code, out, err = run(capsys, ["parity", "fake_net", *REF])
         assert code == 0 and "result: PASS" in out, err
         code, out, err = run(capsys, ["build", "fake_broken", *REF])

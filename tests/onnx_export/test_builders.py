@@ -16,16 +16,17 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from helpers.layer_harness import random_affine  # noqa: E402
+from helpers.builder_cases import GROUP_SHAPES
+from helpers.layer_harness import random_affine
 import trtbuild.reference as trt
 from trtbuild.onnx_export import export_onnx, run_onnxruntime
-from helpers.onnx_rtx import rtx_parses_every_export  # noqa: F401,E402  (autouse: TensorRT-RTX parses every export)
+from helpers.onnx_rtx import rtx_parses_every_export  # noqa: F401  (autouse: TensorRT-RTX parses every export)
 
-import trtbuild.layers.batchnorm as bn_mod  # noqa: E402
-import trtbuild.layers.l2norm as l2norm_mod  # noqa: E402
-import trtbuild.layers.lrn as lrn_mod  # noqa: E402
-import trtbuild.layers.normalization as norm_mod  # noqa: E402
-from trtbuild.models.pytorch import L2Norm  # noqa: E402
+import trtbuild.layers.batchnorm as bn_mod
+import trtbuild.layers.l2norm as l2norm_mod
+import trtbuild.layers.lrn as lrn_mod
+import trtbuild.layers.normalization as norm_mod
+from trtbuild.models.pytorch import L2Norm
 
 TRT_OF = {torch.float32: trt.float32, torch.float16: trt.float16, torch.bfloat16: trt.bfloat16}
 
@@ -83,7 +84,8 @@ LRN_SHAPES = [(2, 7, 5), (2, 9, 3, 4), (1, 6, 2, 3, 4)]
 def test_lrn(shape, impl, sizes, params, scale):
     for size in sizes:
         x = _x(shape, size, scale)
-        y, model = through_onnxruntime(lambda n, t: lrn_mod.lrn(n, t, size, *params, "norm1", impl=impl), x.float())
+        y, model = through_onnxruntime(lambda n, t, size=size: lrn_mod.lrn(n, t, size, *params, "norm1", impl=impl),
+                                       x.float())
         assert_close(y, F.local_response_norm(x, size, *params), what=f"{impl} {shape} size {size}")
         if impl == "native":
             assert "LRN" in [node.op_type for node in model.graph.node]
@@ -124,16 +126,15 @@ def test_instance_norm(shape, cls, impl):
     m = cls(6, affine=True).double()
     gamma, beta = random_affine(m)
     x = _x(shape, 0, 3.0, 1.0)
-    y, _ = through_onnxruntime(lambda n, t: norm_mod.instance_norm(n, t, gamma, beta, m.eps, "in1", impl=impl), x.float())
+    y, _ = through_onnxruntime(lambda n, t: norm_mod.instance_norm(n, t, gamma, beta, m.eps, "in1", impl=impl),
+                               x.float())
     assert_close(y, m(x), what=f"instance {shape} {impl}")
 
 
-from helpers.builder_cases import GROUP_SHAPES
-
-
 # TensorRT's group normalization needs spatial dims: the builder refuses impl='native' on (N, C)
-@pytest.mark.parametrize("shape, groups, impl", [(s, g, i) for s, g in GROUP_SHAPES for i in ("auto", "native", "composed")
-                                                 if not (len(s) == 2 and i == "native")])
+@pytest.mark.parametrize("shape, groups, impl",
+                         [(s, g, i) for s, g in GROUP_SHAPES for i in ("auto", "native", "composed")
+                          if not (len(s) == 2 and i == "native")])
 def test_group_norm(shape, groups, impl):
     m = nn.GroupNorm(groups, shape[1], eps=1e-4).double()
     gamma, beta = random_affine(m, seed=groups)
@@ -150,7 +151,8 @@ def test_layer_norm(shape, normalized, impl):
     m = nn.LayerNorm(normalized).double()
     gamma, beta = random_affine(m)
     x = _x(shape, 0, 3.0, 1.0)
-    y, model = through_onnxruntime(lambda n, t: norm_mod.layer_norm(n, t, normalized, gamma, beta, m.eps, "ln", impl=impl),
+    y, model = through_onnxruntime(lambda n, t: norm_mod.layer_norm(n, t, normalized, gamma, beta, m.eps, "ln",
+                                                                    impl=impl),
                                    x.float())
     assert_close(y, m(x), what=f"layer {shape} {normalized} {impl}")
 
@@ -248,13 +250,13 @@ def _robust_case(label, M):
     kind, impl = label.split("_")
     if kind == "instance":
         m = nn.InstanceNorm2d(16, affine=True).double()
-        fn = lambda n, x: norm_mod.instance_norm(n, x, G16, B16, 1e-5, "in", impl=impl)  # noqa: E731
+        fn = lambda n, x: norm_mod.instance_norm(n, x, G16, B16, 1e-5, "in", impl=impl)
     elif kind == "group":
         m = nn.GroupNorm(4, 16).double()
-        fn = lambda n, x: norm_mod.group_norm(n, x, 4, G16, B16, 1e-5, "gn", impl=impl)  # noqa: E731
+        fn = lambda n, x: norm_mod.group_norm(n, x, 4, G16, B16, 1e-5, "gn", impl=impl)
     else:
         m = nn.LayerNorm(16).double()
-        fn = lambda n, x: norm_mod.layer_norm(n, x, 16, G16, B16, 1e-5, "ln", impl=impl)  # noqa: E731
+        fn = lambda n, x: norm_mod.layer_norm(n, x, 16, G16, B16, 1e-5, "ln", impl=impl)
     m.weight.data, m.bias.data = torch.tensor(G16), torch.tensor(B16)
     return ((2, 16, 8, 8) if kind != "layer" else (2, 8, 16)), fn, m
 

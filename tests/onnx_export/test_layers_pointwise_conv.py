@@ -10,7 +10,7 @@ import torch
 
 import trtbuild.reference as trt
 from trtbuild.onnx_export import export_and_run, random_feeds
-from helpers.onnx_rtx import rtx_parses_every_export  # noqa: F401,E402  (autouse: TensorRT-RTX parses every export)
+from helpers.onnx_rtx import rtx_parses_every_export  # noqa: F401  (autouse: TensorRT-RTX parses every export)
 
 from helpers.onnx_layer_check import BOTH, F16, F32, NP, RNG, TOL, build, check, one, w  # noqa: F401
 
@@ -131,7 +131,8 @@ def test_unary_non_float(op, dtype):
 # ---------------------------------------------------------------- activation
 A = trt.ActivationType
 ACT_PARAMS = {A.LEAKY_RELU: (0.1, 0), A.ELU: (0.7, 0), A.SELU: (1.6732, 1.0507), A.SOFTPLUS: (1.0, 1.0),
-              A.CLIP: (-0.5, 0.75), A.HARD_SIGMOID: (0.2, 0.5), A.SCALED_TANH: (1.7, 0.66), A.THRESHOLDED_RELU: (0.3, 0)}
+              A.CLIP: (-0.5, 0.75), A.HARD_SIGMOID: (0.2, 0.5), A.SCALED_TANH: (1.7, 0.66),
+              A.THRESHOLDED_RELU: (0.3, 0)}
 
 
 @BOTH
@@ -208,11 +209,13 @@ def test_identity_and_constant(dt):
 P = trt.PaddingMode
 CONV_CASES = {
     "2d_basic": dict(shape=(1, 4, 9, 9), k=6, ks=(3, 3)),
-    "2d_stride_pad_bias0": dict(shape=(2, 4, 10, 9), k=5, ks=(3, 2), stride=(2, 1), pre=(1, 0), post=(2, 1), bias=False),
+    "2d_stride_pad_bias0": dict(shape=(2, 4, 10, 9), k=5, ks=(3, 2), stride=(2, 1), pre=(1, 0), post=(2, 1),
+                                bias=False),
     "2d_groups_dilation": dict(shape=(1, 6, 11, 11), k=9, ks=(3, 3), groups=3, dil=(2, 1)),
     "2d_depthwise_same_upper": dict(shape=(1, 4, 8, 7), k=4, ks=(3, 3), groups=4, stride=(2, 2), mode=P.SAME_UPPER),
     "2d_same_lower_even_kernel": dict(shape=(1, 3, 8, 8), k=4, ks=(4, 4), stride=(3, 3), mode=P.SAME_LOWER),
-    "2d_round_up": dict(shape=(1, 3, 10, 10), k=4, ks=(3, 3), stride=(2, 2), pre=(1, 1), post=(0, 0), mode=P.EXPLICIT_ROUND_UP),
+    "2d_round_up": dict(shape=(1, 3, 10, 10), k=4, ks=(3, 3), stride=(2, 2), pre=(1, 1), post=(0, 0),
+                        mode=P.EXPLICIT_ROUND_UP),
     "3d": dict(shape=(1, 2, 5, 6, 5), k=3, ks=(3, 2, 3), stride=(1, 2, 1), pre=(1, 0, 1), post=(1, 0, 1)),
     # dims before the channel are batch dims (TensorRT folds them into N; ONNX sees Reshapes around Conv)
     "2d_leading_dims": dict(shape=(2, 3, 4, 7, 6), k=5, ks=(3, 3), stride=(2, 1)),

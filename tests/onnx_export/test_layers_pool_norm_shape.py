@@ -13,22 +13,28 @@ from trtbuild.onnx_export import OnnxExportError, export_onnx, run_onnxruntime
 from trtbuild.reference.core import NetworkError
 
 from helpers.onnx_layer_check import BOTH, F16, F32, build, check, one, w
-from helpers.onnx_rtx import rtx_parses_every_export  # noqa: F401,E402  (autouse: TensorRT-RTX parses every export)
+from helpers.onnx_rtx import rtx_parses_every_export  # noqa: F401  (autouse: TensorRT-RTX parses every export)
 
 P = trt.PaddingMode
 PT = trt.PoolingType
 
 POOL_CASES = {
     "max_2d": dict(t=PT.MAX, shape=(1, 3, 8, 8), ws=(2, 2), stride=(2, 2)),
-    "max_2d_pad_round_up": dict(t=PT.MAX, shape=(1, 3, 9, 9), ws=(3, 3), stride=(2, 2), pre=(1, 1), post=(0, 1), mode=P.EXPLICIT_ROUND_UP),
-    "avg_excl_round_up": dict(t=PT.AVERAGE, shape=(2, 3, 9, 8), ws=(3, 2), stride=(2, 2), pre=(1, 0), mode=P.EXPLICIT_ROUND_UP),
-    "avg_incl_pad": dict(t=PT.AVERAGE, shape=(1, 3, 7, 7), ws=(3, 3), stride=(2, 2), pre=(1, 1), post=(1, 1), excl=False),
-    "avg_incl_round_up": dict(t=PT.AVERAGE, shape=(1, 2, 9, 10), ws=(3, 3), stride=(2, 2), pre=(1, 1), post=(0, 0), mode=P.EXPLICIT_ROUND_UP, excl=False),
-    "avg_incl_same_upper": dict(t=PT.AVERAGE, shape=(1, 2, 7, 6), ws=(3, 3), stride=(2, 2), mode=P.SAME_UPPER, excl=False),
+    "max_2d_pad_round_up": dict(t=PT.MAX, shape=(1, 3, 9, 9), ws=(3, 3), stride=(2, 2), pre=(1, 1), post=(0, 1),
+                                mode=P.EXPLICIT_ROUND_UP),
+    "avg_excl_round_up": dict(t=PT.AVERAGE, shape=(2, 3, 9, 8), ws=(3, 2), stride=(2, 2), pre=(1, 0),
+                              mode=P.EXPLICIT_ROUND_UP),
+    "avg_incl_pad": dict(t=PT.AVERAGE, shape=(1, 3, 7, 7), ws=(3, 3), stride=(2, 2), pre=(1, 1), post=(1, 1),
+                         excl=False),
+    "avg_incl_round_up": dict(t=PT.AVERAGE, shape=(1, 2, 9, 10), ws=(3, 3), stride=(2, 2), pre=(1, 1), post=(0, 0),
+                              mode=P.EXPLICIT_ROUND_UP, excl=False),
+    "avg_incl_same_upper": dict(t=PT.AVERAGE, shape=(1, 2, 7, 6), ws=(3, 3), stride=(2, 2), mode=P.SAME_UPPER,
+                                excl=False),
     "avg_excl_same_lower": dict(t=PT.AVERAGE, shape=(1, 2, 7, 6), ws=(2, 3), stride=(2, 2), mode=P.SAME_LOWER),
     "max_same_upper": dict(t=PT.MAX, shape=(1, 2, 7, 6), ws=(3, 3), stride=(2, 2), mode=P.SAME_UPPER),
     "blend": dict(t=PT.MAX_AVERAGE_BLEND, shape=(1, 3, 8, 8), ws=(3, 3), stride=(2, 2), pre=(1, 1), blend=0.3),
-    "blend_incl_round_up": dict(t=PT.MAX_AVERAGE_BLEND, shape=(1, 2, 8, 9), ws=(2, 2), stride=(2, 2), mode=P.EXPLICIT_ROUND_UP, excl=False, blend=0.6),
+    "blend_incl_round_up": dict(t=PT.MAX_AVERAGE_BLEND, shape=(1, 2, 8, 9), ws=(2, 2), stride=(2, 2),
+                                mode=P.EXPLICIT_ROUND_UP, excl=False, blend=0.6),
     "avg_3d": dict(t=PT.AVERAGE, shape=(1, 2, 5, 6, 7), ws=(2, 2, 3), stride=(2, 2, 2), pre=(1, 0, 1)),
     "max_3d_rank6": dict(t=PT.MAX, shape=(1, 2, 2, 4, 4, 4), ws=(2, 2, 2), stride=(2, 2, 2)),
     # padding not smaller than the window (TensorRT-RTX accepts it; ONNX pools need an explicit Pad)
@@ -116,9 +122,11 @@ def test_pooling_round_up_rescale_constant_is_needed():
 
 
 # ---------------------------------------------------------------- LRN
-@pytest.mark.parametrize("shape,window,alpha,beta,k", [((1, 7, 4, 5), 5, 1e-2, 0.75, 2.0), ((2, 4, 3, 3), 3, 0.5, 0.5, 1.0),
+@pytest.mark.parametrize("shape,window,alpha,beta,k", [((1, 7, 4, 5), 5, 1e-2, 0.75, 2.0),
+                                                       ((2, 4, 3, 3), 3, 0.5, 0.5, 1.0),
                                                        ((1, 2, 5, 3, 2), 5, 0.2, 1.0, 1.0),
-                                                       ((-1, 5, 3, 2), 3, 0.1, 0.6, 1.0), ((-1, 2, 5, 3, 2), 1, 0.2, 1.0, 1.0)])
+                                                       ((-1, 5, 3, 2), 3, 0.1, 0.6, 1.0),
+                                                       ((-1, 2, 5, 3, 2), 1, 0.2, 1.0, 1.0)])
 def test_lrn(shape, window, alpha, beta, k):
     """TensorRT's LRN (FLOAT only) windows over dimension rank-3."""
     def define(net, dt):
@@ -148,7 +156,8 @@ NORM_CASES = {
     "broadcast_scale": dict(shape=(2, 3, 4, 5), axes=0b1110, sshape=(1, 3, 1, 1), op="ReduceMean"),
     "group_v1": dict(shape=(2, 6, 3, 4), axes=0b1100, groups=3, sshape=(1, 3, 1, 1), op="ReduceMean"),
     "group_v2": dict(shape=(2, 6, 3, 4), axes=0b1100, groups=2, sshape=(1, 6, 1, 1), v2=True, op="ReduceMean"),
-    "group_v2_3d": dict(shape=(1, 4, 2, 3, 2), axes=0b11100, groups=2, sshape=(1, 4, 1, 1, 1), v2=True, op="ReduceMean"),
+    "group_v2_3d": dict(shape=(1, 4, 2, 3, 2), axes=0b11100, groups=2, sshape=(1, 4, 1, 1, 1), v2=True,
+                        op="ReduceMean"),
 }
 
 
@@ -182,8 +191,10 @@ def test_normalization(case, as_constant, dt):
 def test_layer_norm_decomposed_below_opset17():
     c = NORM_CASES["layer_last"]
     net = build(lambda net, dt: {"y": net.add_normalization(
-        net.add_input("x", dt, c["shape"]), net.add_constant(trt.Dims(c["sshape"]), trt.Weights(w(c["sshape"], dt))).get_output(0),
-        net.add_constant(trt.Dims(c["sshape"]), trt.Weights(w(c["sshape"], dt))).get_output(0), c["axes"]).get_output(0)}, F32)
+        net.add_input("x", dt, c["shape"]),
+        net.add_constant(trt.Dims(c["sshape"]), trt.Weights(w(c["sshape"], dt))).get_output(0),
+        net.add_constant(trt.Dims(c["sshape"]), trt.Weights(w(c["sshape"], dt))).get_output(0),
+        c["axes"]).get_output(0)}, F32)
     ops = [n.op_type for n in export_onnx(net, opset=16).graph.node]
     assert "LayerNormalization" not in ops and "ReduceMean" in ops
 
@@ -261,7 +272,8 @@ def test_slice(case, dt):
 @BOTH
 @pytest.mark.parametrize("pre,post", [((1, 2), (2, 0)), ((-1, 0), (0, -2)), ((2, -1), (-1, 3))])
 def test_padding(pre, post, dt):
-    model = check(lambda net, dt: one(net, dt, (2, 3, 5, 6), lambda net, x: net.add_padding_nd(x, trt.Dims(pre), trt.Dims(post))), dt)
+    model = check(lambda net, dt: one(net, dt, (2, 3, 5, 6),
+                                      lambda net, x: net.add_padding_nd(x, trt.Dims(pre), trt.Dims(post))), dt)
     if min(pre + post) < 0:
         assert "Slice" in [n.op_type for n in model.graph.node]
 

@@ -41,10 +41,10 @@ def _floor_div_int32():
     return net
 
 
-def test_unnamed_layers_export_node_names_the_parser_cannot_repeat(rtx, rtx_parses_every_export):
+def test_unnamed_layers_export_node_names_the_parser_cannot_repeat(rtx, rtx_export_outcomes):
     net = _floor_div_int32()
     model = export_onnx(net)
-    assert rtx_parses_every_export == ["built"]
+    assert rtx_export_outcomes == ["built"]
     names = [n.name for n in model.graph.node]
     assert names == ["Unnamed Layer 0 [ElementWise]/Mod", "Unnamed Layer 0 [ElementWise]/Sub",
                      "Unnamed Layer 0 [ElementWise]"]
@@ -114,7 +114,7 @@ def test_strided_dilated_deconvolution_is_a_builder_limit_not_an_export_one(rtx)
     assert result.built is False and "Strided & Dilated Deconv are currently not supported" in result.build_errors
 
 
-def test_rednet_plugin_export_is_refused_and_the_composed_one_builds(rtx, rtx_parses_every_export):
+def test_rednet_plugin_export_is_refused_and_the_composed_one_builds(rtx, rtx_export_outcomes):
     """TensorRT-RTX has no plugins: the Involution nodes cannot be parsed (the parser's fallback
     looks for a plugin creator and finds none). impl='composed', what trtbuild builds on
     TensorRT-RTX, exports native ops only, and those parse and build."""
@@ -135,16 +135,16 @@ def test_rednet_plugin_export_is_refused_and_the_composed_one_builds(rtx, rtx_pa
     composed_net, _ = build_reference_network(spec.with_options(involution_impl="composed"), wm, small=True)
     composed = export_onnx(composed_net)
     assert not [n for n in composed.graph.node if n.domain]
-    assert rtx_parses_every_export == ["plugin rejected", "built"]
+    assert rtx_export_outcomes == ["plugin rejected", "built"]
 
 
 @pytest.mark.parametrize("precision", ["fp32", "fp16"])
 @pytest.mark.parametrize("name", FULL_SIZE)
-def test_full_size_zoo_model_parses_and_builds(name, precision, rtx, rtx_parses_every_export):
+def test_full_size_zoo_model_parses_and_builds(name, precision, rtx, rtx_export_outcomes):
     """The full-size model (the registry's seeded weights), exported, parsed by TensorRT-RTX and
     built for sm86; outputs (names, shapes, types) and every value agree with the export."""
     net, outputs = build_reference_network(name, precision=precision)
     model = export_onnx(net)
-    assert rtx_parses_every_export == ["built"]  # and TensorRT-RTX's outputs are the declared ones:
+    assert rtx_export_outcomes == ["built"]  # and TensorRT-RTX's outputs are the declared ones:
     dtype = "FLOAT" if precision == "fp32" else "HALF"
     assert declared_outputs(model) == [(n, tuple(t.shape), dtype) for n, t in outputs.items()]

@@ -16,7 +16,7 @@ from trtbuild.onnx_export import (OnnxExportError, OnnxRuntimeError, export_and_
 from trtbuild.reference.plugins import IPluginCreatorV3One, IPluginV3, fields_to_dict
 
 from helpers.onnx_layer_check import F16, F32, build
-from helpers.onnx_rtx import rtx_parses_every_export  # noqa: F401,E402  (autouse: TensorRT-RTX parses every export)
+from helpers.onnx_rtx import rtx_parses_every_export  # noqa: F401  (autouse: TensorRT-RTX parses every export)
 
 
 def _conv_relu(net, dt, name_tensors=True):

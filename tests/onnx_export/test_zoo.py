@@ -16,12 +16,13 @@ import torch
 import torch.nn.functional as F
 
 import trtbuild.reference as trt
-from trtbuild.onnx_export import compare_arrays, export_onnx, format_rows, layerwise_against_onnxruntime, run_onnxruntime
+from trtbuild.onnx_export import (compare_arrays, export_onnx, format_rows, layerwise_against_onnxruntime,
+                                  run_onnxruntime)
 
-from trtbuild.models import registry  # noqa: E402
-from trtbuild.engine import quick  # noqa: E402
-from trtbuild.weights import WeightMap  # noqa: E402
-from helpers.onnx_rtx import rtx_parses_every_export  # noqa: F401,E402  (autouse: TensorRT-RTX parses every export)
+from trtbuild.models import registry
+from trtbuild.engine import quick
+from trtbuild.weights import WeightMap
+from helpers.onnx_rtx import rtx_parses_every_export  # noqa: F401  (autouse: TensorRT-RTX parses every export)
 
 ZOO = registry.names()
 

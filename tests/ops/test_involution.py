@@ -61,7 +61,8 @@ def test_output_size_formula():
     assert involution_output_size(4, 5, 1, 0, 1) == 0    # kernel larger than input
 
 
-@pytest.mark.parametrize("case", [(1, 4, 5, 6, 3, 2, 1, 1, 2), (1, 2, 7, 6, 5, 3, 2, 1, 2), (1, 3, 4, 5, 2, 1, 0, 2, 3)],
+@pytest.mark.parametrize("case", [(1, 4, 5, 6, 3, 2, 1, 1, 2), (1, 2, 7, 6, 5, 3, 2, 1, 2),
+                                  (1, 3, 4, 5, 2, 1, 0, 2, 3)],
                          ids=["K3s2g2", "K5s3", "K2d2g3"])
 def test_reference_gradcheck_float64(case):
     x, w = make_inputs(case)

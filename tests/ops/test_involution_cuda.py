@@ -79,7 +79,8 @@ def test_backward_fp32_matches_reference_autograd(case):
     torch.testing.assert_close(wa.grad.double(), wr.grad, atol=1e-4, rtol=1e-4)
 
 
-@pytest.mark.parametrize("case", [(1, 4, 6, 7, 3, 1, 1, 1, 2), (2, 6, 7, 6, 5, 2, 2, 1, 3), (1, 4, 8, 8, 2, 3, 1, 2, 1)],
+@pytest.mark.parametrize("case", [(1, 4, 6, 7, 3, 1, 1, 1, 2), (2, 6, 7, 6, 5, 2, 2, 1, 3),
+                                  (1, 4, 8, 8, 2, 3, 1, 2, 1)],
                          ids=["K3", "K5s2", "K2s3d2"])
 def test_gradcheck_float64(case):
     x, w = make(case, torch.float64)

@@ -111,7 +111,8 @@ def test_forward_kernel_float64_all_paths(emu, case):
         for specialize in (1, 0):
             out = forward(emu, case, x, w, cpt, specialize)
             torch.testing.assert_close(out, expected, atol=1e-12, rtol=1e-12,
-                                       msg=lambda m: f"channels_per_thread={cpt} specialize={specialize}: {m}")
+                                       msg=lambda m, cpt=cpt, specialize=specialize:
+                                       f"channels_per_thread={cpt} specialize={specialize}: {m}")
 
 
 @pytest.mark.parametrize("case", CASES[:3], ids=IDS[:3])
@@ -178,7 +179,8 @@ class _EmulatedKernels(torch.autograd.Function):
         return gx, gw, None, None
 
 
-@pytest.mark.parametrize("case", [(1, 4, 6, 7, 3, 1, 1, 1, 2), (2, 6, 7, 6, 5, 2, 2, 1, 3), (1, 4, 8, 8, 2, 3, 1, 2, 1)],
+@pytest.mark.parametrize("case", [(1, 4, 6, 7, 3, 1, 1, 1, 2), (2, 6, 7, 6, 5, 2, 2, 1, 3),
+                                  (1, 4, 8, 8, 2, 3, 1, 2, 1)],
                          ids=["K3", "K5s2", "K2s3d2"])
 def test_gradcheck_float64_on_emulated_kernels(emu, case):
     """torch.autograd.gradcheck with the kernels' own forward and backward (finite differences of the

@@ -281,7 +281,8 @@ def test_a_debug_tensor_that_cannot_be_copied_fails_the_check_naming_it(monkeypa
 
 
 def test_bad_layerwise_via_and_unmarked_layer_tensors_are_refused():
-    with pytest.raises(ValueError, match="layerwise_via 'debug' is not one of 'debug tensors', 'unfused debug tensors', 'outputs'"):
+    with pytest.raises(ValueError, match="layerwise_via 'debug' is not one of 'debug tensors', 'unfused debug "
+                                         "tensors', 'outputs'"):
         check_model_parity("resnet18", trt, small=True, layerwise=True, layerwise_via="debug")
     net = TinyNet()
     plan = build_plan(trt, tiny_define(net), input_shape=TINY_SHAPE, progress=False, debug_tensors=["conv1"])

@@ -7,7 +7,6 @@ from __future__ import annotations
 import math
 import re
 
-import numpy as np
 import pytest
 import torch
 
@@ -71,7 +70,8 @@ def test_nonfinite_or_negative_tolerances_are_refused(atol, rtol, message):
 @pytest.mark.parametrize("kw, message", [
     (dict(value_range=(-math.inf, math.inf)), "value range (--range) must be finite, got [-inf, inf]"),
     (dict(value_range=(0.0, math.nan)), "value range (--range) must be finite, got [0.0, nan]"),
-    (dict(distribution="large", large_scale=math.inf), "large_scale (--scale) must be a positive finite number, got inf")])
+    (dict(distribution="large", large_scale=math.inf),
+     "large_scale (--scale) must be a positive finite number, got inf")])
 def test_make_inputs_refuses_nonfinite_ranges_and_scales(kw, message):
     with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):  # which option, and its value
         make_inputs({"x": (1, 2)}, **kw)

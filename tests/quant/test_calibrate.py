@@ -261,7 +261,8 @@ def test_the_file_is_refused_for_a_network_of_other_tensors(tmp_path):
     calib = calibrate(UserNet(6).eval(), [torch.randn(1, 3, 8, 8)], "max", model_name="usernet")
     calib.data = {"sample_shape": [3, 8, 8]}
     path = write_calibration(calib, tmp_path / "u.json")
-    with pytest.raises(ValueError, match=r"another network.*tensor conv2.input is 4x8x8 in the network but 6x8x8 in the file"):
+    with pytest.raises(ValueError, match=r"another network.*tensor conv2.input is 4x8x8 in the network but "
+                                         r"6x8x8 in the file"):
         load_calibration(path, UserNet(4).eval())
 
 
@@ -386,7 +387,8 @@ def test_cli_output_guard(tmp_path, capsys):
     assert "not a calibration file" in capsys.readouterr().err and html.read_text().startswith("<!DOCTYPE")
     old = tmp_path / "old.json"
     old.write_text("{}")
-    assert _run("resnet18", "--small", "--data", str(data), "--out", str(old)) == 0  # an empty JSON object holds nothing to lose
+    # an empty JSON object holds nothing to lose
+    assert _run("resnet18", "--small", "--data", str(data), "--out", str(old)) == 0
     assert json.loads(old.read_text())["format"] == "trtbuild-calibration"
     assert not [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
 
@@ -421,4 +423,5 @@ def test_ctrl_c_leaves_the_existing_file_untouched(tmp_path, capsys):
     out.write_text(mine)
     assert _run("resnet18", "--small", "--data", f"{tmp_path / 'stop.py'}:items", "--out", str(out)) == 130
     assert "interrupted" in capsys.readouterr().err
-    assert out.read_text() == mine and sorted(p.name for p in tmp_path.iterdir() if p.name != "__pycache__") == ["c.json", "stop.py"]
+    assert out.read_text() == mine
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name != "__pycache__") == ["c.json", "stop.py"]

@@ -175,7 +175,8 @@ def test_version_table_is_current(ref, real_api):
             if (cls, member) in VERSION_DEPENDENT:
                 continue
             vals = {v: real_api[v]["classes"][cls]["enum"].get(member) for v in VERSIONS}
-            assert vals["10"] == vals["11"], f"{cls}.{member} differs between versions {vals}: add it to VERSION_DEPENDENT"
+            assert vals["10"] == vals["11"], (f"{cls}.{member} differs between versions {vals}: "
+                                              "add it to VERSION_DEPENDENT")
 
 
 def test_add_scale_nd_requires_channel_axis():
@@ -209,7 +210,8 @@ def test_trtbuild_passes_what_tensorrt_11_requires():
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
                 for (_, member), params in DEFAULT_IN_10_ONLY.items():
                     if node.func.attr == member and len(node.args) < 3 and not params & {k.arg for k in node.keywords}:
-                        missing.append(f"{path.relative_to(TRTBUILD_ROOT)}:{node.lineno}: {member} without {set(params)}")
+                        missing.append(f"{path.relative_to(TRTBUILD_ROOT)}:{node.lineno}: {member} "
+                                       f"without {set(params)}")
     assert not missing, "\n".join(missing)
 
 

@@ -118,7 +118,8 @@ def _env(trt) -> dict:
     builder, network, logger = new_network(trt)
     x = network.add_input("x", trt.float32, (1, 4, 6, 6))
     env = {"builder": builder, "network": network, "logger": logger, "x": x,
-           "s": network.add_input("s", trt.float32, (1, 4, 1, 1)), "b": network.add_input("b", trt.float32, (1, 4, 1, 1)),
+           "s": network.add_input("s", trt.float32, (1, 4, 1, 1)),
+           "b": network.add_input("b", trt.float32, (1, 4, 1, 1)),
            "scale": network.add_input("scale", trt.float32, ()), "q": network.add_input("q", trt.int8, (1, 4))}
     env["layer"] = network.add_identity(x)
     env["out"] = env["layer"].get_output(0)
@@ -207,11 +208,12 @@ def test_message_names_the_method_the_parameter_and_what_was_given():
                                "ActivationType, got int")
     with pytest.raises(TypeError) as info:
         env["network"].add_lrn(env["x"], window=3.0, alpha=1e-4, beta=0.75, k=2.0)  # keywords are checked too
-    assert str(info.value) == "INetworkDefinition.add_lrn(): incompatible function arguments: window must be int, got float"
+    assert str(info.value) == ("INetworkDefinition.add_lrn(): incompatible function arguments: "
+                               "window must be int, got float")
     with pytest.raises(TypeError) as info:
         env["config"].set_memory_pool_limit(reference.MemoryPoolType.WORKSPACE, 2.0 ** 20)
-    assert str(info.value) == ("IBuilderConfig.set_memory_pool_limit(): incompatible function arguments: pool_size must "
-                               "be int, got float")
+    assert str(info.value) == ("IBuilderConfig.set_memory_pool_limit(): incompatible function "
+                               "arguments: pool_size must be int, got float")
     assert env["network"].num_layers == layers  # nothing was added by the refused calls
 
 

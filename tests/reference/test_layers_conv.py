@@ -102,7 +102,8 @@ def test_convolution_explicit_round_up(refnet):
 @pytest.mark.parametrize("kernel_count", [8, 10])
 def test_convolution_rejects_wrong_kernel_count(refnet, kernel_count):
     """Kernel weights are GKCRS: 2 x 1 x 1 x 3 x 3 = 18 here; a wrong count fails the build."""
-    layer = refnet.network.add_convolution_nd(refnet.input("x", (1, 1, 5, 5)), 2, (3, 3), np.ones(kernel_count, np.float32))
+    layer = refnet.network.add_convolution_nd(refnet.input("x", (1, 1, 5, 5)), 2, (3, 3),
+                                              np.ones(kernel_count, np.float32))
     layer.name = "conv_bad_kernel"
     refnet.network.mark_output(layer.get_output(0))
     assert refnet.build() is None

@@ -42,7 +42,8 @@ def test_instance_norm(refnet, version):
 
 def test_group_norm_v2_scales_per_channel(refnet):
     x, gamma, beta = randn(2, 6, 4, 4), randn(6), randn(6)
-    layer = refnet.network.add_normalization_v2(refnet.input("x", tuple(x.shape)), const(refnet, gamma.reshape(1, 6, 1, 1)),
+    layer = refnet.network.add_normalization_v2(refnet.input("x", tuple(x.shape)),
+                                                const(refnet, gamma.reshape(1, 6, 1, 1)),
                                              const(refnet, beta.reshape(1, 6, 1, 1)), (1 << 2) | (1 << 3))
     layer.num_groups = 3
     y = refnet.run({"x": x}, y=layer.get_output(0))["y"]
@@ -52,11 +53,12 @@ def test_group_norm_v2_scales_per_channel(refnet):
 def test_group_norm_v1_scales_per_group(refnet):
     """v1: scale/bias [1, G, 1, 1]; group g's value applies to all of its C/G channels."""
     x, gamma_g, beta_g = randn(2, 6, 4, 4), randn(3), randn(3)
-    layer = refnet.network.add_normalization(refnet.input("x", tuple(x.shape)), const(refnet, gamma_g.reshape(1, 3, 1, 1)),
+    layer = refnet.network.add_normalization(refnet.input("x", tuple(x.shape)),
+                                             const(refnet, gamma_g.reshape(1, 3, 1, 1)),
                                           const(refnet, beta_g.reshape(1, 3, 1, 1)), (1 << 2) | (1 << 3))
     layer.num_groups = 3
     y = refnet.run({"x": x}, y=layer.get_output(0))["y"]
-    per_channel = lambda v: v.repeat_interleave(2)  # noqa: E731 - channels 0,1 -> group 0, ...
+    per_channel = lambda v: v.repeat_interleave(2)  # channels 0,1 -> group 0, ...
     close(y, F.group_norm(x, 3, weight=per_channel(gamma_g), bias=per_channel(beta_g), eps=1e-5))
 
 
@@ -95,7 +97,8 @@ def test_group_norm_v1_and_v2_differ_in_scale_shape(v2):
 
 def test_layer_norm_over_last_dim(refnet):
     x, gamma, beta = randn(2, 5, 8), randn(8), randn(8)
-    layer = refnet.network.add_normalization_v2(refnet.input("x", tuple(x.shape)), const(refnet, gamma.reshape(1, 1, 8)),
+    layer = refnet.network.add_normalization_v2(refnet.input("x", tuple(x.shape)),
+                                                const(refnet, gamma.reshape(1, 1, 8)),
                                              const(refnet, beta.reshape(1, 1, 8)), 1 << 2)
     y = refnet.run({"x": x}, y=layer.get_output(0))["y"]
     close(y, F.layer_norm(x, (8,), weight=gamma, bias=beta, eps=1e-5))
@@ -103,7 +106,8 @@ def test_layer_norm_over_last_dim(refnet):
 
 def test_layer_norm_over_last_two_dims_with_epsilon(refnet):
     x, gamma, beta = randn(2, 3, 4, 5), randn(4, 5), randn(4, 5)
-    layer = refnet.network.add_normalization_v2(refnet.input("x", tuple(x.shape)), const(refnet, gamma.reshape(1, 1, 4, 5)),
+    layer = refnet.network.add_normalization_v2(refnet.input("x", tuple(x.shape)),
+                                                const(refnet, gamma.reshape(1, 1, 4, 5)),
                                              const(refnet, beta.reshape(1, 1, 4, 5)), (1 << 2) | (1 << 3))
     layer.epsilon = 0.5  # large on purpose, so a wrong epsilon shows
     y = refnet.run({"x": x}, y=layer.get_output(0))["y"]

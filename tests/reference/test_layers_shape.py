@@ -294,7 +294,8 @@ def test_constant_values_shape_and_broadcast_add(refnet):
     c = np.arange(3, dtype=np.float32).reshape(1, 3, 1)
     const = refnet.network.add_constant((1, 3, 1), c)
     x = randn(2, 3, 4)
-    add = refnet.network.add_elementwise(refnet.input("x", (2, 3, 4)), const.get_output(0), trt.ElementWiseOperation.SUM)
+    add = refnet.network.add_elementwise(refnet.input("x", (2, 3, 4)), const.get_output(0),
+                                         trt.ElementWiseOperation.SUM)
     out = refnet.run({"x": x}, c=const.get_output(0), y=add.get_output(0))
     close(out["c"], torch.from_numpy(c))
     close(out["y"], x + torch.from_numpy(c))
@@ -320,7 +321,8 @@ def test_matmul_rank_one_needs_vector(refnet, op0, op1):
     """A rank-1 input takes MatrixOperation.VECTOR; NONE/TRANSPOSE need rank >= 2 (this raised
     IndexError before, TensorRT-RTX: "Assertion rank >= 2 failed")."""
     a, b = refnet.input("a", (4,)), refnet.input("b", (4, 3))
-    with pytest.raises(trt.NetworkError, match=r"with MatrixOperation\.\w+ needs rank >= 2 \(a rank-1 input takes VECTOR\)"):
+    with pytest.raises(trt.NetworkError,
+                       match=r"with MatrixOperation\.\w+ needs rank >= 2 \(a rank-1 input takes VECTOR\)"):
         refnet.network.add_matrix_multiply(a, op0, b, op1)
 
 

@@ -93,7 +93,8 @@ def test_int8_into_float_layers_is_refused(refnet, make):
            "unary": lambda: n.add_unary(x, U.ERF),
            "pooling": lambda: n.add_pooling_nd(x, trt.PoolingType.MAX, (2, 2)).get_output(0).shape,
            "lrn": lambda: n.add_lrn(x, 3, 1e-4, 0.75, 2.0)}[make]
-    with pytest.raises(trt.NetworkError, match=r"INT8, a quantized type .*Signed 8-bit integer representing a quantized"):
+    with pytest.raises(trt.NetworkError,
+                       match=r"INT8, a quantized type .*Signed 8-bit integer representing a quantized"):
         add()
 
 

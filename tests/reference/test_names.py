@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import re
 
-import numpy as np
 import pytest
 
 import trtbuild.reference as reference
@@ -247,7 +246,8 @@ def test_a_layer_may_take_an_automatic_layer_name_but_not_a_renamed_one(rtx):
 
     _both(rtx, scenario, {
         "inputs": ["x"],
-        "layers": [(A.format(0), [OUT.format(0)]), (A.format(0), [OUT.format(0) + "_1"]), (A.format(2), [OUT.format(2)])],
+        "layers": [(A.format(0), [OUT.format(0)]), (A.format(0), [OUT.format(0) + "_1"]),
+                   (A.format(2), [OUT.format(2)])],
         "returned": None, "errors": [
             f"ILayer::setName: Error Code 3: API Usage Error (Failed attempt to rename a layer from {A.format(2)} "
             f"to {A.format(0)} as the new name is already in use.)"]})

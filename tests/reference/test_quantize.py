@@ -374,13 +374,14 @@ def test_refusals_name_the_layer():
     q = net.network.add_quantize(x, s, trt.DataType.INT8)
     q.name = "act_q"
     with pytest.raises(NetworkError, match=r"act_q.*4 values on axis -1.*has 3 there"):
-        q.get_output(0).shape
+        _ = q.get_output(0).shape
     q.axis = 1
     assert tuple(q.get_output(0).shape) == (1, 4, 3, 3) and q.get_output(0).dtype == trt.DataType.INT8
     d = net.network.add_dequantize(x, s, trt.float32)
     d.name = "x_dq"
-    with pytest.raises(NetworkError, match=r"layer 'x_dq': input has type FLOAT but a dequantize layer takes INT8, FP8"):
-        d.get_output(0).dtype
+    with pytest.raises(NetworkError,
+                       match=r"layer 'x_dq': input has type FLOAT but a dequantize layer takes INT8, FP8"):
+        _ = d.get_output(0).dtype
 
 
 def test_python_defaults_are_tensorrt_10s():
@@ -405,4 +406,4 @@ def test_a_zero_point_input_is_refused():
     q = net.network.add_quantize(x, s, trt.DataType.INT8)
     q.set_input(2, z)
     with pytest.raises(NetworkError, match="zero-point input"):
-        q.get_output(0).shape
+        _ = q.get_output(0).shape

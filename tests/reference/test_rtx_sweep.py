@@ -112,7 +112,8 @@ def test_every_cast_pair(runner):
 
 
 def test_default_run_has_enough_cases():
-    n = sum(count for _, count in FAMILIES.values()) + len(T.dtype_table_cases()) + 2 * len(S.DTYPES) * len(S.CAST_TARGETS)
+    n = (sum(count for _, count in FAMILIES.values()) + len(T.dtype_table_cases())
+         + 2 * len(S.DTYPES) * len(S.CAST_TARGETS))
     assert n >= 1500
 
 

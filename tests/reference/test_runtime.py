@@ -231,7 +231,8 @@ def test_build_error_names_the_layer(refnet):
 
 
 def test_weights_of_the_wrong_type_name_the_layer_and_types(refnet):
-    conv = refnet.network.add_convolution_nd(refnet.input("x", (1, 2, 4, 4), trt.float16), 1, (1, 1), np.ones(2, np.float32))
+    conv = refnet.network.add_convolution_nd(refnet.input("x", (1, 2, 4, 4), trt.float16), 1, (1, 1),
+                                             np.ones(2, np.float32))
     conv.name = "fp16_conv"
     refnet.network.mark_output(conv.get_output(0))
     assert refnet.build() is None

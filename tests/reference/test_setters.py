@@ -14,10 +14,11 @@ import pytest
 import trtbuild.reference as reference
 from trtbuild.engine.build import new_network
 
+from helpers.layer_attributes import ATTRIBUTES, set_attribute
+
 VALUES = {"None": None, "True": True, "1": 1, "3": 3, "2.5": 2.5, "2.0": 2.0, "int64": np.int64(3),
           "float32": np.float32(3.0), "str": "x", "tuple": (1, 1), "list": [1, 1], "array": np.array([1, 1]),
           "float tuple": (2.5, 0), "integral float tuple": (2.0, 0)}
-from helpers.layer_attributes import ATTRIBUTES, set_attribute
 
 
 @pytest.mark.parametrize("owner,attribute", ATTRIBUTES, ids=[a for _, a in ATTRIBUTES])

@@ -129,7 +129,8 @@ def test_bn_params_forms_agree_and_reject_missing_keys():
     as_tuple = bn_to_scale_shift(*bn_params(_bn_tuple(bn)))
     as_module = bn_to_scale_shift(*bn_params(bn))
     as_dict = bn_to_scale_shift(
-        *bn_params(dict(weight=bn.weight, bias=bn.bias, running_mean=bn.running_mean, running_var=bn.running_var, eps=bn.eps))
+        *bn_params(dict(weight=bn.weight, bias=bn.bias, running_mean=bn.running_mean, running_var=bn.running_var,
+                        eps=bn.eps))
     )
     for a, b in zip(as_tuple, as_module):
         np.testing.assert_array_equal(a, b)

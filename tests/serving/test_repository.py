@@ -70,8 +70,8 @@ def test_python_kind_of_a_dynamic_batch_engine(engines, tmp_path, capsys):
 
 def test_static_engine_has_max_batch_size_0_and_no_dynamic_batching(engines, tmp_path):
     repo = tmp_path / "repo"
-    assert export("rednet", "--small", "--engine", engines["rednet"], "--repo", repo, "--kind", "python", "--name", "red",
-                  "--warmup", "--version-policy", "all") == 0
+    assert export("rednet", "--small", "--engine", engines["rednet"], "--repo", repo, "--kind", "python",
+                  "--name", "red", "--warmup", "--version-policy", "all") == 0
     cfg = parse(repo / "red")
     assert cfg.name == "red" and cfg.max_batch_size == 0
     assert tensors(cfg.input) == [("input", "TYPE_FP32", [1, 3, 64, 64])]  # with the batch dimension
@@ -79,7 +79,8 @@ def test_static_engine_has_max_batch_size_0_and_no_dynamic_batching(engines, tmp
     assert not cfg.HasField("dynamic_batching")
     assert cfg.version_policy.HasField("all")
     (warm,) = cfg.model_warmup
-    assert warm.batch_size == 0 and list(warm.inputs["input"].dims) == [1, 3, 64, 64] and warm.inputs["input"].random_data
+    assert (warm.batch_size == 0 and list(warm.inputs["input"].dims) == [1, 3, 64, 64]
+            and warm.inputs["input"].random_data)
 
 
 def test_user_network(engines, tmp_path, capsys):
@@ -131,7 +132,8 @@ def test_tensorrt_kind_of_a_tensorrt_engine_with_a_plugin(engines, tmp_path, cap
     library.write_bytes(b"\x7fELF plugin")
     engine = _fake_tensorrt_engine(engines, tmp_path, library)
     repo = tmp_path / "repo"
-    assert export("resnet18", "--small", "--engine", engine, "--repo", repo, "--version-policy", "latest:2", "--warmup") == 0
+    assert export("resnet18", "--small", "--engine", engine, "--repo", repo, "--version-policy", "latest:2",
+                  "--warmup") == 0
     cfg = parse(repo / "resnet18")
     assert cfg.platform == "tensorrt_plan" and cfg.backend == ""
     assert cfg.max_batch_size == 16

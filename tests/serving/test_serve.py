@@ -47,7 +47,7 @@ def triton_ok():
     problem = stub_problem()
     if problem is None:
         try:
-            import tritonclient.grpc  # noqa: F401
+            import tritonclient.grpc
             import tritonclient.http  # noqa: F401
         except ImportError as e:
             problem = f"tritonclient is not installed ({e}); pip install \"trtbuild[serve]\""
@@ -69,7 +69,9 @@ class Served:
             [sys.executable, "-c", code, "serve", *args, "--http-port", str(self.http), "--grpc-port",
              str(self.grpc), "--metrics-port", str(self.metrics)], cwd=cwd, env=env, stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT, text=True, start_new_session=True,
-            preexec_fn=(lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if sigint_ignored else None)
+            # as a shell's background job: SIGINT ignored from exec on (the child only calls signal())
+            preexec_fn=(lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))  # noqa: PLW1509
+            if sigint_ignored else None)
         self.lines: list[str] = []
         self._queue: queue.Queue = queue.Queue()
         threading.Thread(target=self._read, daemon=True).start()
@@ -239,8 +241,8 @@ def test_serve_zoo_engine_with_dynamic_batching(triton_ok, tmp_path):
 
 
 def test_serve_user_network_built_in_memory(triton_ok, tmp_path):
-    """The docs' own network (docs/your-own-model.md) (net.py:tinynet), built in memory from --weights, dynamic batching off:
-    every one of 64 concurrent HTTP/gRPC responses equals the direct run at its own batch size, one
+    """The docs' own network (docs/your-own-model.md) (net.py:tinynet), built in memory from --weights, dynamic batching
+    off: every one of 64 concurrent HTTP/gRPC responses equals the direct run at its own batch size, one
     execution per request; a terminal's Ctrl-C (SIGINT to the process group) stops it cleanly."""
     from helpers.own_model_page import section_blocks
     from trtbuild.engine import Engine, build_model

@@ -23,7 +23,8 @@ def _command_modules():
 
 
 def make_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="trtbuild", description="Build TensorRT engines layer by layer from PyTorch weights.")
+    parser = argparse.ArgumentParser(prog="trtbuild",
+                                     description="Build TensorRT engines layer by layer from PyTorch weights.")
     parser.add_argument("--version", action="version", version=f"trtbuild {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="log INFO messages (TensorRT's included)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")

@@ -57,7 +57,8 @@ def weights_usage_line(info: dict, verbose: bool = False, shown: int = 5) -> str
         return "weights: which tensors the builder read is not recorded (engine built by an older trtbuild)"
     if not unused:
         return f"weights: all {total} tensors used"
-    names = unused if verbose or len(unused) <= shown else unused[:shown] + [f"… ({len(unused) - shown} more; -v lists all)"]
+    names = unused if verbose or len(unused) <= shown else unused[:shown] + [f"… ({len(unused) - shown} "
+                                                                             "more; -v lists all)"]
     return f"weights: {len(unused)} of {total} tensors unused (no builder read them): {', '.join(names)}"
 
 

@@ -16,7 +16,7 @@ and the output: ranges from random data are not ranges of real data).
 Methods: max (running max of |x|), percentile (--percentile of |x|, default 99.99), mse (amax
 minimising INT8 fake-quant error), entropy (TensorRT's KL-divergence calibration); all but max work
 on a 2048-bin histogram of |x|, as NVIDIA's calibrators. FP8 uses the same amax (scale amax/448).
-"""
+"""  # noqa: E501 - --help prints this verbatim (RawDescriptionHelpFormatter): one example command a line
 
 from __future__ import annotations
 

@@ -37,7 +37,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     add_precision_options(p)
     add_backend_options(p)
     add_output_files(p, out=ENGINE_OUT_HELP, html="also write an HTML parity report")
-    p.add_argument("--layerwise", action="store_true", help="add a layerwise comparison (builds a second engine in memory)")
+    p.add_argument("--layerwise", action="store_true",
+                   help="add a layerwise comparison (builds a second engine in memory)")
     p.add_argument("--no-cross-check", action="store_true",
                    help="do not build the network with TensorRT-RTX too (default: cross-check wherever tensorrt_rtx "
                         "imports)")
@@ -118,7 +119,8 @@ def run(args) -> int:
     check_demo_paths(args, spec, out, rtx_out)
     weights_path, exported = ensure_weights(spec.name, args.weights, args.seed, args.small)
     wm = WeightMap.load(weights_path)
-    print(f"[1/4] weights: {weights_path} ({'exported from the seeded PyTorch model' if exported else 'existing file'}, "
+    print(f"[1/4] weights: {weights_path} "
+          f"({'exported from the seeded PyTorch model' if exported else 'existing file'}, "
           f"{len(wm)} tensors) [{clock.lap()}]", flush=True)
 
     plan = build_model(spec, wm, trt, precision, small=args.small, progress=None, cross_check=cross_check)
@@ -163,7 +165,8 @@ def run(args) -> int:
         report.layers, report.first_jump, report.first_failure = (layer_report.layers, layer_report.first_jump,
                                                                   layer_report.first_failure)
         report.meta["jump_factor"] = layer_report.meta.get("jump_factor")
-    print(f"[4/4] parity against PyTorch (same weights, seeded inputs{'; layers from an in-memory engine' if args.layerwise else ''}) "
+    print("[4/4] parity against PyTorch (same weights, seeded "
+          f"inputs{'; layers from an in-memory engine' if args.layerwise else ''}) "
           f"[{clock.lap()}]\n", flush=True)
     print(report.to_table())
     if args.html:

@@ -36,7 +36,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     add_model_options(p, weights_help=None, small_help="the engine is of the small variant (must match its sidecar)",
                       option_help=None)
     add_user_model_options(p)
-    p.add_argument("--engine", required=True, help="engine file built by `trtbuild build` (its .json sidecar beside it)")
+    p.add_argument("--engine", required=True,
+                   help="engine file built by `trtbuild build` (its .json sidecar beside it)")
     p.add_argument("--repo", required=True, metavar="DIR", help="Triton model repository (created if missing)")
     p.add_argument("--kind", choices=KINDS, default="tensorrt",
                    help="tensorrt: Triton's TensorRT backend (model.plan; TensorRT 10/11 engines); python: Triton's "

@@ -34,7 +34,8 @@ def models_table(verbose_notes: bool = False) -> str:
                      "yes" if spec.uses_plugins else "no",
                      " ".join(f"{k}={'|'.join(v)}" for k, v in spec.options.items()) or "-", spec.description])
     widths = [max(len(r[i]) for r in [header] + rows) for i in range(len(header))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in [header, ["-" * w for w in widths]] + rows]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip()
+             for r in [header, ["-" * w for w in widths]] + rows]
     if verbose_notes:
         lines += [""] + [f"{n}: {reg.get(n).notes}" for n in reg.names() if reg.get(n).notes]
     return "\n".join(lines)

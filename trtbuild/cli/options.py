@@ -117,7 +117,7 @@ def range_type(text: str) -> tuple[float, float]:
 # ---------------------------------------------------------------------------------- argument groups
 
 
-def add_model_argument(p: argparse.ArgumentParser, help: str = MODEL_HELP) -> None:
+def add_model_argument(p: argparse.ArgumentParser, help: str = MODEL_HELP) -> None:  # noqa: A002 - argparse's keyword
     """The MODEL positional: a registry name, a file or a module (trtbuild.models.user)."""
     p.add_argument("model", help=help)
 
@@ -138,15 +138,16 @@ def add_model_options(p: argparse.ArgumentParser, *, weights_help: str | None = 
     return g
 
 
-def add_precision_options(p: argparse.ArgumentParser, choices=PRECISIONS, *, help: str | None = None,
+def add_precision_options(p: argparse.ArgumentParser, choices=PRECISIONS, *,
+                          help: str | None = None,  # noqa: A002 - argparse's keyword
                           default: str | None = None, required: bool = False,
                           calibration_help: str | None = None, keep_help: str | None = None):
     """Group "precision": --precision (help defaults to build's for `choices`), --calibration and
     --keep where their help is given."""
-    if help is None:
-        help = QUANTIZED_PRECISION_HELP if "int8" in choices else PRECISION_HELP
+    default_help = QUANTIZED_PRECISION_HELP if "int8" in choices else PRECISION_HELP
     g = p.add_argument_group("precision")
-    g.add_argument("--precision", choices=choices, default=default, required=required, help=help)
+    g.add_argument("--precision", choices=choices, default=default, required=required,
+                   help=default_help if help is None else help)
     if calibration_help is not None:
         g.add_argument("--calibration", default=None, metavar="CALIB.json", help=calibration_help)
     if keep_help is not None:
@@ -207,19 +208,20 @@ def add_output_files(p: argparse.ArgumentParser, *, out: str | None = None, out_
     g = p.add_argument_group("output files")
     if out is not None:
         g.add_argument("--out", type=out_type, default=None, required=out_required, help=out)
-    for flag, help in (("--json", json), ("--html", html), ("--png", png)):
-        if help is not None:
-            g.add_argument(flag, default=None, metavar="PATH", help=help)
+    for flag, text in (("--json", json), ("--html", html), ("--png", png)):
+        if text is not None:
+            g.add_argument(flag, default=None, metavar="PATH", help=text)
     return g
 
 
-def add_progress_option(p: argparse.ArgumentParser, help: str = "no progress bars") -> None:
+def add_progress_option(p: argparse.ArgumentParser,
+                        help: str = "no progress bars") -> None:  # noqa: A002 - argparse's keyword
     """--no-progress: no tqdm bars (logs and CI)."""
     p.add_argument("--no-progress", action="store_true", help=help)
 
 
-def add_model_command(subparsers, name: str, help: str, description: str, *, weights_help: str = WEIGHTS_HELP,
-                      seed_help: str | None = None) -> argparse.ArgumentParser:
+def add_model_command(subparsers, name: str, help: str, description: str, *,  # noqa: A002 - argparse's keyword
+                      weights_help: str = WEIGHTS_HELP, seed_help: str | None = None) -> argparse.ArgumentParser:
     """A subcommand on a model with the full set of model options (build, parity, serve): MODEL,
     the model, precision (int8/fp8 included), network-function and backend groups."""
     p = subparsers.add_parser(name, help=help, description=description,

@@ -19,7 +19,7 @@ engine's; given explicitly they must match it (and the model and --small must ma
 With --backend tensorrt-rtx on a machine whose GPU (if any) cannot run TensorRT-RTX engines, the
 real engine is still built (and cross-checked against the reference), but the numbers come from
 the reference backend's build of the same network: the first line and the report say so.
-"""
+"""  # noqa: E501 - --help prints this verbatim (RawDescriptionHelpFormatter): one example command a line
 
 from __future__ import annotations
 
@@ -232,8 +232,9 @@ def _rtx_stand_in(args, trt, targets):
     if args.engine is not None:
         raise ValueError(f"--engine {args.engine}: TensorRT-RTX engines cannot run here ({why}); build and check one "
                          "in memory by leaving out --engine, or run this on a GPU among its targets")
-    print(f"parity: {why}, so TensorRT-RTX engines cannot run here; the real TensorRT-RTX engine is built from the same "
-          "network and cross-checked, and the NUMBERS BELOW COME FROM THE REFERENCE BACKEND's build", flush=True)
+    print(f"parity: {why}, so TensorRT-RTX engines cannot run here; the real TensorRT-RTX engine is "
+          "built from the same network and cross-checked, and the NUMBERS BELOW COME FROM THE REFERENCE "
+          "BACKEND's build", flush=True)
     return load_trt("reference"), {
         "backend": f"reference (standing in: the TensorRT-RTX {trt.__version__} engine was built, not run)"}, True
 

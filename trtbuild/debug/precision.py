@@ -28,8 +28,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 
-__all__ = ["PrecisionSearchError", "SearchResult", "Trial", "candidate_modules", "describe", "search_precision", "worst_output",
-           "worst_text"]
+__all__ = ["PrecisionSearchError", "SearchResult", "Trial", "candidate_modules", "describe", "search_precision",
+           "worst_output", "worst_text"]
 
 PRECISIONS = ("fp16", "bf16", "int8", "fp8")
 #: builds a search needs at least: nothing kept, everything kept

@@ -13,8 +13,8 @@ from the weakly typed FP16 builder flag. By default engines keep float32 inputs 
 from .build import (PRECISIONS, Plan, batch_profile_shapes, build_plan, check_batch, check_precision,
                     check_spec_outputs, new_network, serialize_network)
 from .device import device_info, gpu_info
-from .errors import (BuildError, CrossCheckError, EngineCompatibilityError, EngineError, EngineFileError, EngineInputError,
-                     EngineWriteError, TimingCacheError)
+from .errors import (BuildError, CrossCheckError, EngineCompatibilityError, EngineError, EngineFileError,
+                     EngineInputError, EngineWriteError, TimingCacheError)
 from .logging_bridge import make_logger
 from .model import (build_and_save, build_model, default_engine_path, default_weights_path, ensure_weights,
                     export_seeded_weights, get_spec, quant_plan, select_backend)

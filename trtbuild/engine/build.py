@@ -361,7 +361,7 @@ def definition_step(define, *, weights=None, input_name=None, input_shape=None, 
         model_name, input_name = spec.name, spec.input_name
         input_shape = spec.input_shape(small)
 
-        def define(network, x, _spec=spec, _wm=wm):  # noqa: F811 - the spec becomes a plain definition
+        def define(network, x, _spec=spec, _wm=wm):  # the spec becomes a plain definition
             return check_spec_outputs(_spec, _spec.build_network(network, _wm, x, **quant_kw))
     elif input_shape is None and _takes_input(define):
         raise ValueError("build_plan: a definition f(network, x) needs input_shape (NCHW with batch 1)")
@@ -434,7 +434,8 @@ def build_plan(trt: ModuleType, define, *, weights=None, input_name: str | None 
         unless both accept it and every output and shared tensor has the same name, shape and
         dtype. The result is in `plan.info["cross_check"]`.
     `plan.info["model_outputs"]` names the model's outputs, `["extra_outputs"]` maps each extra output
-    to the name it was marked under, `["debug_tensors"]` (when given) each debug tensor to its name. For a ModelSpec, `plan.info["weight_tensors"]` counts the weights and `["unused_weights"]` lists
+    to the name it was marked under, `["debug_tensors"]` (when given) each debug tensor to its name. For a ModelSpec,
+    `plan.info["weight_tensors"]` counts the weights and `["unused_weights"]` lists
     those the builder never read (BatchNorm num_batches_tracked counters left out).
     Raises BuildError quoting TensorRT's errors if the build fails; nothing is written then.
     """

@@ -139,8 +139,8 @@ def debug_marks(network) -> list[str]:
 def compare_networks(reference_network, rtx_network, rtx_label: str = "TensorRT-RTX") -> tuple[list[str], int, str]:
     """Compare two defined networks: ([differences, first in network order], tensors compared, note).
 
-    Compared: the marked outputs' names (in order), the debug tensors' names (mark_debug); duplicate tensor names on either side are
-    differences. Where both networks have the same layers (names, in order), every tensor of one
+    Compared: the marked outputs' names (in order), the debug tensors' names (mark_debug); duplicate tensor names on
+    either side are differences. Where both networks have the same layers (names, in order), every tensor of one
     must exist in the other with the same shape and dtype. Where they differ by design (rednet's
     involution: a plugin on the reference, native layers on TensorRT-RTX), the outputs and every
     tensor that both name alike (automatic names excepted) are compared, and `note` says so."""

@@ -44,7 +44,7 @@ def _logger_class(trt: ModuleType) -> type:
             # less severe than this before they reach Python logging. None: Python logging decides.
             self._min_severity = None if min_severity is None else int(min_severity)
 
-        def log(self, severity, msg):  # noqa: D401 - TensorRT's callback signature
+        def log(self, severity, msg):  # TensorRT's callback signature
             sev = int(severity)
             if sev <= _WARNING:
                 with self._lock:

@@ -53,9 +53,11 @@ def select_backend(choice: str | None = None) -> tuple[ModuleType, str]:
                      f"{where}")
     if not is_reference(trt):
         dev = device_info(trt)
-        return trt, f"backend: tensorrt {trt.__version__} on {dev['gpu']} (compute capability {dev['compute_capability']})"
+        return trt, (f"backend: tensorrt {trt.__version__} on {dev['gpu']} "
+                     f"(compute capability {dev['compute_capability']})")
     if requested_backend(choice) == "reference":
-        return trt, "backend: reference (PyTorch) — chosen with --backend reference or TRTBUILD_BACKEND; TensorRT is not used"
+        return trt, ("backend: reference (PyTorch) — chosen with --backend reference or TRTBUILD_BACKEND; "
+                     "TensorRT is not used")
     try:
         load_trt("tensorrt")
         reason = "unknown reason"

@@ -41,7 +41,8 @@ class PycudaEngine(EngineIO):
                  device_index: int = 0):
         trt = trt if trt is not None else load_trt("tensorrt")
         if is_reference(trt):
-            raise EngineError("PycudaEngine runs real TensorRT engines only; use trtbuild.engine.Engine for the reference backend")
+            raise EngineError("PycudaEngine runs real TensorRT engines only; use trtbuild.engine.Engine for the "
+                              "reference backend")
         cuda = _import_pycuda()
         cuda.init()
         self._cuda = cuda

@@ -98,7 +98,8 @@ def check_input_names(inputs, tensors: dict[str, TensorInfo], engine_name: str) 
                                f"its inputs are {input_names}")
     missing = [n for n in input_names if n not in inputs]
     if missing:
-        raise EngineInputError(f"input {', '.join(map(repr, missing))} is missing; engine {engine_name} needs {input_names}")
+        raise EngineInputError(f"input {', '.join(map(repr, missing))} is missing; engine {engine_name} "
+                               f"needs {input_names}")
 
 
 def open_engine(trt: ModuleType, plan, name: str):
@@ -179,7 +180,8 @@ class Engine(EngineIO):
         if isinstance(value, np.ndarray):
             value = torch.from_numpy(value)
         if not isinstance(value, torch.Tensor):
-            raise EngineInputError(f"input '{name}' must be a torch.Tensor (or numpy array), got {type(value).__name__}")
+            raise EngineInputError(f"input '{name}' must be a torch.Tensor (or numpy array), "
+                                   f"got {type(value).__name__}")
         if value.dtype != info.dtype:
             raise EngineInputError(f"input '{name}' has dtype {value.dtype} but the engine expects {info.dtype}; "
                                    f"convert it with .to({info.dtype})")
@@ -213,12 +215,14 @@ class Engine(EngineIO):
         self.logger.clear()
         for n, t in feeds.items():
             if ctx.set_input_shape(n, tuple(t.shape)) is False:
-                raise EngineInputError(f"{self.backend} rejected shape {tuple(t.shape)} for input '{n}': {self.logger.error_text()}")
+                raise EngineInputError(f"{self.backend} rejected shape {tuple(t.shape)} for input '{n}': "
+                                       f"{self.logger.error_text()}")
         outputs = {}
         for n in self.output_names:
             shape = tuple(int(d) for d in ctx.get_tensor_shape(n))
             if any(d < 0 for d in shape):
-                raise EngineError(f"output '{n}' has a data-dependent shape {shape}, which trtbuild's Engine does not support")
+                raise EngineError(f"output '{n}' has a data-dependent shape {shape}, which trtbuild's Engine "
+                                  "does not support")
             outputs[n] = torch.empty(shape, dtype=self.tensors[n].dtype, device=self.device)
         for n, t in {**feeds, **outputs}.items():
             ctx.set_tensor_address(n, t.data_ptr())

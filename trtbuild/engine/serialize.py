@@ -129,7 +129,8 @@ def read_sidecar(engine_path: str | os.PathLike) -> dict | None:
     try:
         data = json.loads(side.read_text())
     except (ValueError, UnicodeDecodeError) as e:
-        raise EngineFileError(f"engine sidecar {side} is not valid JSON ({e}); rebuild the engine or delete the sidecar") from None
+        raise EngineFileError(f"engine sidecar {side} is not valid JSON ({e}); "
+                              "rebuild the engine or delete the sidecar") from None
     if not isinstance(data, dict) or "tensorrt_version" not in data:
         raise EngineFileError(f"engine sidecar {side} lacks 'tensorrt_version', so it is not a trtbuild sidecar")
     if data.get("format", SIDECAR_FORMAT) != SIDECAR_FORMAT:
@@ -334,8 +335,8 @@ def read_engine_file(path: str | os.PathLike, trt: ModuleType | None = None,
             raise EngineFileError(f"engine file {path} does not match the sha256 in its sidecar ({size_note}), "
                                   "so it was changed or truncated after the build; rebuild it")
     if sidecar is not None and sidecar.get("engine_bytes") is not None and sidecar["engine_bytes"] != len(data):
-        raise EngineFileError(f"engine file {path} has {len(data)} bytes but its sidecar says {sidecar['engine_bytes']!r}, "
-                              "so one of them was changed after the build; rebuild it")
+        raise EngineFileError(f"engine file {path} has {len(data)} bytes but its sidecar says "
+                              f"{sidecar['engine_bytes']!r}, so one of them was changed after the build; rebuild it")
     return data, sidecar
 
 

@@ -42,7 +42,7 @@ def load_timing_cache(trt: ModuleType, config, path: Path | None, logger=None):
         logger.clear()
     try:
         cache = config.create_timing_cache(data)
-    except Exception as e:  # the reference raises; real TensorRT raises or logs an error and returns None
+    except Exception as e:  # noqa: BLE001 - the reference raises; real TensorRT raises or logs and returns None
         reason = str(e)
     if data and logger is not None and logger.errors:
         cache, reason = None, logger.error_text()

@@ -95,7 +95,7 @@ def atomic_write_files(items: Iterable[tuple[str | os.PathLike, Writer]],
             _fsync(temps[-1])
         renames, done = [(target, tmp) for (target, _), tmp in zip(items, temps)], 0
         try:
-            for done, (target, tmp) in enumerate(renames):
+            for done, (target, tmp) in enumerate(renames):  # noqa: B007 - `done` is read by the handler below
                 current = target
                 os.replace(tmp, target)
         except KeyboardInterrupt:

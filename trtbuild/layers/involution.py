@@ -164,8 +164,8 @@ def _check_shapes(x, w, k: int, s: int, p: int, d: int, g: int, name: str) -> No
     if len(xs) != 4:
         raise BuilderError(f"layer '{name}': involution input '{x.name}' must be 4-D (N, C, H, W), got {xs}")
     if len(ws) not in (4, 5):
-        raise BuilderError(f"layer '{name}': kernels '{w.name}' must be (N, {g}, {kk}, Ho, Wo) or (N, {g * kk}, Ho, Wo), "
-                           f"got {ws}")
+        raise BuilderError(f"layer '{name}': kernels '{w.name}' must be (N, {g}, {kk}, Ho, Wo) or (N, "
+                           f"{g * kk}, Ho, Wo), got {ws}")
     if xs[1] >= 0 and xs[1] % g:
         raise BuilderError(f"layer '{name}': channels of '{x.name}' ({xs[1]}) must be divisible by groups ({g})")
     head, want = (ws[1:3], (g, kk)) if len(ws) == 5 else (ws[1:2], (g * kk,))

@@ -12,8 +12,8 @@ and these are checked here with an error naming the layer. TensorRT's operator r
 the window over dimension n-2 of [D0..Dn], i.e. the channel of a 4-D NCHW tensor (not axis 1 of
 a 3-D or 5-D one), so non-4-D inputs are reshaped to (N, C, S, 1) around add_lrn; the same page
 lists float32 as LRN's only data type, one more reason for the safe strategy's fp32 island.
-impl="composed" squares x (x * x), reshapes it to (N, 1, C, S) and takes a (size x 1) AVERAGE pooling with explicit zero padding
-(size // 2, (size - 1) // 2) and average_count_excludes_padding=False, so the denominator is
+impl="composed" squares x (x * x), reshapes it to (N, 1, C, S) and takes a (size x 1) AVERAGE pooling with explicit zero
+padding (size // 2, (size - 1) // 2) and average_count_excludes_padding=False, so the denominator is
 always `size`, exactly torch's avg_pool over the padded channels; then one UNIFORM scale layer
 computes (alpha * avg + k) ** -beta and a PROD applies it. It supports any window and parameters.
 impl="auto" picks native when its constraints hold, else composed.

@@ -151,7 +151,8 @@ def group_norm(network, x, num_groups: int, gamma, beta, eps, name: str, impl: s
     native_ok = rank >= 3 or groups == 1
     if impl == "native" and not native_ok:
         raise BuilderError(f"layer '{name}': impl='native' group norm with {groups} groups needs spatial dims "
-                           f"(TensorRT normalizes groups over dims 2..), got shape {tuple(x.shape)}; use impl='composed'")
+                           f"(TensorRT normalizes groups over dims 2..), got shape {tuple(x.shape)}; "
+                           "use impl='composed'")
     S.check_choice(strategy, S.STRATEGIES, "strategy", name)
     S.check_choice(impl, S.IMPLS, "impl", name)
     composed = not (impl in ("auto", "native") and native_ok)
@@ -218,5 +219,6 @@ def layer_norm(network, x, normalized_shape, gamma, beta, eps, name: str, impl: 
         y = _native(network, x, g.reshape(full), b.reshape(full), axes, eps, 1, name)
     else:
         y = standardize(network, x, axes, eps, name)
-        y = _affine(network, y, None if gamma is None else g.reshape(full), None if beta is None else b.reshape(full), name)
+        y = _affine(network, y, None if gamma is None else g.reshape(full), None if beta is None else b.reshape(full),
+                    name)
     return _end(network, y, dtype, name)

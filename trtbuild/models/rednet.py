@@ -115,8 +115,8 @@ def build_rednet(network, wm, x, involution_impl: str = "auto", quant=None) -> d
     if impl == "plugin":
         load_plugin_library(trt)
         if x.dtype not in (trt.DataType.FLOAT, trt.DataType.HALF):
-            raise BuilderError(f"rednet: input '{x.name}' is {getattr(x.dtype, 'name', x.dtype)}; the Involution plugin runs in FLOAT or HALF "
-                               "only (use fp32 or fp16, or involution_impl='composed')")
+            raise BuilderError(f"rednet: input '{x.name}' is {getattr(x.dtype, 'name', x.dtype)}; the Involution "
+                               "plugin runs in FLOAT or HALF only (use fp32 or fp16, or involution_impl='composed')")
     h, w = (int(d) for d in x.shape[2:])
     if h % 32 or w % 32:
         raise BuilderError(f"rednet: input '{x.name}' {tuple(int(d) for d in x.shape)} needs H and W divisible by 32 "

@@ -227,12 +227,12 @@ def _no_torch(name: str, where: str):
     return factory
 
 
-def _function_spec(fn, where: str, input: str | None, torch: str | None, outputs) -> ModelSpec:
+def _function_spec(fn, where: str, input_spec: str | None, torch: str | None, outputs) -> ModelSpec:
     name = getattr(fn, "__name__", "network")
-    if input is None:
+    if input_spec is None:
         raise ValueError(f"{where} is a network function: give its input as --input NAME:SHAPE "
                          "(e.g. --input input:1x3x224x224, batch first)")
-    input_name, shape = parse_input(input)
+    input_name, shape = parse_input(input_spec)
     names = list(outputs or [])
 
     takes_quant = _takes_quant(fn)
@@ -243,7 +243,7 @@ def _function_spec(fn, where: str, input: str | None, torch: str | None, outputs
         except Exception as e:
             if len(shape) != 3:
                 raise
-            raise ValueError(f"{e} (note: --input {input} has rank 3, but --input gives the batch first, e.g. "
+            raise ValueError(f"{e} (note: --input {input_spec} has rank 3, but --input gives the batch first, e.g. "
                              f"{input_name}:1x{'x'.join(map(str, shape))}: is the batch dimension missing?)") from e
         if not isinstance(result, Mapping):
             raise ValueError(f"network function {where} returned {a_type(result)}, not a dict "
@@ -262,7 +262,8 @@ def _function_spec(fn, where: str, input: str | None, torch: str | None, outputs
                      input_name=input_name)
 
 
-def resolve_model(ref: str, *, input: str | None = None, torch: str | None = None, outputs=None) -> ModelSpec:
+def resolve_model(ref: str, *, input: str | None = None,  # noqa: A002 - public keyword, as --input
+                  torch: str | None = None, outputs=None) -> ModelSpec:
     """The ModelSpec `ref` names: a registered model, `file.py[:attr]` or `package.module:attr`
     (see the module docstring); registered under its name. ValueError in one sentence otherwise."""
     given = [o for o, v in (("--input", input), ("--torch", torch), ("--output", outputs)) if v]

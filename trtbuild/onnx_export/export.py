@@ -82,7 +82,8 @@ def _check_network(network):
 
     if not isinstance(network, reference.INetworkDefinition):
         raise OnnxExportError(f"export_onnx reads networks built on trtbuild.reference, got {type(network).__name__}; "
-                              "build the network with `import trtbuild.reference as trt` (the same builder code runs there)")
+                              "build the network with `import trtbuild.reference as trt` (the same builder "
+                              "code runs there)")
 
 
 def _used(initializers, nodes, graph_outputs) -> list:

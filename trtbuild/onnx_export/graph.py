@@ -156,7 +156,8 @@ class GraphBuilder:
 
     def require_opset(self, minimum: int, what: str) -> None:
         if self.opset < minimum:
-            raise OnnxExportError(f"layer '{self.layer.name}': {what} needs ONNX opset >= {minimum}, exporting opset {self.opset}")
+            raise OnnxExportError(f"layer '{self.layer.name}': {what} needs ONNX opset >= {minimum}, exporting "
+                                  f"opset {self.opset}")
 
     def fail(self, msg: str):
         raise OnnxExportError(f"layer '{self.layer.name}' ({self.layer._TYPE.name}): {msg}")

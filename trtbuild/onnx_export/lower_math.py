@@ -110,7 +110,8 @@ def lower_elementwise(g: GraphBuilder, layer, ins, outs):
 
 
 _UNARY = {
-    UnaryOperation.EXP: "Exp", UnaryOperation.LOG: "Log", UnaryOperation.SQRT: "Sqrt", UnaryOperation.RECIP: "Reciprocal",
+    UnaryOperation.EXP: "Exp", UnaryOperation.LOG: "Log", UnaryOperation.SQRT: "Sqrt",
+    UnaryOperation.RECIP: "Reciprocal",
     UnaryOperation.ABS: "Abs", UnaryOperation.NEG: "Neg", UnaryOperation.SIN: "Sin", UnaryOperation.COS: "Cos",
     UnaryOperation.TAN: "Tan", UnaryOperation.SINH: "Sinh", UnaryOperation.COSH: "Cosh", UnaryOperation.ASIN: "Asin",
     UnaryOperation.ACOS: "Acos", UnaryOperation.ATAN: "Atan", UnaryOperation.ASINH: "Asinh",
@@ -136,7 +137,8 @@ def lower_activation(g: GraphBuilder, layer, ins, outs):
     single = {ActivationType.RELU: ("Relu", {}), ActivationType.SIGMOID: ("Sigmoid", {}),
               ActivationType.TANH: ("Tanh", {}), ActivationType.LEAKY_RELU: ("LeakyRelu", {"alpha": a}),
               ActivationType.ELU: ("Elu", {"alpha": a}), ActivationType.SELU: ("Selu", {"alpha": a, "gamma": b}),
-              ActivationType.SOFTSIGN: ("Softsign", {}), ActivationType.HARD_SIGMOID: ("HardSigmoid", {"alpha": a, "beta": b}),
+              ActivationType.SOFTSIGN: ("Softsign", {}),
+              ActivationType.HARD_SIGMOID: ("HardSigmoid", {"alpha": a, "beta": b}),
               ActivationType.THRESHOLDED_RELU: ("ThresholdedRelu", {"alpha": a})}
     if t in single:
         op, attrs = single[t]

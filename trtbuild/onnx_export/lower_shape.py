@@ -67,7 +67,8 @@ def lower_slice(g: GraphBuilder, layer, ins, outs):
         if not axes:
             g.add("Identity", ins, outs)
             return
-        g.add("Slice", [ins[0], g.ints(b, "starts"), g.ints(e, "ends"), g.ints(axes, "axes"), g.ints(st, "steps")], outs)
+        g.add("Slice", [ins[0], g.ints(b, "starts"), g.ints(e, "ends"), g.ints(axes, "axes"), g.ints(st, "steps")],
+              outs)
         return
     plan = []
     for d, (a, n, s) in enumerate(zip(starts, sizes, strides)):

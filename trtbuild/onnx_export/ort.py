@@ -62,14 +62,16 @@ def widen_bf16_io(model: onnx.ModelProto) -> onnx.ModelProto:
     casts_in, casts_out = [], []
     for v in g.input:
         if v.name in renamed:
-            casts_in.append(helper.make_node("Cast", [v.name], [renamed[v.name]], name=_fresh(v.name + "/ort_io_to_bf16", taken),
+            casts_in.append(helper.make_node("Cast", [v.name], [renamed[v.name]],
+                                             name=_fresh(v.name + "/ort_io_to_bf16", taken),
                                              to=TensorProto.BFLOAT16))
             v.type.tensor_type.elem_type = TensorProto.FLOAT
     for v in g.output:
         if v.name in renamed:
             if any(i.name == v.name for i in g.input):
                 continue
-            casts_out.append(helper.make_node("Cast", [renamed[v.name]], [v.name], name=_fresh(v.name + "/ort_io_to_f32", taken),
+            casts_out.append(helper.make_node("Cast", [renamed[v.name]], [v.name],
+                                              name=_fresh(v.name + "/ort_io_to_f32", taken),
                                               to=TensorProto.FLOAT))
             v.type.tensor_type.elem_type = TensorProto.FLOAT
     nodes = casts_in + list(g.node) + casts_out
@@ -99,7 +101,7 @@ def session(model, optimize: bool = False, threads: int | None = None):
         source = os.fspath(model)
     try:
         return ort.InferenceSession(source, sess_options=opts, providers=["CPUExecutionProvider"])
-    except Exception as e:  # onnxruntime raises its own exception types
+    except Exception as e:  # noqa: BLE001 - onnxruntime raises its own exception types
         raise OnnxRuntimeError(f"onnxruntime cannot load the model: {e}") from None
 
 
@@ -108,15 +110,17 @@ def run_onnxruntime(model, feeds: dict, outputs: list[str] | None = None, optimi
     tensor}); returns {output name: numpy array} for `outputs` (default: all graph outputs).
     BFLOAT16 inputs/outputs travel as float32 (see widen_bf16_io)."""
     if not isinstance(model, onnx.ModelProto):
-        model = onnx.load_model_from_string(bytes(model)) if isinstance(model, (bytes, bytearray)) else onnx.load(os.fspath(model))
+        model = (onnx.load_model_from_string(bytes(model)) if isinstance(model, (bytes, bytearray))
+                 else onnx.load(os.fspath(model)))
     sess = session(model, optimize=optimize)
     expected = {i.name for i in sess.get_inputs()}
     missing, extra = expected - set(feeds), set(feeds) - expected
     if missing or extra:
-        raise OnnxRuntimeError(f"feeds do not match the model inputs: missing {sorted(missing)}, unknown {sorted(extra)}")
+        raise OnnxRuntimeError(f"feeds do not match the model inputs: missing {sorted(missing)}, "
+                               f"unknown {sorted(extra)}")
     names = outputs or [o.name for o in sess.get_outputs()]
     try:
         values = sess.run(names, {k: _as_numpy(v) for k, v in feeds.items()})
-    except Exception as e:
+    except Exception as e:  # noqa: BLE001 - onnxruntime raises its own exception types
         raise OnnxRuntimeError(f"onnxruntime failed to run the model: {e}") from None
     return dict(zip(names, values))

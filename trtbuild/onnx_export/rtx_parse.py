@@ -80,7 +80,7 @@ def _error_text(err) -> str:
     try:
         if err.node_operator() or err.node_name():
             where = f"node '{err.node_name()}' ({err.node_operator()}): "
-    except Exception:  # older bindings without node_name/node_operator
+    except Exception:  # noqa: BLE001 - older bindings without node_name/node_operator
         pass
     return where + str(err.desc())
 

@@ -21,8 +21,8 @@ __all__ = [
 ]
 
 # Register the reference-backend plugin so reference plans that use it can be deserialized.
-from trtbuild import reference as _reference  # noqa: E402
-from trtbuild.ops.involution_reference_plugin import register_reference_involution  # noqa: E402
+from trtbuild import reference as _reference
+from trtbuild.ops.involution_reference_plugin import register_reference_involution
 
 register_reference_involution(_reference)
 __all__.append("register_reference_involution")

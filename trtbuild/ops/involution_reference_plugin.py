@@ -101,7 +101,8 @@ class InvolutionReferencePlugin(_ref.IPluginV3):
             if o < 1:
                 raise ValueError(f"{self._describe()}: x {x} is too small (output extent {o})")
             if w_extent >= 0 and w_extent != o:
-                raise ValueError(f"{self._describe()}: w {w} must have spatial extents (Ho, Wo) of the output for x {x}")
+                raise ValueError(f"{self._describe()}: w {w} must have spatial extents (Ho, Wo) "
+                                 f"of the output for x {x}")
             out_hw.append(o)
         return [(n, c, out_hw[0], out_hw[1])]
 
@@ -154,5 +155,6 @@ def register_reference_involution(trt) -> InvolutionReferenceCreator:
         return existing
     creator = InvolutionReferenceCreator()
     if not registry.register_creator(creator, PLUGIN_NAMESPACE):
-        raise RuntimeError(f"could not register the reference {PLUGIN_NAMESPACE}::{PLUGIN_NAME} v{PLUGIN_VERSION} creator")
+        raise RuntimeError(f"could not register the reference {PLUGIN_NAMESPACE}::{PLUGIN_NAME} "
+                           f"v{PLUGIN_VERSION} creator")
     return creator

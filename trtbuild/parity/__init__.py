@@ -13,7 +13,8 @@ from .compare import DEFAULT_TOLERANCES, Report, TensorStats, compare, compare_t
 from .layerwise import capture_module_outputs, find_jump, layerwise_rows
 
 __all__ = [
-    "DISTRIBUTIONS", "check_engine_matches", "engine_input_shapes", "check_model_parity", "check_parity", "describe_inputs", "load_weights_into", "make_inputs",
+    "DISTRIBUTIONS", "check_engine_matches", "engine_input_shapes", "check_model_parity", "check_parity",
+    "describe_inputs", "load_weights_into", "make_inputs",
     "DEFAULT_TOLERANCES", "Report", "TensorStats", "compare", "compare_tensor", "default_tolerances",
     "capture_module_outputs", "find_jump", "layerwise_rows",
 ]

@@ -62,7 +62,8 @@ def _as_named(result, names: Sequence[str]) -> dict[str, torch.Tensor]:
         return {n: result[n] for n in names if n in result}
     result = list(result)
     if len(result) != len(names):
-        raise ValueError(f"the torch module returned {len(result)} outputs but {len(names)} names were given: {list(names)}")
+        raise ValueError(f"the torch module returned {len(result)} outputs but {len(names)} names were "
+                         f"given: {list(names)}")
     return dict(zip(names, result))
 
 
@@ -142,8 +143,9 @@ def check_parity(engine, module: torch.nn.Module, inputs: Mapping[str, torch.Ten
         result, captured, calls = capture_module_outputs(module, list(layer_map.values()), *torch_inputs)
     except RuntimeError as e:  # typically an engine built for other input shapes than the module takes
         shapes = ", ".join(f"'{n}' {tuple(feeds[n].shape)}" for n in engine.input_names)
+        first_line = str(e).splitlines()[0] if str(e) else type(e).__name__
         raise ValueError(f"the PyTorch module failed on the engine's input shapes ({shapes}), so the engine does "
-                         f"not seem to fit the model: {str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
+                         f"not seem to fit the model: {first_line}") from None
     expected = _as_named(result, output_names)
     report = compare(actual, expected, atol, rtol, names=list(output_names), meta=meta, atol_relative=atol_relative,
                      allow_nonfinite=allow_nonfinite)
@@ -242,8 +244,9 @@ def check_engine_matches(sidecar: dict | None, source: str, model: str, small: b
                          f"'{model}'; pass the matching model name or another --engine")
     if built_small is not None and bool(built_small) != bool(small):
         variant = "the small variant" if built_small else "the full-size model"
-        raise ValueError(f"engine {source} was built for {variant} of '{built_model or model}' but parity was requested "
-                         f"for {'the small variant (--small)' if small else 'the full-size model (no --small)'}; "
+        requested = "the small variant (--small)" if small else "the full-size model (no --small)"
+        raise ValueError(f"engine {source} was built for {variant} of '{built_model or model}' but "
+                         f"parity was requested for {requested}; "
                          f"{'add' if built_small else 'drop'} --small or pass another --engine")
     built_precision = side.get("precision")
     if precision is not None and built_precision is not None and built_precision != precision:
@@ -338,7 +341,8 @@ def check_model_parity(model: str, trt, *, weights=None, engine=None, precision:
     if batch is not None and int(batch) < 1:
         raise ValueError(f"batch must be >= 1, got {batch}")
     weights_note = (str(weights) if isinstance(weights, (str, os.PathLike)) else weights.source if weights is not None
-                    else "the module passed in" if module is not None else f"seeded PyTorch model (seed {weights_seed})")
+                    else "the module passed in" if module is not None
+                    else f"seeded PyTorch model (seed {weights_seed})")
     if module is None:
         module = registry.get_torch_model(spec.name, seed=weights_seed, small=small)
     wm = None

@@ -36,7 +36,8 @@ DEFAULT_TOLERANCES = {"fp32": (1e-4, 1e-3), "fp16": (1e-2, 1e-2), "bf16": (5e-2,
 def default_tolerances(precision: str) -> tuple[float, float]:
     """(relative atol, rtol) suited to an engine computing in `precision` compared with fp32 PyTorch."""
     if precision not in DEFAULT_TOLERANCES:
-        raise ValueError(f"no default tolerances for precision {precision!r}; choose one of {', '.join(DEFAULT_TOLERANCES)}")
+        raise ValueError(f"no default tolerances for precision {precision!r}; choose one of "
+                         f"{', '.join(DEFAULT_TOLERANCES)}")
     return DEFAULT_TOLERANCES[precision]
 
 

@@ -215,7 +215,8 @@ def load_calibration(path: str | os.PathLike, model=None, *, small: bool | None 
     is not a calibration file, has an unknown format version, an edited fingerprint, a missing,
     non-finite or non-positive amax, or does not match the network.
 
-    model: an nn.Module (checked with the file's recorded sample shape), a ModelSpec (its name must be the file's; its PyTorch model, built with `small`, or
+    model: an nn.Module (checked with the file's recorded sample shape), a ModelSpec (its name must be the file's; its
+    PyTorch model, built with `small`, or
     `module`, must have exactly the file's tensors), a model name (checked against the file's), or
     None (no network check). small: the size variant requested (checked against the file's; None:
     the file's)."""

@@ -25,7 +25,8 @@ from torch import nn
 from .histogram import DEFAULT_BINS, METHODS, AbsHistogram, compute_amax
 from .record import TensorRecorder, quantized_modules
 
-__all__ = ["ZERO_AMAX", "Calibration", "calibrate", "calibrate_data", "network_tensors", "weight_amax", "weights_sha256"]
+__all__ = ["ZERO_AMAX", "Calibration", "calibrate", "calibrate_data", "network_tensors", "weight_amax",
+           "weights_sha256"]
 
 ZERO_AMAX = 1.0
 

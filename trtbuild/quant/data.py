@@ -169,7 +169,8 @@ def iterable_source(ref: str, sample_shape) -> CalibrationData:
     return CalibrationData("iterable", f"iterable {where}", tuple(sample_shape), items, total=total)
 
 
-def random_source(sample_shape, batches: int, batch_size: int, value_range=(-1.0, 1.0), seed: int = 0) -> CalibrationData:
+def random_source(sample_shape, batches: int, batch_size: int,
+                  value_range=(-1.0, 1.0), seed: int = 0) -> CalibrationData:
     """`batches` seeded batches uniform in `value_range`: RANDOM data, labelled so in the description."""
     lo, hi = (float(v) for v in value_range)
 

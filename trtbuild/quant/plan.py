@@ -12,8 +12,8 @@ Keep patterns are PyTorch module names or globs (fnmatch: ``*`` also crosses dot
 matching a module keeps it and every module inside it. When several patterns cover a module, the
 one matching the innermost module wins (``fp16:layer4 fp32:layer4.1.conv2``: layer4.1.conv2 stays
 fp32, the rest of layer4 fp16); on the same module fp32 wins over fp16. A pattern that matches no
-module (or residual add, ``layer1.0.add``) of the network is an error naming it. A plan for fp16/bf16/fp32 (no calibration) only carries
-the kept modules.
+module (or residual add, ``layer1.0.add``) of the network is an error naming it. A plan for fp16/bf16/fp32 (no
+calibration) only carries the kept modules.
 
 INT8 scale = amax/127, FP8 E4M3 scale = amax/448 (:func:`scale_of`), symmetric, zero point 0.
 """

@@ -11,9 +11,11 @@ Differences a user may notice (all on the side of being stricter or clearer):
 - Weights copies its array (TensorRT keeps a reference until the build).
 """
 
-from .builder import REFERENCE_VERSION, Builder, IBuilderConfig, IHostMemory, IOptimizationProfile, IProgressMonitor, ITimingCache
-from .core import (Dims, ILogger, ITensor, Logger, NetworkError, Permutation, Weights, bfloat16, bool, float16, float32,
-                   int8, int32, int64, nptype, uint8)
+from .builder import (REFERENCE_VERSION, Builder, IBuilderConfig, IHostMemory, IOptimizationProfile, IProgressMonitor,
+                      ITimingCache)
+from .core import (Dims, ILogger, ITensor, Logger, NetworkError as NetworkError, Permutation, Weights, bfloat16,
+                   bool,  # noqa: A004 - TensorRT's module exposes `tensorrt.bool`
+                   float16, float32, int8, int32, int64, nptype, uint8)
 from .enums import (ActivationType, BuilderFlag, DataType, ElementWiseOperation, LayerType, MatrixOperation,
                     MemoryPoolType, NetworkDefinitionCreationFlag, PaddingMode, PluginFieldType, PoolingType,
                     ProfilingVerbosity, ReduceOperation, SampleMode, ScaleMode, TensorIOMode, TensorLocation,
@@ -25,7 +27,8 @@ from .layers import (IActivationLayer, ICastLayer, IConcatenationLayer, IConstan
 from .layers import IDequantizeLayer, IQuantizeLayer
 from .debug import IDebugListener
 from .network import INetworkDefinition
-from .plugins import IPluginCreatorV3One, IPluginRegistry, IPluginV3, PluginField, PluginFieldCollection, get_plugin_registry
+from .plugins import (IPluginCreatorV3One, IPluginRegistry, IPluginV3, PluginField, PluginFieldCollection,
+                      get_plugin_registry)
 from .runtime import ICudaEngine, IExecutionContext, Runtime
 
 __version__ = REFERENCE_VERSION
@@ -42,7 +45,8 @@ __all__ = [
     "ILayer", "IActivationLayer", "ICastLayer", "IConcatenationLayer", "IConstantLayer", "IConvolutionLayer",
     "IDeconvolutionLayer", "IElementWiseLayer", "IIdentityLayer", "ILRNLayer", "IMatrixMultiplyLayer",
     "INormalizationLayer", "IPaddingLayer", "IPluginV3Layer", "IPoolingLayer", "IReduceLayer", "IScaleLayer",
-    "IShuffleLayer", "ISliceLayer", "IQuantizeLayer", "IDequantizeLayer", "ISoftMaxLayer", "IUnaryLayer", "INetworkDefinition",
+    "IShuffleLayer", "ISliceLayer", "IQuantizeLayer", "IDequantizeLayer", "ISoftMaxLayer", "IUnaryLayer",
+    "INetworkDefinition",
     "IPluginCreatorV3One", "IPluginRegistry", "IPluginV3", "PluginField", "PluginFieldCollection",
     "get_plugin_registry", "ICudaEngine", "IExecutionContext", "Runtime", "IDebugListener",
 ]

@@ -59,7 +59,8 @@ def _bool(v):
         return v
     if v is None:
         return False
-    if not hasattr(type(v), "__bool__") or isinstance(v, (str, bytes, enum.Enum)):  # pybind11's enums have no truth value
+    # pybind11's enums have no truth value
+    if not hasattr(type(v), "__bool__") or isinstance(v, (str, bytes, enum.Enum)):
         return _BAD
     try:
         return bool(v)

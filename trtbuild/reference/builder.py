@@ -8,7 +8,7 @@ import json
 from . import arithmetic as _arith
 from .argtypes import api_types
 from .core import Dims, ILogger, Logger, NetworkError
-from .enums import BuilderFlag, DataType, MemoryPoolType, ProfilingVerbosity
+from .enums import BuilderFlag, MemoryPoolType, ProfilingVerbosity
 from .host_memory import IHostMemory, host_memory_of
 from .network import INetworkDefinition
 from .plan import serialize_network, validate_profiles
@@ -39,10 +39,10 @@ class IOptimizationProfile:
         self._shapes: dict[str, list[tuple]] = {}
         self.extra_memory_target = 1.0
 
-    def set_shape(self, input: str, min: Dims, opt: Dims, max: Dims) -> None:  # noqa: A002
+    def set_shape(self, input: str, min: Dims, opt: Dims, max: Dims) -> None:
         self._shapes[str(input)] = [tuple(Dims(min)), tuple(Dims(opt)), tuple(Dims(max))]
 
-    def get_shape(self, input: str) -> list:  # noqa: A002
+    def get_shape(self, input: str) -> list:
         return [Dims(s) for s in self._shapes.get(str(input), [])]
 
     def __bool__(self) -> bool:
@@ -116,7 +116,8 @@ class IBuilderConfig:
     def num_optimization_profiles(self) -> int:
         return len(self._profiles)
 
-    def create_timing_cache(self, serialized_timing_cache: Buffer) -> ITimingCache:
+    # `Buffer` (the buffer protocol) is no class: argtypes.api_types reads the annotation's text
+    def create_timing_cache(self, serialized_timing_cache: Buffer) -> ITimingCache:  # noqa: F821
         data = bytes(serialized_timing_cache)
         if not data:
             return ITimingCache()
@@ -153,7 +154,7 @@ class Builder:
         return get_plugin_registry()
 
     @property
-    def num_DLA_cores(self) -> int:  # noqa: N802
+    def num_DLA_cores(self) -> int:
         return 0
 
     def is_network_supported(self, network: INetworkDefinition, config: IBuilderConfig) -> bool:
@@ -173,7 +174,7 @@ class Builder:
             validate_profiles(network, profiles)
             if monitor is not None:
                 monitor.phase_start(phase, None, len(network._layers))
-            for i, layer in enumerate(network._layers):
+            for i in range(len(network._layers)):
                 if monitor is not None and not monitor.step_complete(phase, i):
                     self.logger.log(Logger.ERROR, "build cancelled by the progress monitor")
                     return None

@@ -82,7 +82,8 @@ def nptype(trt_type: DataType):
     try:
         return _DT_TO_NP[DataType(trt_type)]
     except KeyError:
-        raise TypeError(f"Could not resolve TensorRT datatype {DataType(trt_type).name} to an equivalent numpy datatype.") from None
+        raise TypeError(f"Could not resolve TensorRT datatype {DataType(trt_type).name} to an "
+                        "equivalent numpy datatype.") from None
 
 
 class Weights:
@@ -118,7 +119,8 @@ class Weights:
             return
         arr = np.asarray(args[0])
         if arr.dtype == np.float64:
-            raise NetworkError("Weights: float64 arrays are not a TensorRT weight type; convert to float32 (or float16) first")
+            raise NetworkError("Weights: float64 arrays are not a TensorRT weight type; convert to float32 "
+                               "(or float16) first")
         if arr.dtype not in _NP_TO_DT:
             raise NetworkError(f"Weights: numpy dtype {arr.dtype} has no TensorRT DataType")
         # A read-only contiguous array is held, not copied (TensorRT holds the caller's memory too):
@@ -200,7 +202,8 @@ class ITensor:
     @dtype.setter
     def dtype(self, value: DataType) -> None:
         if self._producer is not None:
-            raise NetworkError(f"tensor '{self._name}': the data type of a layer output is inferred in a strongly typed network; use add_cast")
+            raise NetworkError(f"tensor '{self._name}': the data type of a layer output is inferred in a strongly "
+                               "typed network; use add_cast")
         if not isinstance(value, DataType):
             raise TypeError(f"tensor '{self._name}': dtype = {value!r}: incompatible function arguments: a DataType is "
                             f"needed, got {type(value).__name__}")

@@ -55,7 +55,7 @@ def capsule_address(addr) -> int:
     return int(_capsule_pointer(addr, _capsule_name(addr)) or 0)
 
 
-def tensor_at(addr, location, type, shape):  # noqa: A002 - TensorRT's parameter name
+def tensor_at(addr, location, type, shape):
     """A torch tensor viewing the debug tensor at `addr` (a capsule or int), without copying:
     `type` a TensorRT DataType (real or reference; matched by name), `location` a TensorLocation
     (DEVICE: the current CUDA device)."""
@@ -76,7 +76,7 @@ class IDebugListener:
     def __init__(self):
         pass
 
-    def process_debug_tensor(self, addr, location, type, shape, name, stream):  # noqa: A002
+    def process_debug_tensor(self, addr, location, type, shape, name, stream):
         raise NotImplementedError("IDebugListener.process_debug_tensor must be overridden by a subclass")
 
 

@@ -41,7 +41,8 @@ def _reduce(p, x):
     if op == ReduceOperation.SUM:
         return x.sum(dim=axes, keepdim=keep)
     if op == ReduceOperation.AVG:
-        return x.mean(dim=axes, keepdim=keep) if x.is_floating_point() else x.sum(dim=axes, keepdim=keep) // math.prod(x.shape[a] for a in axes)
+        return (x.mean(dim=axes, keepdim=keep) if x.is_floating_point()
+                else x.sum(dim=axes, keepdim=keep) // math.prod(x.shape[a] for a in axes))
     if op == ReduceOperation.MAX:
         return x.amax(dim=axes, keepdim=keep)
     if op == ReduceOperation.MIN:

@@ -142,7 +142,8 @@ def _pool(p, x, window_sum=None, rnd=None):
             count = avgp(_pad_spatial(ones, extra), ws, stride) * math.prod(ws)
         results.append(total / count if rnd is None else rnd(total / count))
     r = rnd or (lambda t: t)
-    y = results[0] if len(results) == 1 else r(r((1 - p["blend_factor"]) * results[0]) + r(p["blend_factor"] * results[1]))
+    y = (results[0] if len(results) == 1
+         else r(r((1 - p["blend_factor"]) * results[0]) + r(p["blend_factor"] * results[1])))
     return y.reshape(*lead, *y.shape[2:])
 
 

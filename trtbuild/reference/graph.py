@@ -27,8 +27,9 @@ def _rebuild_plugin(entry: dict, arrays: dict):
     spec = entry["plugin"]
     creator = get_plugin_registry().get_creator(spec["creator"], spec["version"], spec["namespace"])
     if creator is None:
-        raise NetworkError(f"layer '{entry['name']}': plugin creator {spec['namespace']}::{spec['creator']} v{spec['version']} "
-                           "is not registered; import the module that registers it (e.g. trtbuild.ops) before loading the engine")
+        raise NetworkError(f"layer '{entry['name']}': plugin creator {spec['namespace']}::{spec['creator']} "
+                           f"v{spec['version']} is not registered; import the module that registers it "
+                           "(e.g. trtbuild.ops) before loading the engine")
     fields = PluginFieldCollection(PluginField(k, arrays[ref]) for k, ref in spec["fields"].items())
     return creator.create_plugin(spec["name"], fields, TensorRTPhase.RUNTIME)
 
@@ -87,7 +88,7 @@ class PlanGraph:
             except NetworkError as e:
                 reason = str(e).removeprefix(f"layer '{entry['name']}': ")
                 raise PlanError(f"{what} is refused: {reason}", "graph") from None
-            except Exception as e:  # params of the wrong kind or type: KeyError, TypeError, ...
+            except Exception as e:  # noqa: BLE001 - params of the wrong kind or type: KeyError, TypeError, ...
                 raise PlanError(f"{what} has params {entry['params']!r} that do not fit its kind "
                                 f"({type(e).__name__}: {e})", "graph") from None
             declared = [(tuple(o["shape"]), DataType(o["dtype"])) for o in entry["outputs"]]

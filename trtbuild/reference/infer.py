@@ -46,7 +46,8 @@ def check_weights_type(name, weights, dtype, keys):
 
 def broadcast(name, a, b):
     if len(a) != len(b):
-        fail(name, f"inputs have ranks {len(a)} {tuple(a)} and {len(b)} {tuple(b)}; elementwise broadcasting needs equal ranks (reshape with add_shuffle first)")
+        fail(name, f"inputs have ranks {len(a)} {tuple(a)} and {len(b)} {tuple(b)}; elementwise broadcasting needs "
+                   "equal ranks (reshape with add_shuffle first)")
     out = []
     for i, (x, y) in enumerate(zip(a, b)):
         if x == y or y == 1:
@@ -80,14 +81,17 @@ def _reshape(name, p, shape):
         known_in = math.prod(d for d in shape if d >= 0)
         rest = math.prod(d for j, d in enumerate(out) if j != dims.index(-1) and d >= 0)
         unknown_in = sum(d < 0 for d in shape)
-        if unknown_in and not (copied_unknown and unknown_in == sum(d < 0 for j, d in enumerate(out) if j != dims.index(-1))):
+        if unknown_in and not (copied_unknown
+                               and unknown_in == sum(d < 0 for j, d in enumerate(out) if j != dims.index(-1))):
             out[dims.index(-1)] = -1
         else:
             if rest == 0 or known_in % rest:
-                fail(name, f"cannot reshape {tuple(shape)} to {tuple(dims)}: volume {known_in} is not divisible by {rest}")
+                fail(name, f"cannot reshape {tuple(shape)} to {tuple(dims)}: volume {known_in} is not "
+                           f"divisible by {rest}")
             out[dims.index(-1)] = known_in // rest
     elif all(d >= 0 for d in shape) and math.prod(shape) != math.prod(out):
-        fail(name, f"cannot reshape {tuple(shape)} (volume {math.prod(shape)}) to {tuple(out)} (volume {math.prod(out)})")
+        fail(name, f"cannot reshape {tuple(shape)} (volume {math.prod(shape)}) to {tuple(out)} (volume "
+                   f"{math.prod(out)})")
     return tuple(out)
 
 
@@ -122,7 +126,8 @@ def _matmul_shape(name, p, a, b):
     return out
 
 
-#: the message for a rank < 3 scale (tests/helpers/twin.py's REFERENCE_STRICTER matches it: TensorRT-RTX takes rank 1 and 2)
+#: the message for a rank < 3 scale (tests/helpers/twin.py's REFERENCE_STRICTER matches it: TensorRT-RTX takes
+#: rank 1 and 2)
 SCALE_RANK = ("IScaleLayer needs rank >= 3 (TensorRT: \"The input tensor for this layer is required to have a "
               "minimum of 3 dimensions\")")
 
@@ -306,8 +311,9 @@ def infer_layer(ltype, p, w, shapes, dtypes, name, plugin=None):
             per = c if p["is_v2"] else g
             want = tuple([1, per] + [1] * (len(x) - 2))
             if tuple(sc) != want:
-                fail(name, f"scale/bias shape {tuple(sc)} should be {want} "
-                           f"({'add_normalization_v2 scales per channel' if p['is_v2'] else 'add_normalization (v1) scales per group'})")
+                which = ('add_normalization_v2 scales per channel' if p['is_v2']
+                         else 'add_normalization (v1) scales per group')
+                fail(name, f"scale/bias shape {tuple(sc)} should be {want} ({which})")
         else:
             for i, (s, d) in enumerate(zip(sc, x)):
                 if s != 1 and d >= 0 and s != d:

@@ -167,7 +167,8 @@ _PADDING_TYPES = (DataType.FLOAT, DataType.HALF, DataType.BF16, DataType.INT8)
 def padding(name, p, x, dtype):
     pre, post = tuple(p["pre_padding_nd"]), tuple(p["post_padding_nd"])
     if len(pre) != 2 or len(post) != 2:
-        fail(name, f"pre/post padding {pre}/{post}: TensorRT's padding layer supports exactly 2 dimensions (the last two)")
+        fail(name, f"pre/post padding {pre}/{post}: TensorRT's padding layer supports exactly 2 "
+                   "dimensions (the last two)")
     if len(x) < 4:
         fail(name, f"input has rank {len(x)} {tuple(x)}; the padding layer needs rank >= 4 (it pads the last two dims)")
     if dtype not in _PADDING_TYPES:

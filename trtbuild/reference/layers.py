@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-import numpy as np
 
 from .argtypes import BAD, CONVERTERS as _ARGUMENT, api_types
 from .core import Dims, ITensor, NetworkError, Permutation, as_weights
@@ -107,7 +106,7 @@ def _param(key: str, kind: str, check=None):
         v = self._params[key]
         return conv(v) if v is not None else None
 
-    def set(self, value):
+    def set_(self, value):
         value = _setter_value(kind, value, lambda: f"layer '{self.name}': {key} = {value!r}")
         why = check(value) if check is not None and value is not None else None
         if why:
@@ -116,7 +115,7 @@ def _param(key: str, kind: str, check=None):
         self._params[key] = (tuple(value) if isinstance(value, tuple) else value)
         self._network._touch()
 
-    prop = _Param(get, set)
+    prop = _Param(get, set_)
     prop.key, prop.kind, prop.check = key, kind, check
     return prop
 
@@ -125,11 +124,11 @@ def _weights(key: str):
     def get(self):
         return self._weights[key]
 
-    def set(self, value):
+    def set_(self, value):
         self._weights[key] = as_weights(value, f"layer '{self.name}': {key}")
         self._network._touch()
 
-    return property(get, set)
+    return property(get, set_)
 
 
 @api_types
@@ -204,7 +203,8 @@ class ILayer:
     def set_input(self, index: int, tensor: ITensor) -> None:
         limit = max(len(self._inputs), self._MAX_INPUTS)
         if not 0 <= index < limit:
-            raise NetworkError(f"layer '{self.name}': input index {index} out of range (it takes at most {limit} inputs)")
+            raise NetworkError(f"layer '{self.name}': input index {index} out of range (it takes at "
+                               f"most {limit} inputs)")
         while len(self._inputs) <= index:  # as in TensorRT, skipped optional inputs stay empty
             self._inputs.append(None)
         self._inputs[index] = tensor
@@ -256,7 +256,7 @@ class IUnaryLayer(ILayer):
 
 class IActivationLayer(ILayer):
     _TYPE = LayerType.ACTIVATION
-    type = _param("type", ActivationType)  # noqa: A003 - TensorRT shadows ILayer.type here too
+    type = _param("type", ActivationType)
     alpha = _param("alpha", "float")
     beta = _param("beta", "float")
 
@@ -290,7 +290,8 @@ class _ConvLike(ILayer):
     def padding_nd(self, value) -> None:
         value = _setter_value("dims", value, lambda: f"layer '{self.name}': padding_nd = {value!r}")
         if _non_negative(value):
-            raise NetworkError(f"layer '{self.name}': padding_nd = {tuple(Dims(value))} is refused: padding must be >= 0")
+            raise NetworkError(f"layer '{self.name}': padding_nd = {tuple(Dims(value))} is refused: "
+                               "padding must be >= 0")
         self._params["pre_padding"] = tuple(Dims(value))
         self._params["post_padding"] = tuple(Dims(value))
         self._network._touch()
@@ -306,7 +307,7 @@ class IDeconvolutionLayer(_ConvLike):
 
 class IPoolingLayer(ILayer):
     _TYPE = LayerType.POOLING
-    type = _param("type", PoolingType)  # noqa: A003
+    type = _param("type", PoolingType)
     window_size_nd = _param("window_size_nd", "dims")
     stride_nd = _param("stride_nd", "dims")
     pre_padding = _param("pre_padding", "dims", _non_negative)

@@ -4,6 +4,7 @@ names and defaults, and the checks TensorRT applies when a layer is added."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from .argtypes import api_types
 from .core import Dims, ILogger, ITensor, NetworkError, Weights
@@ -13,6 +14,9 @@ from .enums import (ActivationType, DataType, ElementWiseOperation, LayerType, M
 from . import layers as L
 from .quantize import validate as validate_quantization
 from .debug import NetworkDebugMarks
+
+if TYPE_CHECKING:  # the annotations' names; argtypes.api_types resolves them itself
+    from .plugins import IPluginV3
 
 
 def _name_argument(network, value, api: str) -> str | None:
@@ -309,7 +313,7 @@ class INetworkDefinition(NetworkDebugMarks):
     def add_unary(self, input: ITensor, op: UnaryOperation) -> L.IUnaryLayer:
         return self._add(L.IUnaryLayer, [input], {"op": int(op)})
 
-    def add_activation(self, input: ITensor, type: ActivationType) -> L.IActivationLayer:  # noqa: A002 - TensorRT's parameter name
+    def add_activation(self, input: ITensor, type: ActivationType) -> L.IActivationLayer:
         alpha, beta = _ACTIVATION_DEFAULTS.get(ActivationType(type), (0.0, 0.0))
         return self._add(L.IActivationLayer, [input], {"type": int(type), "alpha": alpha, "beta": beta})
 
@@ -330,7 +334,7 @@ class INetworkDefinition(NetworkDebugMarks):
         return self._add(L.IDeconvolutionLayer, [input], self._conv_params(num_output_maps, kernel_shape),
                          {"kernel": kernel, "bias": bias}, eager=False)
 
-    def add_pooling_nd(self, input: ITensor, type: PoolingType, window_size: Dims) -> L.IPoolingLayer:  # noqa: A002
+    def add_pooling_nd(self, input: ITensor, type: PoolingType, window_size: Dims) -> L.IPoolingLayer:
         ws = Dims(window_size)
         n = len(ws)
         return self._add(L.IPoolingLayer, [input], {
@@ -342,14 +346,15 @@ class INetworkDefinition(NetworkDebugMarks):
         return self._add(L.ILRNLayer, [input], {"window_size": int(window), "alpha": float(alpha),
                                                  "beta": float(beta), "k": float(k)})
 
-    def _normalization(self, input, scale, bias, axesMask, v2):  # noqa: N803
+    def _normalization(self, input, scale, bias, axesMask, v2):
         return self._add(L.INormalizationLayer, [input, scale, bias],
                          {"axes": int(axesMask), "epsilon": 1e-5, "num_groups": 1, "is_v2": v2}, eager=False)
 
-    def add_normalization(self, input: ITensor, scale: ITensor, bias: ITensor, axesMask: int) -> L.INormalizationLayer:  # noqa: N803
+    def add_normalization(self, input: ITensor, scale: ITensor, bias: ITensor, axesMask: int) -> L.INormalizationLayer:
         return self._normalization(input, scale, bias, axesMask, False)
 
-    def add_normalization_v2(self, input: ITensor, scale: ITensor, bias: ITensor, axesMask: int) -> L.INormalizationLayer:  # noqa: N803
+    def add_normalization_v2(self, input: ITensor, scale: ITensor,
+                             bias: ITensor, axesMask: int) -> L.INormalizationLayer:
         return self._normalization(input, scale, bias, axesMask, True)
 
     def add_shuffle(self, input: ITensor) -> L.IShuffleLayer:
@@ -365,14 +370,16 @@ class INetworkDefinition(NetworkDebugMarks):
 
     def add_slice(self, input: ITensor, start: Dims, shape: Dims, stride: Dims) -> L.ISliceLayer:
         return self._add(L.ISliceLayer, [input], {"start": tuple(Dims(start)), "shape": tuple(Dims(shape)),
-                                                   "stride": tuple(Dims(stride)), "mode": int(SampleMode.STRICT_BOUNDS)},
+                                                  "stride": tuple(Dims(stride)),
+                                                  "mode": int(SampleMode.STRICT_BOUNDS)},
                          eager=False)
 
     def add_padding_nd(self, input: ITensor, pre_padding: Dims, post_padding: Dims) -> L.IPaddingLayer:
         return self._add(L.IPaddingLayer, [input], {"pre_padding_nd": tuple(Dims(pre_padding)),
                                                      "post_padding_nd": tuple(Dims(post_padding))})
 
-    def add_matrix_multiply(self, input0: ITensor, op0: MatrixOperation, input1: ITensor, op1: MatrixOperation) -> L.IMatrixMultiplyLayer:
+    def add_matrix_multiply(self, input0: ITensor, op0: MatrixOperation,
+                            input1: ITensor, op1: MatrixOperation) -> L.IMatrixMultiplyLayer:
         return self._add(L.IMatrixMultiplyLayer, [input0, input1], {"op0": int(MatrixOperation(op0)),
                                                                      "op1": int(MatrixOperation(op1))})
 
@@ -392,18 +399,21 @@ class INetworkDefinition(NetworkDebugMarks):
         return self._add(L.IQuantizeLayer, [input, scale], {"axis": -1, "to_type": int(DataType(output_type))},
                          eager=False)
 
-    def add_dequantize(self, input: ITensor, scale: ITensor, output_type: DataType = DataType.FLOAT) -> L.IDequantizeLayer:
+    def add_dequantize(self, input: ITensor, scale: ITensor,
+                       output_type: DataType = DataType.FLOAT) -> L.IDequantizeLayer:
         """TensorRT 10's default output_type (FLOAT); TensorRT 11 requires it."""
         return self._add(L.IDequantizeLayer, [input, scale], {"axis": -1, "to_type": int(DataType(output_type))},
                          eager=False)
 
-    def add_plugin_v3(self, inputs: Sequence[ITensor], shape_inputs: Sequence[ITensor], plugin: IPluginV3) -> L.IPluginV3Layer:
+    def add_plugin_v3(self, inputs: Sequence[ITensor],
+                      shape_inputs: Sequence[ITensor], plugin: IPluginV3) -> L.IPluginV3Layer:
         from .plugins import IPluginV3
 
         if list(shape_inputs):
             raise NetworkError("add_plugin_v3: shape inputs are not supported by the reference backend")
         if not isinstance(plugin, IPluginV3):
-            raise NetworkError(f"add_plugin_v3: expected a plugin created by a reference plugin creator, got {type(plugin).__name__}")
+            raise NetworkError("add_plugin_v3: expected a plugin created by a reference plugin creator, got "
+                               f"{type(plugin).__name__}")
         inputs = list(inputs)
         n = len(plugin._output_shapes([tuple(t.shape) for t in inputs]))
         return self._add(L.IPluginV3Layer, inputs, None, plugin=plugin, num_outputs=n)
@@ -415,7 +425,8 @@ class INetworkDefinition(NetworkDebugMarks):
         io_names = [t.name for t in self._inputs + self._outputs]
         dup = {n for n in io_names if io_names.count(n) > 1}
         if dup:
-            raise NetworkError(f"network '{self.name}': input/output tensor names must be unique, repeated: {sorted(dup)}")
+            raise NetworkError(f"network '{self.name}': input/output tensor names must be unique, "
+                               f"repeated: {sorted(dup)}")
         for layer in self._layers:
             for i, t in enumerate(layer._inputs):
                 if t is None and (i == 0 or layer._TYPE != LayerType.SLICE):
@@ -437,5 +448,5 @@ class INetworkDefinition(NetworkDebugMarks):
                     raise NetworkError(f"layer '{layer.name}': network output '{t.name}' has type UINT8 but a UINT8 "
                                        "output must be produced by add_identity or add_cast")
                 if t not in self._outputs and id(t) in consumed:
-                    raise NetworkError(f"layer '{layer.name}': output '{t.name}' has type UINT8 and feeds other layers; "
-                                       "TensorRT allows UINT8 only for network inputs and outputs")
+                    raise NetworkError(f"layer '{layer.name}': output '{t.name}' has type UINT8 and "
+                                       "feeds other layers; TensorRT allows UINT8 only for network inputs and outputs")

@@ -109,7 +109,8 @@ def deserialize_plan(data) -> tuple[dict, dict[str, np.ndarray]]:
     safetensors weights)."""
     data = memoryview(data).cast("B")  # any buffer (bytes, IHostMemory, a memory-mapped file): never copied
     if len(data) < len(MAGIC) + 8 or bytes(data[:len(MAGIC)]) != MAGIC:
-        raise PlanError("not a trtbuild reference plan (bad magic bytes): was it built by real TensorRT, or is it another file?")
+        raise PlanError("not a trtbuild reference plan (bad magic bytes): was it built by real TensorRT, or is "
+                        "it another file?")
     if len(data) < len(MAGIC) + 16 + 32:
         raise PlanError(f"reference plan is truncated ({len(data)} bytes)")
     body, digest = data[:-32], bytes(data[-32:])  # views: the weights are not copied
@@ -129,7 +130,8 @@ def deserialize_plan(data) -> tuple[dict, dict[str, np.ndarray]]:
     if not isinstance(header, dict):
         raise PlanError(f"the header is a JSON {type(header).__name__}, not an object", "header")
     if header.get("format") != FORMAT_VERSION:
-        raise PlanError(f"reference plan format {header.get('format')!r} is not supported (this trtbuild reads {FORMAT_VERSION})")
+        raise PlanError(f"reference plan format {header.get('format')!r} is not supported (this trtbuild reads "
+                        f"{FORMAT_VERSION})")
     check_header(header)
     if pos + 8 + blen != len(body):
         raise PlanError(f"the header gives the blob {blen} bytes but {len(body) - pos - 8} bytes follow it", "blob")
@@ -208,7 +210,8 @@ def check_header(header: dict) -> None:
         for key, kind in (("type", str), ("name", str), ("params", dict), ("inputs", list), ("outputs", list),
                           ("weights", dict)):
             _need(key in entry, f"{where} has no '{key}' field")
-            _need(isinstance(entry[key], kind), f"{where} '{key}' is a {type(entry[key]).__name__}, not a {kind.__name__}")
+            _need(isinstance(entry[key], kind),
+                  f"{where} '{key}' is a {type(entry[key]).__name__}, not a {kind.__name__}")
         where = f"{where} ('{entry['name']}')"
         _need(entry["type"] in LayerType.__members__, f"{where} has type {entry['type']!r}, not a TensorRT LayerType")
         for i in entry["inputs"]:
@@ -225,12 +228,14 @@ def check_header(header: dict) -> None:
             _need(isinstance(ref, str), f"{where} weight '{key}' refers to {ref!r}, not a blob tensor name")
         for key, v in types.items():
             _need(key in entry["weights"], f"{where} gives a type for weight '{key}', which it does not have")
-            _need(_is_int(v) and v in DataType._value2member_map_, f"{where} weight '{key}' has type {v!r}, not a TensorRT DataType value")
+            _need(_is_int(v) and v in DataType._value2member_map_,
+                  f"{where} weight '{key}' has type {v!r}, not a TensorRT DataType value")
         if "plugin" in entry:
             spec = entry["plugin"]
             _need(isinstance(spec, dict), f"{where} 'plugin' is a {type(spec).__name__}, not an object")
             for key, kind in (("creator", str), ("version", str), ("namespace", str), ("name", str), ("fields", dict)):
-                _need(isinstance(spec.get(key), kind), f"{where} plugin '{key}' is {spec.get(key)!r}, not a {kind.__name__}")
+                _need(isinstance(spec.get(key), kind),
+                      f"{where} plugin '{key}' is {spec.get(key)!r}, not a {kind.__name__}")
             for key, ref in spec["fields"].items():
                 _need(isinstance(ref, str), f"{where} plugin field '{key}' refers to {ref!r}, not a blob tensor name")
     for i, t in enumerate(header["outputs"]):
@@ -246,11 +251,14 @@ def check_header(header: dict) -> None:
             _need(name in inputs, f"profiles[{k}] names '{name}', which is not an input")
             rank = len(inputs[name]["shape"])
             _need(isinstance(shapes, list) and len(shapes) == 3
-                  and all(isinstance(s, list) and len(s) == rank and all(_is_int(d) and d >= 1 for d in s) for s in shapes)
+                  and all(isinstance(s, list) and len(s) == rank and all(_is_int(d) and d >= 1 for d in s)
+                          for s in shapes)
                   and all(a <= b <= c for a, b, c in zip(*shapes)),
-                  f"profiles[{k}] gives '{name}' {shapes!r}, not [min, opt, max] shapes of rank {rank} with 1 <= min <= opt <= max")
+                  f"profiles[{k}] gives '{name}' {shapes!r}, not [min, opt, max] shapes of rank {rank} with 1 <= "
+                  "min <= opt <= max")
             _need(all(d == -1 or s[i] == d for s in shapes for i, d in enumerate(inputs[name]["shape"])),
-                  f"profiles[{k}] gives '{name}' {shapes!r}, which disagrees with its static dims {inputs[name]['shape']}")
+                  f"profiles[{k}] gives '{name}' {shapes!r}, which disagrees with its static dims "
+                  f"{inputs[name]['shape']}")
     for name, t in inputs.items():
         if -1 in t["shape"]:
             _need(header["profiles"] and all(name in prof for prof in header["profiles"]),
@@ -264,19 +272,21 @@ def check_arrays(header: dict, arrays: dict) -> None:
     from .core import _STORAGE
     from .enums import DataType
 
-    for k, entry in enumerate(header["layers"]):
+    for entry in header["layers"]:
         types = entry.get("weight_types", {})
         for key, ref in entry["weights"].items():
             if ref not in arrays:
-                raise PlanError(f"layer '{entry['name']}' weight '{key}' refers to '{ref}', which the blob does not hold", "blob")
+                raise PlanError(f"layer '{entry['name']}' weight '{key}' refers to '{ref}', which the "
+                                "blob does not hold", "blob")
             dt = DataType(types.get(key, DataType.FLOAT))
             want = _STORAGE.get(dt)
             if want is None or arrays[ref].dtype != np.dtype(want):
-                raise PlanError(f"layer '{entry['name']}' weight '{key}' is stored as {arrays[ref].dtype} but the header "
-                                f"gives it type {dt.name}", "blob")
+                raise PlanError(f"layer '{entry['name']}' weight '{key}' is stored as "
+                                f"{arrays[ref].dtype} but the header gives it type {dt.name}", "blob")
         for key, ref in entry.get("plugin", {}).get("fields", {}).items():
             if ref not in arrays:
-                raise PlanError(f"layer '{entry['name']}' plugin field '{key}' refers to '{ref}', which the blob does not hold", "blob")
+                raise PlanError(f"layer '{entry['name']}' plugin field '{key}' refers to '{ref}', which the "
+                                "blob does not hold", "blob")
 
 
 def check_profile(name: str, shape, profile_shapes) -> str | None:
@@ -295,7 +305,8 @@ def validate_profiles(network, profiles: list[dict]) -> None:
     for t in network._inputs:
         dynamic = any(d < 0 for d in t.shape)
         if dynamic and not profiles:
-            raise NetworkError(f"input '{t.name}' has dynamic shape {tuple(t.shape)}: add an optimization profile with set_shape")
+            raise NetworkError(f"input '{t.name}' has dynamic shape {tuple(t.shape)}: add an optimization "
+                               "profile with set_shape")
         for k, prof in enumerate(profiles):
             if t.name not in prof:
                 if dynamic:
@@ -303,12 +314,15 @@ def validate_profiles(network, profiles: list[dict]) -> None:
                 continue
             mn, opt, mx = prof[t.name]
             if not len(mn) == len(opt) == len(mx) == len(t.shape):
-                raise NetworkError(f"optimization profile {k}, input '{t.name}': min/opt/max ranks must equal the input rank {len(t.shape)}")
+                raise NetworkError(f"optimization profile {k}, input '{t.name}': min/opt/max ranks must equal the "
+                                   f"input rank {len(t.shape)}")
             for i, (d, a, b, c) in enumerate(zip(t.shape, mn, opt, mx)):
                 if not 1 <= a <= b <= c:
-                    raise NetworkError(f"optimization profile {k}, input '{t.name}' dim {i}: need 1 <= min <= opt <= max, got {a}, {b}, {c}")
+                    raise NetworkError(f"optimization profile {k}, input '{t.name}' dim {i}: need 1 <= min <= opt <= "
+                                       f"max, got {a}, {b}, {c}")
                 if d >= 0 and not a == b == c == d:
-                    raise NetworkError(f"optimization profile {k}, input '{t.name}' dim {i} is static ({d}) but the profile gives {a}/{b}/{c}")
+                    raise NetworkError(f"optimization profile {k}, input '{t.name}' dim {i} is static ({d}) but the "
+                                       f"profile gives {a}/{b}/{c}")
     for k, prof in enumerate(profiles):
         _check_profile_shapes(network, k, prof)
 

@@ -14,7 +14,7 @@ from .enums import PluginFieldType, TensorRTPhase
 
 
 class PluginField:
-    def __init__(self, name: str = "", data=None, type: PluginFieldType = PluginFieldType.UNKNOWN):  # noqa: A002
+    def __init__(self, name: str = "", data=None, type: PluginFieldType = PluginFieldType.UNKNOWN):
         self.name = str(name)
         self.data = np.asarray(data) if data is not None else np.zeros(0)
         self.type = PluginFieldType(type)
@@ -82,7 +82,7 @@ class IPluginRegistry:
         key = (creator.name, str(creator.plugin_version), creator.plugin_namespace)
         return self._creators.pop(key, None) is not None
 
-    def get_creator(self, type: str, version: str, plugin_namespace: str = ""):  # noqa: A002 - TensorRT's name
+    def get_creator(self, type: str, version: str, plugin_namespace: str = ""):
         return self._creators.get((type, str(version), plugin_namespace))
 
     @property

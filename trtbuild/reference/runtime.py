@@ -45,7 +45,8 @@ class ICudaEngine(EngineDebugTensors):
         self._plan = plan
         self._header = header
         self._graph = graph
-        self._io = [(t, TensorIOMode.INPUT) for t in header["inputs"]] + [(t, TensorIOMode.OUTPUT) for t in header["outputs"]]
+        self._io = ([(t, TensorIOMode.INPUT) for t in header["inputs"]]
+                    + [(t, TensorIOMode.OUTPUT) for t in header["outputs"]])
         self._by_name = {t["name"]: (t, mode) for t, mode in self._io}
 
     def _tensor(self, name: str):
@@ -174,7 +175,7 @@ class IExecutionContext(ContextDebugState):
             raise NetworkError(f"execute_async_v3: no address set for tensors {unbound} (call set_tensor_address)")
         dev = device()
         stream = torch.cuda.ExternalStream(stream_handle) if dev.type == "cuda" and stream_handle else None
-        with torch.cuda.stream(stream) if stream is not None else _null():
+        with torch.cuda.stream(stream) if stream is not None else _Null():
             feeds = {t["name"]: _wrap(self._addresses[t["name"]], self._shapes[t["name"]], DataType(t["dtype"]), dev)
                      for t in self.engine._header["inputs"]}
             results = self.engine._graph.run(feeds, dev, self._debug_callback(dev, stream_handle))
@@ -189,7 +190,7 @@ class IExecutionContext(ContextDebugState):
         return self.execute_async_v3(0)
 
 
-class _null:
+class _Null:
     def __enter__(self):
         return None
 

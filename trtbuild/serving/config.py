@@ -77,7 +77,8 @@ def batch_limits(sidecar: dict, max_batch: int | None = None) -> tuple[int, list
                           "max_batch_size; rebuild it with --batch 1,OPT,MAX")
     if max_batch is not None:
         if not 1 <= max_batch <= top:
-            raise ConfigError(f"--max-batch {max_batch}: must be between 1 and the engine profile's maximum batch {top}")
+            raise ConfigError(f"--max-batch {max_batch}: must be between 1 and the engine profile's "
+                              f"maximum batch {top}")
         top = max_batch
     return top, sorted({b for b in (opt, top) if b <= top})
 

@@ -40,7 +40,8 @@ def as_weight_map(source: Any, allow_nonfinite: bool = False, *, copy: bool = Tr
                     f"pass an nn.Module, a state_dict or a WeightMap")
 
 
-def export_weights(source: Any, path: str | os.PathLike, format: str | None = None,
+def export_weights(source: Any, path: str | os.PathLike,
+                   format: str | None = None,  # noqa: A002 - public keyword argument
                    allow_nonfinite: bool = False) -> ExportReport:
     """Atomically write the weights of ``source`` (nn.Module, state_dict or WeightMap) to ``path``.
 
@@ -58,7 +59,8 @@ def export_weights(source: Any, path: str | os.PathLike, format: str | None = No
     return ExportReport(Path(path), fmt, len(written), sum(a.size for a in written), notes)
 
 
-def convert_weights(src: str | os.PathLike, dst: str | os.PathLike, format: str | None = None,
+def convert_weights(src: str | os.PathLike, dst: str | os.PathLike,
+                    format: str | None = None,  # noqa: A002 - public keyword argument
                     allow_nonfinite: bool = False) -> ExportReport:
     """Convert a weight file to another format (e.g. .pth -> .wts), chosen by ``dst``'s extension."""
     fmt = format_for_path(dst, format)

@@ -27,7 +27,7 @@ FORMATS = ("wts", "safetensors", "pt")
 CHECKPOINT_KEYS = ("state_dict", "model")
 
 
-def format_for_path(path: str | os.PathLike, format: str | None = None) -> str:
+def format_for_path(path: str | os.PathLike, format: str | None = None) -> str:  # noqa: A002 - public keyword argument
     """The format for ``path``: ``format`` if given, else from the extension.
 
     Raises WeightsError for an unknown extension (without ``format``), an
@@ -49,7 +49,8 @@ def format_for_path(path: str | os.PathLike, format: str | None = None) -> str:
     return format
 
 
-def read_weights(path: str | os.PathLike, format: str | None = None) -> tuple[dict[str, np.ndarray], list[str]]:
+def read_weights(path: str | os.PathLike,
+                 format: str | None = None) -> tuple[dict[str, np.ndarray], list[str]]:  # noqa: A002 - public keyword
     """Read a weight file into ``({name: array}, notes)``; see the module docstring."""
     fmt = format_for_path(path, format)
     path = Path(path)
@@ -63,7 +64,8 @@ def read_weights(path: str | os.PathLike, format: str | None = None) -> tuple[di
 
 
 def write_weights(
-    path: str | os.PathLike, tensors: Mapping[str, np.ndarray], format: str | None = None
+    path: str | os.PathLike, tensors: Mapping[str, np.ndarray],
+    format: str | None = None,  # noqa: A002 - public keyword argument
 ) -> list[str]:
     """Atomically write ``{name: numpy array}`` to ``path``; return notes (e.g. skipped tensors).
 

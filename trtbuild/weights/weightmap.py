@@ -47,7 +47,8 @@ class WeightMap:
     # ---------------------------------------------------------------- constructors
 
     @classmethod
-    def load(cls, path: str | os.PathLike, allow_nonfinite: bool = False, format: str | None = None) -> "WeightMap":
+    def load(cls, path: str | os.PathLike, allow_nonfinite: bool = False,
+             format: str | None = None) -> "WeightMap":  # noqa: A002 - public keyword argument
         """Read a .wts, .safetensors or .pt/.pth file (format from the extension unless given)."""
         tensors, notes = read_weights(path, format)
         return cls(tensors, source=str(path), notes=notes, allow_nonfinite=allow_nonfinite)
@@ -191,7 +192,8 @@ class WeightMap:
 
     # ---------------------------------------------------------------- output
 
-    def save(self, path: str | os.PathLike, format: str | None = None) -> list[str]:
+    def save(self, path: str | os.PathLike,
+             format: str | None = None) -> list[str]:  # noqa: A002 - public keyword argument
         """Atomically write this view's tensors (relative names) to ``path``; return notes."""
         return write_weights(path, self.arrays(), format)
 

@@ -105,22 +105,22 @@ class _Visitor(ast.NodeVisitor):
             return f"{name} was removed in TensorRT 11 (no TensorRT 11 class has it)"
         return None
 
-    def visit_Attribute(self, node: ast.Attribute):  # noqa: N802
+    def visit_Attribute(self, node: ast.Attribute):
         why = self._removed_member(_qualifier(node.value), node.attr, isinstance(node.ctx, (ast.Store, ast.Del)))
         if why:
             self._flag(node, why)
         self.generic_visit(node)
 
-    def visit_Name(self, node: ast.Name):  # noqa: N802
+    def visit_Name(self, node: ast.Name):
         if node.id in self.removed.classes:
             self._flag(node, f"class {node.id} was removed in TensorRT 11")
 
-    def visit_ImportFrom(self, node: ast.ImportFrom):  # noqa: N802
+    def visit_ImportFrom(self, node: ast.ImportFrom):
         for alias in node.names:
             if alias.name in self.removed.classes:
                 self._flag(node, f"class {alias.name} was removed in TensorRT 11")
 
-    def visit_Call(self, node: ast.Call):  # noqa: N802
+    def visit_Call(self, node: ast.Call):
         func = node.func
         fname = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None
         if fname in ("getattr", "setattr", "hasattr", "delattr") and len(node.args) >= 2 \

@@ -79,7 +79,8 @@ def prepare(version: str) -> Path:
     cache_root().mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f"{full}.", dir=cache_root()))
     try:
-        _run([sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--disable-pip-version-check",
+        _run([sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
+              "--disable-pip-version-check",
               "--timeout", "30", "--retries", "1", "-q", "-d", str(work / "dl"), f"tensorrt_cu13_bindings=={full}"],
              f"pip download tensorrt_cu13_bindings=={full}")
         wheels = sorted((work / "dl").glob("*.whl"))

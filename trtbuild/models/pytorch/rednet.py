@@ -41,8 +41,8 @@ from trtbuild.ops.involution import Involution
 from .common import seeded
 from .resnet import Bottleneck
 
-__all__ = ["ConvModule", "RedNetBottleneck", "RedNet", "rednet", "damp_residual_branches_", "calibrate_bn_", "REDNET_DEPTHS",
-           "STEM_KERNEL", "BLOCK_KERNEL"]
+__all__ = ["ConvModule", "RedNetBottleneck", "RedNet", "rednet", "damp_residual_branches_", "calibrate_bn_",
+           "REDNET_DEPTHS", "STEM_KERNEL", "BLOCK_KERNEL"]
 
 #: depth -> blocks per stage (official arch_settings).
 REDNET_DEPTHS = {26: (1, 2, 4, 1), 38: (2, 3, 5, 2), 50: (3, 4, 6, 3), 101: (3, 4, 23, 3), 152: (3, 8, 36, 3)}
@@ -127,7 +127,7 @@ class RedNet(nn.Module):
         self.avgpool = nn.AdaptiveAvgPool2d((1, 1))
         self.fc = nn.Linear(in_ch, num_classes)
 
-        for name, m in self.named_modules():
+        for _, m in self.named_modules():
             if isinstance(m, nn.Conv2d):
                 nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
             elif isinstance(m, nn.BatchNorm2d):

@@ -71,7 +71,8 @@ class RepVGGBlock(nn.Module):
         self.deploy = deploy
         self.nonlinearity = nn.ReLU()
         if deploy:
-            self.rbr_reparam = nn.Conv2d(in_channels, out_channels, 3, stride=stride, padding=1, groups=groups, bias=True)
+            self.rbr_reparam = nn.Conv2d(in_channels, out_channels, 3, stride=stride, padding=1, groups=groups,
+                                         bias=True)
         else:
             self.rbr_identity = nn.BatchNorm2d(in_channels) if out_channels == in_channels and stride == 1 else None
             self.rbr_dense = conv_bn(in_channels, out_channels, 3, stride, 1, groups)
@@ -127,7 +128,8 @@ class RepVGG(nn.Module):
         super().__init__()
         if len(num_blocks) != 4 or len(width_multiplier) != 4:
             raise ValueError(
-                f"RepVGG: num_blocks and width_multiplier need 4 entries, got {list(num_blocks)} and {list(width_multiplier)}"
+                f"RepVGG: num_blocks and width_multiplier need 4 entries, got {list(num_blocks)} and "
+                f"{list(width_multiplier)}"
             )
         self.deploy = deploy
         self.override_groups_map = dict(override_groups_map or {})
