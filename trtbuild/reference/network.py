@@ -14,6 +14,7 @@ from .enums import (ActivationType, DataType, ElementWiseOperation, LayerType, M
 from . import layers as L
 from .quantize import validate as validate_quantization
 from .debug import NetworkDebugMarks
+from .missing_api import TENSORRT_ADD_METHODS, missing_method
 
 if TYPE_CHECKING:  # the annotations' names; argtypes.api_types resolves them itself
     from .plugins import IPluginV3
@@ -262,6 +263,12 @@ class INetworkDefinition(NetworkDebugMarks):
             self._touch()
 
     # -- layers ---------------------------------------------------------------------------
+    def __getattr__(self, name: str):
+        # only reached for names the class lacks: a TensorRT method not implemented here gets one sentence
+        if name in TENSORRT_ADD_METHODS:
+            raise missing_method("INetworkDefinition", name)
+        raise AttributeError(f"'INetworkDefinition' object has no attribute '{name}'", name=name, obj=self)
+
     def add_input(self, name: str | None, dtype: DataType, shape: Dims) -> ITensor | None:
         """A name another input has, or another tensor has explicitly (set by a rename): TensorRT-RTX
         logs an API usage error and returns None, and so does the reference (see _api_usage_error). A
