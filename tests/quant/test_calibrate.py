@@ -222,6 +222,41 @@ def test_hooks_on_a_user_network_name_the_adds_and_their_inputs():
             assert calib.activations[key] == pytest.approx(float(t.abs().max()), rel=1e-6), key
 
 
+class TinyViT(nn.Module):
+    """A class token concatenated before a position-embedding add, then one residual block."""
+
+    def __init__(self, dim=8, patches=4):
+        super().__init__()
+        self.embed = nn.Linear(3, dim)
+        self.cls_token = nn.Parameter(torch.randn(1, 1, dim))
+        self.pos_embed = nn.Parameter(torch.randn(1, patches + 1, dim))
+        self.proj = nn.Linear(dim, dim)
+        self.head = nn.Linear(dim, 2)
+
+    def forward(self, x):  # x: B x patches x 3
+        x = self.embed(x)
+        x = torch.cat((self.cls_token.expand(x.shape[0], -1, -1), x), dim=1) + self.pos_embed
+        x = x + self.proj(x)
+        return self.head(x[:, 0])
+
+
+@pytest.mark.parametrize("batch", [1, 4])
+def test_an_add_of_a_parameter_is_no_residual_add_whatever_the_batch(tmp_path, batch):
+    torch.manual_seed(0)
+    model = TinyViT().eval()
+    x = torch.randn(batch, 4, 3)
+    calib = calibrate(model, [x], "max", model_name="vit")
+    assert calib.adds == {"add": ["add.input0", "proj.output"]}  # residual adds alone are numbered
+    assert set(calib.shapes["activations"]) == {"embed.input", "proj.input", "head.input", "add.input0",
+                                                "proj.output"}
+    with torch.no_grad():
+        tokens = torch.cat((model.cls_token.expand(batch, -1, -1), model.embed(x)), dim=1) + model.pos_embed
+        assert calib.activations["add.input0"] == pytest.approx(float(tokens.abs().max()), rel=1e-6)
+    calib.data = {"sample_shape": [4, 3]}
+    path = write_calibration(calib, tmp_path / "vit.json")
+    assert load_calibration(path, model).adds == calib.adds  # checked against a forward at batch 1
+
+
 # ---------------------------------------------------------------- the file
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,10 @@ Keys (what a calibration file names):
   returned it (``layer1.0`` for the block output that is the next block's identity,
   ``layer2.0.downsample``, ``layer1.0.bn2``). Adds are not modules, so a ``TorchFunctionMode``
   watches ``torch.add`` / ``Tensor.add`` / ``+`` / ``+=`` during the forward: an add of two tensors
-  of the same shape is a residual add, and each input is looked up among the module outputs seen so
+  of the same shape that both depend on the model's input is a residual add (a parameter such as a
+  position embedding, or a tensor computed from parameters alone, is no activation: were it counted,
+  ``cat(cls, x) + pos_embed`` would be a same-shape add at batch 1 only, and the recorded set would
+  depend on the batch size), and each input is looked up among the module outputs seen so
   far (every module has a forward hook recording which tensor it returned). The value observed is
   the one the add receives (after any in-place ReLU). An input no module returned is keyed
   ``<add name>.input<k>``;
@@ -30,6 +33,7 @@ from collections.abc import Callable
 import torch
 from torch import nn
 from torch.overrides import TorchFunctionMode
+from torch.utils._pytree import tree_leaves
 
 from trtbuild.forward_hooks import CaptureOptions, ForwardCapture, ModuleCall
 
@@ -60,11 +64,15 @@ class _AddWatcher(TorchFunctionMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        rec = self.recorder
         if (func in _ADDS and len(args) >= 2 and "alpha" not in kwargs and isinstance(args[0], torch.Tensor)
                 and isinstance(args[1], torch.Tensor) and args[0].shape == args[1].shape
-                and args[0].is_floating_point()):
-            self.recorder._on_add(args[0], args[1])
-        return func(*args, **kwargs)
+                and args[0].is_floating_point() and rec._is_activation(args[0]) and rec._is_activation(args[1])):
+            rec._on_add(args[0], args[1])
+        result = func(*args, **kwargs)
+        if any(rec._is_activation(t) for t in tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)):
+            rec._mark_activations(result)
+        return result
 
 
 class TensorRecorder:
@@ -78,9 +86,20 @@ class TensorRecorder:
         self.adds: dict[str, list[str]] = {}
         self._hooks: ForwardCapture | None = None
         self._producers: dict[int, tuple[weakref.ref, str]] = {}
+        self._activations: dict[int, weakref.ref] = {}  # tensors computed from the model's input
+        self._input_hook = None
         self._scope: list[str] = []
         self._add_count: dict[str, int] = {}
         self._mode: _AddWatcher | None = None
+
+    def _is_activation(self, x: torch.Tensor) -> bool:
+        ref = self._activations.get(id(x))
+        return ref is not None and ref() is x
+
+    def _mark_activations(self, value) -> None:
+        for t in tree_leaves(value):
+            if isinstance(t, torch.Tensor):
+                self._activations[id(t)] = weakref.ref(t)
 
     def _see(self, key: str, x: torch.Tensor) -> None:
         self.shapes.setdefault(key, list(x.shape[1:]))
@@ -113,12 +132,14 @@ class TensorRecorder:
     def start_batch(self) -> None:
         """Forget the previous forward's tensors and add counters (call before each forward)."""
         self._producers.clear()
+        self._activations.clear()
         self._scope.clear()
         self._add_count.clear()
 
     def __enter__(self) -> TensorRecorder:
         self._hooks = ForwardCapture(self.model, CaptureOptions(keep="none"), before=self._enter_module,
                                      after=self._leave_module).__enter__()
+        self._input_hook = self.model.register_forward_pre_hook(lambda module, args: self._mark_activations(args))
         self._mode = _AddWatcher(self)
         self._mode.__enter__()
         return self
@@ -127,6 +148,9 @@ class TensorRecorder:
         if self._mode is not None:
             self._mode.__exit__(*exc)
             self._mode = None
+        if self._input_hook is not None:
+            self._input_hook.remove()
+            self._input_hook = None
         if self._hooks is not None:
             self._hooks.__exit__(*exc)
             self._hooks = None
