@@ -5,13 +5,19 @@ trtbuild's builders name layers after the PyTorch module they implement (``conv1
 result tensor carrying the module name. So for each torch module that runs exactly once per forward
 (leaf or not), its network counterpart is the tensor named like the module, else the output of the
 last layer (in network order) named like it or ``<module>/...``, kept only when its shape equals the
-module's output shape. A BatchNorm fed directly by a convolution is folded into it (``conv_bn``): the
-conv's name stands for the BatchNorm's output, and the conv alone has no counterpart.
+module's output shape. A BatchNorm fed directly by a convolution is folded into it (``conv_bn``) when
+the network has no layer of the BatchNorm's name: the conv's name then stands for the BatchNorm's
+output, and the conv alone has no counterpart; with a layer of the BatchNorm's name (BatchNorm not
+folded), each maps by its own name. A residual add is named as calibration names it, ``<module>.add``
+(``add_1``...: further adds of the same forward), and belongs to ``<module>`` like its ``<module>/...``
+layers: it is covered where that module is mapped, never compared with a module output of its own.
 
     layer_map, unmapped = automatic_layer_map(network, module, x)
 """
 
 from __future__ import annotations
+
+import re
 
 import torch
 
@@ -20,16 +26,27 @@ from trtbuild.forward_hooks import ForwardCapture, capture_forward
 __all__ = ["automatic_layer_map", "automap_spec"]
 
 
-def _candidates(capture: ForwardCapture) -> list[tuple[str, list[str], tuple]]:
+#: ``layer1.0.add`` -> ``layer1.0``: the add layers calibration and the planned builders name after their module
+_ADD_NAME = re.compile(r"^(?P<module>.+)\.add(_\d+)?$")
+
+
+def _owner(name: str) -> str:
+    """The module a layer name belongs to by naming: ``<module>.add`` / ``<module>.add_N`` -> ``<module>``."""
+    found = _ADD_NAME.match(name)
+    return found["module"] if found else name
+
+
+def _candidates(capture: ForwardCapture, layer_names: set[str]) -> list[tuple[str, list[str], tuple]]:
     """[(module name, names its tensor may carry, output shape)] for single-call modules with one
-    tensor output, in call order; a conv followed by its BatchNorm is one entry (the BatchNorm's)."""
+    tensor output, in call order; a conv followed by its BatchNorm is one entry (the BatchNorm's)
+    unless `layer_names` (the network's layer and tensor names) has one of the BatchNorm's name."""
     once = [c for c in capture.calls if capture.counts[c.name] == 1 and isinstance(c.output, torch.Tensor)]
     producer = {id(c.output): c for c in once}
     folded: dict[str, str] = {}  # conv name -> bn name
     for c in once:
         src = producer.get(id(c.input)) if isinstance(c.input, torch.Tensor) else None
         if (isinstance(c.module, torch.nn.modules.batchnorm._BatchNorm) and src is not None
-                and isinstance(src.module, torch.nn.modules.conv._ConvNd)):
+                and isinstance(src.module, torch.nn.modules.conv._ConvNd) and c.name not in layer_names):
             folded[src.name] = c.name
     by_bn = {bn: conv for conv, bn in folded.items()}
     return [(c.name, [c.name] + ([by_bn[c.name]] if c.name in by_bn else []), tuple(c.output.shape))
@@ -53,7 +70,8 @@ def automatic_layer_map(network, module: torch.nn.Module, *inputs) -> tuple[dict
             tensors.setdefault(layer.get_output(j).name, (li, layer.get_output(j)))
     found: dict[str, tuple[int, str]] = {}
     _, capture = capture_forward(module.eval(), *inputs)  # every call, the tensors themselves
-    for mod_name, names, shape in _candidates(capture):
+    named = set(tensors) | {layer.name.split("/")[0] for layer in layers}
+    for mod_name, names, shape in _candidates(capture, named):
         for name in names:
             hit = tensors.get(name)
             if hit is None:
@@ -69,7 +87,7 @@ def automatic_layer_map(network, module: torch.nn.Module, *inputs) -> tuple[dict
     producers = {found[t][0] for t in found}
 
     def is_covered(li: int, name: str) -> bool:
-        parts = name.split("/")
+        parts = [_owner(name.split("/")[0])] + name.split("/")[1:]
         return li in producers or any("/".join(parts[:k]) in covered for k in range(1, len(parts) + 1))
 
     unmapped = [layer.name for li, layer in enumerate(layers) if not is_covered(li, layer.name)]
