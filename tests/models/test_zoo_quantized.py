@@ -329,6 +329,30 @@ def test_cli_refuses_int8_without_calibration_and_another_models_file(tmp_path, 
     assert not (tmp_path / "engines").exists()  # refused before anything was written
 
 
+
+def test_cli_refuses_a_keep_that_reaches_no_layer_naming_the_modules_that_can_be_kept(tmp_path, monkeypatch, capsys,
+                                                                                      calib_file):
+    """resnet18's ReLU and max-pool modules exist in PyTorch, but its builder asks the plan about no
+    layer of theirs: a --keep of them would change nothing, so it is refused, nothing is written,
+    and the message names what can be kept."""
+    import shutil
+
+    monkeypatch.chdir(tmp_path)
+    shutil.copy(calib_file("resnet18"), "calib.json")
+    ref = ["--small", "--backend", "reference", "--no-progress"]
+    code, _, err = _cli(capsys, "build", "resnet18", *ref, "--precision", "int8", "--calibration", "calib.json",
+                        "--keep", "fp32:relu", "--keep", "fp32:layer4.*")
+    assert code == 1 and "--keep fp32:relu would keep nothing: model 'resnet18' builds no layer of that module" in err
+    assert "the modules that can be kept: conv1, layer1.0.conv1, layer1.0.conv2, layer1.0.add," in err
+    code, _, err = _cli(capsys, "build", "resnet18", *ref, "--precision", "fp16", "--keep", "fp32:maxpool,layer1.0.*")
+    assert code == 1 and "--keep fp32:maxpool would keep nothing" in err
+    assert not (tmp_path / "engines").exists()  # no engine, no sidecar recording the keep
+    quant = quant_plan("resnet18", "int8", calib_file("resnet18"), ["fp32:relu,conv1", "fp16:maxpool"], small=True)
+    with pytest.raises(ValueError, match=r"--keep fp32:relu fp16:maxpool would keep nothing: model 'resnet18' builds "
+                                         r"no layer of those modules"):
+        build_model("resnet18", WeightMap.from_module(_torch("resnet18")), ref_trt, "int8", small=True,
+                    progress=False, quant=quant)
+
 # --- trtbuild.layers.planned in your own network ---------------------------------------------------
 
 class _Tiny(nn.Module):
