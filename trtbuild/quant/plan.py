@@ -27,6 +27,7 @@ from .calibrate import Calibration
 
 __all__ = [
     "KEEP_PRECISIONS",
+    "AddInput",
     "QUANTIZED_PRECISIONS",
     "LayerPlan",
     "QuantPlan",
@@ -87,6 +88,21 @@ class LayerPlan:
 
     def weight_scales(self) -> list[float]:
         return scale_of(list(self.weight_amax), self.precision)
+
+
+@dataclass(frozen=True)
+class AddInput:
+    """One input of a calibrated residual add: its calibration key (``layer1.0.bn2.output``), amax,
+    and the Conv/Linear module whose output it is (``layer1.0.conv2``; None: no such output)."""
+
+    key: str
+    amax: float
+    source: str | None = None
+
+    @property
+    def module(self) -> str | None:
+        """The module that returned it (``layer1.0.bn2``), None for an input no module returned."""
+        return self.key[: -len(".output")] if self.key.endswith(".output") else None
 
 
 def _prefixes(name: str):
@@ -194,6 +210,16 @@ class QuantPlan:
         if not self.quantizes or self.kept_precision(module) is not None:
             return None
         return self.calibration.activations.get(f"{module}.output")
+
+    def add_operands(self, add: str) -> tuple[AddInput, AddInput] | None:
+        """Both inputs of the residual add `add` in PyTorch's operand order (key, amax, the Conv/Linear
+        feeding it), or None when the add is not to be quantized (as :meth:`add_inputs`)."""
+        amax = self.add_inputs(add)
+        if amax is None:
+            return None
+        keys = self.calibration.adds[add]
+        sources = self.calibration.add_sources.get(add) or [None, None]
+        return tuple(AddInput(k, a, s) for k, a, s in zip(keys, amax, sources))
 
     def add_inputs(self, add: str) -> tuple[float, float] | None:
         """amax of both inputs of the residual add `add` (``layer1.0.add``), or None when the add is

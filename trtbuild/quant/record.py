@@ -4,6 +4,7 @@
         model(x)
     rec.shapes      # {key: per-sample shape}, in the order first seen
     rec.adds        # {add name: [key of input 0, key of input 1]}
+    rec.add_sources # {add name: [Conv/Linear whose output input 0 is, or None; the same for input 1]}
 
 Keys (what a calibration file names):
 
@@ -21,6 +22,10 @@ Keys (what a calibration file names):
   ``<add name>.input<k>``;
 * adds are named ``<module running the add>.add`` (``add_1``, ``add_2``... for further adds in the
   same module's forward; ``add`` at the top level), as trtbuild's builders name their add layers.
+* ``add_sources``: for each input of an add, the Conv/Linear module whose output it is, directly or
+  through a BatchNorm (folded into the conv by the builders), else None (an in-place op on the
+  tensor, a ReLU say, makes it None). The input that is no such output is the residual (identity)
+  input NVIDIA's placement quantizes, whatever the order of the operands (trtbuild.layers.planned).
 
 A module that runs several times per forward contributes all its calls to one key.
 """
@@ -32,6 +37,7 @@ from collections.abc import Callable
 
 import torch
 from torch import nn
+from torch.nn.modules.batchnorm import _BatchNorm
 from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_leaves
 
@@ -72,6 +78,9 @@ class _AddWatcher(TorchFunctionMode):
         result = func(*args, **kwargs)
         if any(rec._is_activation(t) for t in tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)):
             rec._mark_activations(result)
+        for t in tree_leaves(result):  # a tensor returned again was changed in place: no longer a conv's output
+            if isinstance(t, torch.Tensor):
+                rec._sources.pop(id(t), None)
         return result
 
 
@@ -84,6 +93,8 @@ class TensorRecorder:
         self.observe = observe
         self.shapes: dict[str, list[int]] = {}
         self.adds: dict[str, list[str]] = {}
+        self.add_sources: dict[str, list[str | None]] = {}
+        self._sources: dict[int, tuple[weakref.ref, str]] = {}  # tensor -> the Conv/Linear whose output it is
         self._hooks: ForwardCapture | None = None
         self._producers: dict[int, tuple[weakref.ref, str]] = {}
         self._activations: dict[int, weakref.ref] = {}  # tensors computed from the model's input
@@ -101,6 +112,10 @@ class TensorRecorder:
             if isinstance(t, torch.Tensor):
                 self._activations[id(t)] = weakref.ref(t)
 
+    def _source(self, x) -> str | None:
+        found = self._sources.get(id(x)) if isinstance(x, torch.Tensor) else None
+        return found[1] if found is not None and found[0]() is x else None
+
     def _see(self, key: str, x: torch.Tensor) -> None:
         self.shapes.setdefault(key, list(x.shape[1:]))
         self.observe(key, x)
@@ -117,6 +132,7 @@ class TensorRecorder:
             keys.append(f"{producer}.output" if producer else f"{name}.input{k}")
             self._see(keys[-1], x)
         self.adds.setdefault(name, keys)
+        self.add_sources.setdefault(name, [self._source(a), self._source(b)])
 
     def _enter_module(self, name: str, module: nn.Module, args: tuple) -> None:
         self._scope.append(name)
@@ -128,11 +144,16 @@ class TensorRecorder:
             self._scope.pop()
         if isinstance(call.output, torch.Tensor):  # outer modules fire later and overwrite: the outermost wins
             self._producers[id(call.output)] = (weakref.ref(call.output), call.name)
+            source = (call.name if isinstance(call.module, QUANTIZED_MODULES)
+                      else self._source(call.input) if isinstance(call.module, _BatchNorm) else None)
+            if source is not None:
+                self._sources[id(call.output)] = (weakref.ref(call.output), source)
 
     def start_batch(self) -> None:
         """Forget the previous forward's tensors and add counters (call before each forward)."""
         self._producers.clear()
         self._activations.clear()
+        self._sources.clear()
         self._scope.clear()
         self._add_count.clear()
 
