@@ -309,6 +309,7 @@ def test_the_file_is_refused_for_a_network_of_other_tensors(tmp_path):
     (lambda d: d.update(format_version=2), r"format version 2"),
     (lambda d: d.pop("format"), "not a trtbuild calibration file"),
     (lambda d: d["activations"].pop("conv1.input"), "no amax for conv1.input"),
+    (lambda d: d["add_sources"].update({"layer1.0.add": ["layer1.0.conv2"]}), r"\"add_sources\" entry"),
 ])
 def test_edited_files_are_refused_in_one_sentence(tmp_path, resnet_file, edit, message):
     path = _edited(tmp_path, resnet_file, edit)

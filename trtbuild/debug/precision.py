@@ -242,7 +242,8 @@ def search_precision(model, trt, precision: str, *, calibration=None, weights=No
                                    "no layer can be kept in fp32 (build its layers with trtbuild.layers.planned)")
     every = trial(tuple(candidates))
     if not every.passed:
-        left = _layers_left_in(precision, spec, wm, module, small, replace(base, keep=[(n, "fp32") for n in candidates]))
+        every_kept = replace(base, keep=[(n, "fp32") for n in candidates])
+        left = _layers_left_in(precision, spec, wm, module, small, every_kept)
         failing = (f"even with all {len(candidates)} candidate modules kept in fp32 (the modules the builder asks its "
                    f"quantization plan about), parity of '{spec.name}' fails ({worst_text(every.report)})")
         if not left:

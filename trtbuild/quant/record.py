@@ -39,7 +39,7 @@ import torch
 from torch import nn
 from torch.nn.modules.batchnorm import _BatchNorm
 from torch.overrides import TorchFunctionMode
-from torch.utils._pytree import tree_leaves
+from torch.utils._pytree import tree_flatten
 
 from trtbuild.forward_hooks import CaptureOptions, ForwardCapture, ModuleCall
 
@@ -76,9 +76,9 @@ class _AddWatcher(TorchFunctionMode):
                 and args[0].is_floating_point() and rec._is_activation(args[0]) and rec._is_activation(args[1])):
             rec._on_add(args[0], args[1])
         result = func(*args, **kwargs)
-        if any(rec._is_activation(t) for t in tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)):
+        if any(rec._is_activation(t) for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)):
             rec._mark_activations(result)
-        for t in tree_leaves(result):  # a tensor returned again was changed in place: no longer a conv's output
+        for t in tree_flatten(result)[0]:  # a tensor returned again was changed in place: no longer a conv's output
             if isinstance(t, torch.Tensor):
                 rec._sources.pop(id(t), None)
         return result
@@ -108,7 +108,7 @@ class TensorRecorder:
         return ref is not None and ref() is x
 
     def _mark_activations(self, value) -> None:
-        for t in tree_leaves(value):
+        for t in tree_flatten(value)[0]:
             if isinstance(t, torch.Tensor):
                 self._activations[id(t)] = weakref.ref(t)
 
