@@ -138,9 +138,20 @@ class Block(nn.Module):
         return self.relu(x + self.bn(self.conv(x)))
 
 
+class Inverted(nn.Module):
+    """MobileNetV2's residual form: the module returns its add's result."""
+
+    def __init__(self, width):
+        super().__init__()
+        self.conv = nn.Sequential(nn.Conv2d(width, width, 3, padding=1), nn.BatchNorm2d(width))
+
+    def forward(self, x):
+        return x + self.conv(x)
+
+
 class Unfolded(nn.Module):
-    """Convolutions followed by BatchNorms that the network builds as layers of their own, and a block
-    whose residual add is named as calibration names it (``block.add``)."""
+    """Convolutions followed by BatchNorms that the network builds as layers of their own, and two
+    blocks whose residual adds are named as calibration names them (``block.add``, ``inv.add``)."""
 
     def __init__(self, width=8):
         super().__init__()
@@ -148,11 +159,12 @@ class Unfolded(nn.Module):
         self.bn1 = nn.BatchNorm2d(width)
         self.relu1 = nn.ReLU()
         self.block = Block(width)
+        self.inv = Inverted(width)
         self.pool = nn.AdaptiveAvgPool2d(1)
         self.fc = nn.Linear(width, 4)
 
     def forward(self, x):
-        return self.fc(torch.flatten(self.pool(self.block(self.relu1(self.bn1(self.conv1(x))))), 1))
+        return self.fc(torch.flatten(self.pool(self.inv(self.block(self.relu1(self.bn1(self.conv1(x)))))), 1))
 
 
 def _unfolded_network(net, wm, x):
@@ -164,6 +176,7 @@ def _unfolded_network(net, wm, x):
 
     y = relu(net, conv_then_bn(x, "conv1", "bn1"), "relu1")
     y = relu(net, add(net, y, conv_then_bn(y, "block.conv", "block.bn"), "block.add"), "block")
+    y = add(net, y, conv_then_bn(y, "inv.conv.0", "inv.conv.1"), "inv.add")
     return {"logits": linear(net, global_avg_pool(net, y, "pool"), *read_linear(wm, "fc"), "fc")}
 
 
@@ -171,7 +184,7 @@ def _unfolded_model():
     torch.manual_seed(0)
     model = Unfolded()
     with torch.no_grad():
-        for bn in (model.bn1, model.block.bn):
+        for bn in (model.bn1, model.block.bn, model.inv.conv[1]):
             bn.running_mean.uniform_(-0.5, 0.5)
             bn.running_var.uniform_(0.5, 2.0)
     return model.eval()
@@ -182,7 +195,9 @@ def test_unfolded_batchnorms_and_their_convolutions_map_by_name_and_adds_belong_
                      _unfolded_model(), build_network=_unfolded_network, input_shape=lambda small=False: (1, 3, 8, 8),
                      output_names=["logits"])
     report = check_model_parity(spec, ref_trt, layerwise=True, module=_unfolded_model())
-    order = ["conv1", "bn1", "relu1", "block.conv", "block.bn", "block", "pool", "fc"]
-    assert [(r.name, r.module) for r in report.layers] == [(n, n) for n in order]
+    order = ["conv1", "bn1", "relu1", "block.conv", "block.bn", "block", "inv.conv.0", "inv.conv.1", "inv.add",
+             "pool", "fc"]
+    modules = [n if n != "inv.add" else "inv" for n in order]  # the add is the output of the module returning it
+    assert [(r.name, r.module) for r in report.layers] == list(zip(order, modules))
     assert report.passed and all(r.passed for r in report.layers)  # each compared with PyTorch's own tensor
     assert report.meta["unmapped_layers"] == []

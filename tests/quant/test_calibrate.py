@@ -19,6 +19,7 @@ from trtbuild.cli import main
 from trtbuild.models import registry
 from trtbuild.quant import AbsHistogram, calibrate, compute_amax, load_calibration, write_calibration
 from trtbuild.quant.histogram import amax_entropy, amax_mse
+from trtbuild.quant.record import module_adds
 
 SMALL_SHAPE = (3, 64, 64)  # resnet18 --small, per sample
 
@@ -255,6 +256,37 @@ def test_an_add_of_a_parameter_is_no_residual_add_whatever_the_batch(tmp_path, b
     calib.data = {"sample_shape": [4, 3]}
     path = write_calibration(calib, tmp_path / "vit.json")
     assert load_calibration(path, model).adds == calib.adds  # checked against a forward at batch 1
+
+
+class _InPlaceBlock(nn.Module):
+    """torchvision ResNet's form: ``out += identity`` then an in-place ReLU on the same tensor."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv, self.relu = nn.Conv2d(4, 4, 3, padding=1), nn.ReLU(inplace=True)
+
+    def forward(self, x):
+        out = self.conv(x)
+        out += x
+        return self.relu(out)
+
+
+class _Inverted(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Sequential(nn.Conv2d(4, 4, 3, padding=1), nn.BatchNorm2d(4))
+
+    def forward(self, x):
+        return x + self.conv(x)
+
+
+def test_module_adds_names_the_modules_that_return_their_own_add_unchanged():
+    torch.manual_seed(0)
+    model = nn.Sequential(_InPlaceBlock(), _Inverted(), nn.ReLU()).eval()
+    assert module_adds(model, torch.randn(2, 4, 5, 5)) == {"1": "1.add"}  # block 0's sum went through its ReLU
+    calib = calibrate(model, [torch.randn(2, 4, 5, 5)], "max")
+    assert calib.adds == {"0.add": ["0.conv.output", "0.add.input1"], "1.add": ["0.output", "1.conv.output"]}
+    assert calib.add_sources == {"0.add": ["0.conv", None], "1.add": [None, "1.conv.0"]}  # conv, BN folded
 
 
 # ---------------------------------------------------------------- the file

@@ -10,7 +10,9 @@ the network has no layer of the BatchNorm's name: the conv's name then stands fo
 output, and the conv alone has no counterpart; with a layer of the BatchNorm's name (BatchNorm not
 folded), each maps by its own name. A residual add is named as calibration names it, ``<module>.add``
 (``add_1``...: further adds of the same forward), and belongs to ``<module>`` like its ``<module>/...``
-layers: it is covered where that module is mapped, never compared with a module output of its own.
+layers. Where the module returns that add's result unchanged (MobileNetV2's ``x + self.conv(x)``, seen
+in the forward by trtbuild.quant.record.module_adds), the add's layer is the module's counterpart; where
+something follows it (ResNet's ReLU), it is only covered by the module, never compared with its output.
 
     layer_map, unmapped = automatic_layer_map(network, module, x)
 """
@@ -22,6 +24,7 @@ import re
 import torch
 
 from trtbuild.forward_hooks import ForwardCapture, capture_forward
+from trtbuild.quant.record import module_adds
 
 __all__ = ["automatic_layer_map", "automap_spec"]
 
@@ -36,10 +39,14 @@ def _owner(name: str) -> str:
     return found["module"] if found else name
 
 
-def _candidates(capture: ForwardCapture, layer_names: set[str]) -> list[tuple[str, list[str], tuple]]:
+Candidate = tuple[str, list[str], tuple]  # (module name, names its tensor may carry, output shape)
+
+
+def _candidates(capture: ForwardCapture, layer_names: set[str], adds: dict[str, str]) -> list[Candidate]:
     """[(module name, names its tensor may carry, output shape)] for single-call modules with one
     tensor output, in call order; a conv followed by its BatchNorm is one entry (the BatchNorm's)
-    unless `layer_names` (the network's layer and tensor names) has one of the BatchNorm's name."""
+    unless `layer_names` (the network's layer and tensor names) has one of the BatchNorm's name;
+    `adds`: {module: its add whose result it returns}, the add's name a further name of the module's."""
     once = [c for c in capture.calls if capture.counts[c.name] == 1 and isinstance(c.output, torch.Tensor)]
     producer = {id(c.output): c for c in once}
     folded: dict[str, str] = {}  # conv name -> bn name
@@ -49,8 +56,8 @@ def _candidates(capture: ForwardCapture, layer_names: set[str]) -> list[tuple[st
                 and isinstance(src.module, torch.nn.modules.conv._ConvNd) and c.name not in layer_names):
             folded[src.name] = c.name
     by_bn = {bn: conv for conv, bn in folded.items()}
-    return [(c.name, [c.name] + ([by_bn[c.name]] if c.name in by_bn else []), tuple(c.output.shape))
-            for c in once if c.name not in folded]
+    return [(c.name, [c.name] + [by_bn[n] for n in [c.name] if n in by_bn] + [adds[n] for n in [c.name] if n in adds],
+             tuple(c.output.shape)) for c in once if c.name not in folded]
 
 
 def _shape_matches(dims, shape: tuple) -> bool:
@@ -71,7 +78,7 @@ def automatic_layer_map(network, module: torch.nn.Module, *inputs) -> tuple[dict
     found: dict[str, tuple[int, str]] = {}
     _, capture = capture_forward(module.eval(), *inputs)  # every call, the tensors themselves
     named = set(tensors) | {layer.name.split("/")[0] for layer in layers}
-    for mod_name, names, shape in _candidates(capture, named):
+    for mod_name, names, shape in _candidates(capture, named, module_adds(module, *inputs)):
         for name in names:
             hit = tensors.get(name)
             if hit is None:

@@ -5,6 +5,7 @@
     rec.shapes      # {key: per-sample shape}, in the order first seen
     rec.adds        # {add name: [key of input 0, key of input 1]}
     rec.add_sources # {add name: [Conv/Linear whose output input 0 is, or None; the same for input 1]}
+    rec.module_adds # {module name: its add (``features.3.add``) whose result, unchanged, it returned}
 
 Keys (what a calibration file names):
 
@@ -43,7 +44,7 @@ from torch.utils._pytree import tree_flatten
 
 from trtbuild.forward_hooks import CaptureOptions, ForwardCapture, ModuleCall
 
-__all__ = ["QUANTIZED_MODULES", "TensorRecorder", "quantized_modules", "weight_keys"]
+__all__ = ["QUANTIZED_MODULES", "TensorRecorder", "module_adds", "quantized_modules", "weight_keys"]
 
 #: modules whose input activation (per tensor) and weight (per output channel) are quantized.
 QUANTIZED_MODULES = (nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.Linear)
@@ -63,6 +64,16 @@ def weight_keys(model: nn.Module) -> list[str]:
     return [f"{name}.weight" for name, _ in quantized_modules(model)]
 
 
+def module_adds(model: nn.Module, *inputs) -> dict[str, str]:
+    """{module name: the residual add, named as calibration names it (``features.3.add``), whose
+    result the module returned unchanged} from one forward of `model` on `inputs` (no grad): the
+    layer a builder names after that add computes exactly the module's output."""
+    with torch.no_grad(), TensorRecorder(model, lambda key, x: None) as rec:
+        rec.start_batch()
+        model(*inputs)
+    return dict(rec.module_adds)
+
+
 class _AddWatcher(TorchFunctionMode):
     def __init__(self, recorder: TensorRecorder):
         super().__init__()
@@ -74,13 +85,18 @@ class _AddWatcher(TorchFunctionMode):
         if (func in _ADDS and len(args) >= 2 and "alpha" not in kwargs and isinstance(args[0], torch.Tensor)
                 and isinstance(args[1], torch.Tensor) and args[0].shape == args[1].shape
                 and args[0].is_floating_point() and rec._is_activation(args[0]) and rec._is_activation(args[1])):
-            rec._on_add(args[0], args[1])
+            add = rec._on_add(args[0], args[1])
+        else:
+            add = None
         result = func(*args, **kwargs)
         if any(rec._is_activation(t) for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)):
             rec._mark_activations(result)
-        for t in tree_flatten(result)[0]:  # a tensor returned again was changed in place: no longer a conv's output
+        for t in tree_flatten(result)[0]:  # a tensor returned again was changed in place: no longer what it was
             if isinstance(t, torch.Tensor):
                 rec._sources.pop(id(t), None)
+                rec._sums.pop(id(t), None)
+        if add is not None and isinstance(result, torch.Tensor):
+            rec._sums[id(result)] = (weakref.ref(result), add)
         return result
 
 
@@ -95,6 +111,8 @@ class TensorRecorder:
         self.adds: dict[str, list[str]] = {}
         self.add_sources: dict[str, list[str | None]] = {}
         self._sources: dict[int, tuple[weakref.ref, str]] = {}  # tensor -> the Conv/Linear whose output it is
+        self.module_adds: dict[str, str] = {}
+        self._sums: dict[int, tuple[weakref.ref, str]] = {}  # tensor -> the residual add whose result it is
         self._hooks: ForwardCapture | None = None
         self._producers: dict[int, tuple[weakref.ref, str]] = {}
         self._activations: dict[int, weakref.ref] = {}  # tensors computed from the model's input
@@ -120,7 +138,7 @@ class TensorRecorder:
         self.shapes.setdefault(key, list(x.shape[1:]))
         self.observe(key, x)
 
-    def _on_add(self, a: torch.Tensor, b: torch.Tensor) -> None:
+    def _on_add(self, a: torch.Tensor, b: torch.Tensor) -> str:
         scope = self._scope[-1] if self._scope else ""
         n = self._add_count.get(scope, 0)
         self._add_count[scope] = n + 1
@@ -133,6 +151,7 @@ class TensorRecorder:
             self._see(keys[-1], x)
         self.adds.setdefault(name, keys)
         self.add_sources.setdefault(name, [self._source(a), self._source(b)])
+        return name
 
     def _enter_module(self, name: str, module: nn.Module, args: tuple) -> None:
         self._scope.append(name)
@@ -144,6 +163,10 @@ class TensorRecorder:
             self._scope.pop()
         if isinstance(call.output, torch.Tensor):  # outer modules fire later and overwrite: the outermost wins
             self._producers[id(call.output)] = (weakref.ref(call.output), call.name)
+            found = self._sums.get(id(call.output))
+            add = found[1] if found is not None and found[0]() is call.output else None
+            if add is not None and add.rpartition(".")[0] == call.name:  # one of its own adds, unchanged since
+                self.module_adds.setdefault(call.name, add)
             source = (call.name if isinstance(call.module, QUANTIZED_MODULES)
                       else self._source(call.input) if isinstance(call.module, _BatchNorm) else None)
             if source is not None:
@@ -154,6 +177,7 @@ class TensorRecorder:
         self._producers.clear()
         self._activations.clear()
         self._sources.clear()
+        self._sums.clear()
         self._scope.clear()
         self._add_count.clear()
 
