@@ -7,6 +7,7 @@ in a higher precision. What the Q/DQ builders consume.
     lp.quantized, lp.input_amax, lp.weight_amax, lp.precision     # True, 2.7, (0.41, ...), "int8"
     plan.precision_of("conv4_3_norm")                              # "fp32" (kept)
     plan.add_inputs("layer1.0.add")                                # (amax of input 0, amax of input 1) or None
+    plan.add_operands("layer1.0.add")                              # both AddInputs (key, amax, Conv/Linear) or None
 
 Keep patterns are PyTorch module names or globs (fnmatch: ``*`` also crosses dots). A pattern
 matching a module keeps it and every module inside it. When several patterns cover a module, the
