@@ -56,12 +56,39 @@ def test_nothing_to_keep_when_fp16_passes():
     assert "passes parity with nothing kept" in result.summary()
 
 
-def test_all_kept_failing_is_one_sentence():
+def test_all_kept_failing_names_the_layers_left_in_fp16_in_one_sentence():
     with pytest.raises(PrecisionSearchError) as e:
         search_precision(P.WRONG, ref_trt, "fp16")
     msg = str(e.value)
-    assert msg.startswith("even with all 7 candidate modules kept in fp32, parity of 'prec_wrong' fails")
-    assert "so no choice of fp16 layers can fix it" in msg and msg.count(". ") == 0 and "\n" not in msg
+    assert msg.startswith("even with all 7 candidate modules kept in fp32 (the modules the builder asks its "
+                          "quantization plan about), parity of 'prec_wrong' fails")
+    # the constant and the add the builder plants are no candidates and still computed in fp16
+    assert "but 2 layers that no candidate covers still computed in fp16 and were not searched (one, wrong)" in msg
+    assert "no choice" not in msg and msg.count(". ") == 0 and "\n" not in msg
+
+
+def test_a_failure_outside_the_candidates_is_not_called_unfixable():
+    """The norm is built without trtbuild.layers.planned: keeping every candidate (the convs) leaves it
+    in fp16, where it overflows, so the search must not conclude that no choice of layers can fix it."""
+    module = P.UNPLANNED.torch_factory(0, False)
+    assert check_model_parity(P.UNPLANNED, ref_trt, precision="fp32", module=module).passed  # the builder is right
+    assert not check_model_parity(P.UNPLANNED, ref_trt, precision="fp16", module=module).passed
+    with pytest.raises(PrecisionSearchError) as e:
+        search_precision(P.UNPLANNED, ref_trt, "fp16")
+    msg = str(e.value)
+    assert "no choice" not in msg and "\n" not in msg
+    assert "still computed in fp16 and were not searched (norm/" in msg
+    assert "build them through trtbuild.layers.planned" in msg
+
+
+def test_all_kept_failing_with_nothing_left_in_the_reduced_type_says_no_choice_can_fix_it(tmp_path):
+    module = P.WRONG.torch_factory(0, False)
+    source = random_source((3, 8, 8), 2, 4, P.WRONG.value_range, seed=0)
+    calib = write_calibration(calibrate_data(module, source, "max", model_name="prec_wrong"), tmp_path / "c.json")
+    with pytest.raises(PrecisionSearchError) as e:
+        search_precision(P.WRONG, ref_trt, "int8", calibration=calib)
+    msg = str(e.value)
+    assert "so no choice of int8 layers can fix it" in msg and msg.count(". ") == 0 and "\n" not in msg
 
 
 @pytest.fixture

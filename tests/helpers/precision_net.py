@@ -5,7 +5,8 @@ squares over 16 channels then exceeds 65504 and overflows in fp16 (the norm's ou
 while every conv alone is fine in fp16. The planted fp16-sensitive module is "norm".
 
     EARLY (norm after conv1), LATE (norm after conv5), WRONG (the builder adds 1 to conv6's output:
-    no precision can fix it), PLAIN (no norm: fp16 passes as it is).
+    no precision can fix it), PLAIN (no norm: fp16 passes as it is), UNPLANNED (the norm after conv3
+    built without trtbuild.layers.planned: no candidate of the search, fp32 passes).
 """
 
 from __future__ import annotations
@@ -57,7 +58,7 @@ def _factory(norm_at):
     return make
 
 
-def _builder(norm_at, wrong=False):
+def _builder(norm_at, wrong=False, unplanned=False):
     def build(network, wm, x, quant=None):
         for i in range(1, CONVS + 1):
             name = f"conv{i}"
@@ -66,8 +67,11 @@ def _builder(norm_at, wrong=False):
                              name, quant, padding=1)
             if i == norm_at:
                 weight = wm.get("norm.weight", (CHANNELS,))
-                x = planned(network, x, "norm", quant,
-                            lambda t, n, w=weight: l2norm(network, t, w, n, strategy="naive"), "norm")
+                if unplanned:
+                    x = l2norm(network, x, weight, "norm", strategy="naive")
+                else:
+                    x = planned(network, x, "norm", quant,
+                                lambda t, n, w=weight: l2norm(network, t, w, n, strategy="naive"), "norm")
         if wrong:
             one = constant(network, torch.ones(1, 1, 1, 1).numpy(), x, "one")
             x = add(network, x, one, "wrong")
@@ -75,9 +79,9 @@ def _builder(norm_at, wrong=False):
     return build
 
 
-def _spec(name, norm_at, wrong=False):
+def _spec(name, norm_at, wrong=False, unplanned=False):
     return ModelSpec(name=name, description="debug precision test net", torch_factory=_factory(norm_at),
-                     build_network=_builder(norm_at, wrong), input_shape=lambda small=False: (1, 3, 8, 8),
+                     build_network=_builder(norm_at, wrong, unplanned), input_shape=lambda small=False: (1, 3, 8, 8),
                      output_names=["out"])
 
 
@@ -85,3 +89,4 @@ EARLY = _spec("prec_early", 1)
 LATE = _spec("prec_late", 5)
 WRONG = _spec("prec_wrong", 3, wrong=True)
 PLAIN = _spec("prec_plain", None)
+UNPLANNED = _spec("prec_unplanned", 3, unplanned=True)

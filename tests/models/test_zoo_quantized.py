@@ -329,6 +329,30 @@ def test_cli_refuses_int8_without_calibration_and_another_models_file(tmp_path, 
     assert not (tmp_path / "engines").exists()  # refused before anything was written
 
 
+
+def test_cli_refuses_a_keep_that_reaches_no_layer_naming_the_modules_that_can_be_kept(tmp_path, monkeypatch, capsys,
+                                                                                      calib_file):
+    """resnet18's ReLU and max-pool modules exist in PyTorch, but its builder asks the plan about no
+    layer of theirs: a --keep of them would change nothing, so it is refused, nothing is written,
+    and the message names what can be kept."""
+    import shutil
+
+    monkeypatch.chdir(tmp_path)
+    shutil.copy(calib_file("resnet18"), "calib.json")
+    ref = ["--small", "--backend", "reference", "--no-progress"]
+    code, _, err = _cli(capsys, "build", "resnet18", *ref, "--precision", "int8", "--calibration", "calib.json",
+                        "--keep", "fp32:relu", "--keep", "fp32:layer4.*")
+    assert code == 1 and "--keep fp32:relu would keep nothing: model 'resnet18' builds no layer of that module" in err
+    assert "the modules that can be kept: conv1, layer1.0.conv1, layer1.0.conv2, layer1.0.add," in err
+    code, _, err = _cli(capsys, "build", "resnet18", *ref, "--precision", "fp16", "--keep", "fp32:maxpool,layer1.0.*")
+    assert code == 1 and "--keep fp32:maxpool would keep nothing" in err
+    assert not (tmp_path / "engines").exists()  # no engine, no sidecar recording the keep
+    quant = quant_plan("resnet18", "int8", calib_file("resnet18"), ["fp32:relu,conv1", "fp16:maxpool"], small=True)
+    with pytest.raises(ValueError, match=r"--keep fp32:relu fp16:maxpool would keep nothing: model 'resnet18' builds "
+                                         r"no layer of those modules"):
+        build_model("resnet18", WeightMap.from_module(_torch("resnet18")), ref_trt, "int8", small=True,
+                    progress=False, quant=quant)
+
 # --- trtbuild.layers.planned in your own network ---------------------------------------------------
 
 class _Tiny(nn.Module):
@@ -374,6 +398,114 @@ def test_planned_helpers_quantize_a_user_network_as_a_fake_quant_pytorch_model()
     assert (want - fp32).abs().max() > 1e-3  # quantization shows
     torch.testing.assert_close(got, want, atol=1e-5 * float(fp32.abs().max()), rtol=0)
 
+
+
+class _InvertedResidual(nn.Module):
+    """torchvision MobileNetV2's residual form: the identity is the first operand."""
+
+    def __init__(self, width):
+        super().__init__()
+        self.conv = nn.Sequential(nn.Conv2d(width, width, 3, padding=1, bias=False), nn.BatchNorm2d(width))
+
+    def forward(self, x):
+        return x + self.conv(x)
+
+
+class _MobileBlock(nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.stem, self.relu, self.block = nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), _InvertedResidual(8)
+        with torch.no_grad():
+            self.block.conv[1].running_mean.uniform_(-0.5, 0.5)
+            self.block.conv[1].running_var.uniform_(0.5, 2.0)
+            self.block.conv[1].weight.uniform_(4.0, 6.0)  # the branch's range differs from the identity's
+
+    def forward(self, x):
+        return self.block(self.relu(self.stem(x)))
+
+
+def _mobile_network(model, quant, swapped=False, names=("stem", "relu")):
+    from helpers.refnet import RefNet
+
+    from trtbuild.layers.basic import relu
+    from trtbuild.layers.planned import planned_add, planned_conv, planned_conv_bn
+
+    wm = WeightMap.from_module(model)
+    refnet = RefNet()
+    net = refnet.network
+    x = refnet.input("x", (2, 3, 6, 6))
+    y = relu(net, planned_conv(net, x, wm.get("stem.weight"), wm.get("stem.bias"), names[0], quant, "stem",
+                               padding=1), names[1])
+    b = planned_conv_bn(net, y, wm, "block.conv.0", "block.conv.1", "block.conv.0", quant, padding=1, kernel=3)
+    if names != ("stem", "relu"):  # a layer between the conv and the add, named after no module
+        b = net.add_identity(b)
+        b.name = b.get_output(0).name = "mystery"
+        b = b.get_output(0)
+    out = planned_add(net, b, y, "block.add", quant) if swapped else planned_add(net, y, b, "block.add", quant)
+    return refnet, out
+
+
+@pytest.mark.parametrize("swapped", [False, True], ids=["pytorch_order", "swapped"])
+def test_planned_add_quantizes_the_identity_whatever_the_operand_order(swapped):
+    """``x + self.conv(x)``: NVIDIA's placement quantizes the identity x (with x's own range) and
+    leaves the convolution branch to fuse with the add, whichever argument the builder passes first;
+    checked against a fake-quant PyTorch model written here."""
+    from trtbuild.quant import QuantPlan, calibrate
+
+    model = _MobileBlock().eval()
+    gen = torch.Generator().manual_seed(0)
+    calib_x = torch.randn(4, 3, 6, 6, generator=gen)
+    calib = calibrate(model, [calib_x], "max", model_name="mobile")
+    assert calib.adds == {"block.add": ["relu.output", "block.conv.output"]}
+    assert calib.add_sources == {"block.add": [None, "block.conv.0"]}  # the branch comes from the conv (BN folded)
+    with torch.no_grad():
+        identity = model.relu(model.stem(calib_x))
+        branch = model.block.conv(identity)
+    assert calib.activations["relu.output"] == pytest.approx(float(identity.abs().max()), rel=1e-6)
+    assert calib.activations["block.conv.output"] == pytest.approx(float(branch.abs().max()), rel=1e-6)
+    assert calib.activations["block.conv.output"] > 2 * calib.activations["relu.output"]
+    refnet, out = _mobile_network(model, QuantPlan.build(calib, "int8"), swapped)
+    layers = {refnet.network.get_layer(i).name: refnet.network.get_layer(i)
+              for i in range(refnet.network.num_layers)}
+    assert layers["block.add/residual_q/quantize"].get_input(0).name == "relu"  # the identity, not the branch
+    xt = torch.randn(2, 3, 6, 6, generator=gen)
+    got = refnet.run({"x": xt}, out=out)["out"]
+    with torch.no_grad():  # fake quantization by hand: stem and conv inputs, weights per channel, the identity
+        folded = fuse_conv_bn_eval(copy.deepcopy(model.block.conv[0]), model.block.conv[1])
+        y = torch.relu(nn.functional.conv2d(_int8(xt, calib.activations["stem.input"]),
+                                            _fake_weight("int8", model.stem.weight), model.stem.bias, padding=1))
+        b = nn.functional.conv2d(_int8(y, calib.activations["block.conv.0.input"]),
+                                 _fake_weight("int8", folded.weight), folded.bias, padding=1)
+        want = _int8(y, calib.activations["relu.output"]) + b
+        fp32 = model(xt)
+    assert (want - fp32).abs().max() > 1e-3  # quantization shows
+    torch.testing.assert_close(got, want, atol=1e-5 * float(fp32.abs().max()), rtol=0)
+
+
+def test_planned_add_refuses_an_add_whose_inputs_the_graph_cannot_tell_apart():
+    from trtbuild.quant import QuantPlan, calibrate
+
+    model = _MobileBlock().eval()
+    calib = calibrate(model, [torch.randn(4, 3, 6, 6, generator=torch.Generator().manual_seed(0))], "max",
+                      model_name="mobile")
+    with pytest.raises(ValueError) as e:
+        _mobile_network(model, QuantPlan.build(calib, "int8"), names=("first", "second"))
+    msg = str(e.value)
+    assert msg.startswith("residual add 'block.add': the graph does not tell which of its inputs 'second' and "
+                          "'mystery' is PyTorch's relu.output and which block.conv.output")
+    assert "\n" not in msg and msg.count(". ") == 0
+
+
+def test_int8_resnet18_quantizes_each_shortcut_as_the_identity(calib_file):
+    """Downsampling blocks have a convolution on both inputs: the identity is the shortcut (the
+    calibrated second operand of ``out += identity``), found by the layer names."""
+    layers = _network("resnet18", "int8", quant_plan("resnet18", "int8", calib_file("resnet18"), small=True))
+    for s in (1, 2, 3, 4):
+        for b in (0, 1):
+            shortcut = (f"layer{s}.0.downsample" if s > 1 and b == 0 else "maxpool" if s == 1 and b == 0
+                        else f"layer{s}.0")
+            assert layers[f"layer{s}.{b}.add/residual_q/quantize"].get_input(0).name == shortcut
 
 # --- ONNX export (QuantizeLinear / DequantizeLinear) -----------------------------------------------
 

@@ -9,6 +9,7 @@ from torch import nn
 
 from trtbuild import reference as ref_trt
 from trtbuild.layers.basic import add, conv, conv_bn, global_avg_pool, linear, max_pool, read_linear, relu
+from trtbuild.layers.batchnorm import batchnorm
 from trtbuild.layers.l2norm import l2norm
 from trtbuild.layers.lrn import lrn
 from trtbuild.layers.normalization import group_norm
@@ -36,9 +37,7 @@ def test_automatic_map_agrees_with_the_hand_written_one(name):
     assert set(auto) - set(hand) == set()
     if name == "resnet18":  # conv+BN folded: the conv layer stands for the BatchNorm module
         assert auto["layer1.0.conv1"] == "layer1.0.bn1" and auto["conv1"] == "bn1"
-        assert unmapped == [f"layer{s}.{b}.add" for s in range(1, 5) for b in range(2)]  # no torch module adds
-    else:
-        assert unmapped == []
+    assert unmapped == []  # resnet18's residual adds, layer1.0.add..., belong to their blocks
 
 
 class Net(nn.Module):
@@ -193,3 +192,79 @@ def test_a_module_ending_in_its_own_layer_is_still_mapped():
     assert [(r.name, r.module) for r in report.layers] == [("attn.qkv", "attn.qkv"), ("attn.proj", "attn.proj"),
                                                            ("attn/sigmoid", "attn"), ("head", "head")]
     assert report.passed and all(r.passed for r in report.layers)
+
+
+class Block(nn.Module):
+    def __init__(self, width):
+        super().__init__()
+        self.conv = nn.Conv2d(width, width, 3, padding=1)
+        self.bn = nn.BatchNorm2d(width)
+        self.relu = nn.ReLU()
+
+    def forward(self, x):
+        return self.relu(x + self.bn(self.conv(x)))
+
+
+class Inverted(nn.Module):
+    """MobileNetV2's residual form: the module returns its add's result."""
+
+    def __init__(self, width):
+        super().__init__()
+        self.conv = nn.Sequential(nn.Conv2d(width, width, 3, padding=1), nn.BatchNorm2d(width))
+
+    def forward(self, x):
+        return x + self.conv(x)
+
+
+class Unfolded(nn.Module):
+    """Convolutions followed by BatchNorms that the network builds as layers of their own, and two
+    blocks whose residual adds are named as calibration names them (``block.add``, ``inv.add``)."""
+
+    def __init__(self, width=8):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, width, 3, padding=1)
+        self.bn1 = nn.BatchNorm2d(width)
+        self.relu1 = nn.ReLU()
+        self.block = Block(width)
+        self.inv = Inverted(width)
+        self.pool = nn.AdaptiveAvgPool2d(1)
+        self.fc = nn.Linear(width, 4)
+
+    def forward(self, x):
+        return self.fc(torch.flatten(self.pool(self.inv(self.block(self.relu1(self.bn1(self.conv1(x)))))), 1))
+
+
+def _unfolded_network(net, wm, x):
+    def conv_then_bn(y, c, b):
+        w = wm.get(f"{c}.weight")
+        y = conv(net, y, w, wm.get(f"{c}.bias"), c, padding=1)
+        return batchnorm(net, y, wm.get(f"{b}.weight"), wm.get(f"{b}.bias"), wm.get(f"{b}.running_mean"),
+                         wm.get(f"{b}.running_var"), 1e-5, b)
+
+    y = relu(net, conv_then_bn(x, "conv1", "bn1"), "relu1")
+    y = relu(net, add(net, y, conv_then_bn(y, "block.conv", "block.bn"), "block.add"), "block")
+    y = add(net, y, conv_then_bn(y, "inv.conv.0", "inv.conv.1"), "inv.add")
+    return {"logits": linear(net, global_avg_pool(net, y, "pool"), *read_linear(wm, "fc"), "fc")}
+
+
+def _unfolded_model():
+    torch.manual_seed(0)
+    model = Unfolded()
+    with torch.no_grad():
+        for bn in (model.bn1, model.block.bn, model.inv.conv[1]):
+            bn.running_mean.uniform_(-0.5, 0.5)
+            bn.running_var.uniform_(0.5, 2.0)
+    return model.eval()
+
+
+def test_unfolded_batchnorms_and_their_convolutions_map_by_name_and_adds_belong_to_their_module():
+    spec = ModelSpec(name="automap_unfolded", description="test", torch_factory=lambda seed=0, small=False:
+                     _unfolded_model(), build_network=_unfolded_network, input_shape=lambda small=False: (1, 3, 8, 8),
+                     output_names=["logits"])
+    report = check_model_parity(spec, ref_trt, layerwise=True, module=_unfolded_model())
+    order = ["conv1", "bn1", "relu1", "block.conv", "block.bn", "block", "inv.conv.0", "inv.conv.1", "inv.add",
+             "pool", "fc"]
+    modules = [n if n != "inv.add" else "inv" for n in order]  # the add is the output of the module returning it
+    assert [(r.name, r.module) for r in report.layers] == list(zip(order, modules))
+    assert report.passed and all(r.passed for r in report.layers)  # each compared with PyTorch's own tensor
+    assert report.meta["unmapped_layers"] == []

@@ -222,6 +222,74 @@ def test_hooks_on_a_user_network_name_the_adds_and_their_inputs():
             assert calib.activations[key] == pytest.approx(float(t.abs().max()), rel=1e-6), key
 
 
+class TinyViT(nn.Module):
+    """A class token concatenated before a position-embedding add, then one residual block."""
+
+    def __init__(self, dim=8, patches=4):
+        super().__init__()
+        self.embed = nn.Linear(3, dim)
+        self.cls_token = nn.Parameter(torch.randn(1, 1, dim))
+        self.pos_embed = nn.Parameter(torch.randn(1, patches + 1, dim))
+        self.proj = nn.Linear(dim, dim)
+        self.head = nn.Linear(dim, 2)
+
+    def forward(self, x):  # x: B x patches x 3
+        x = self.embed(x)
+        x = torch.cat((self.cls_token.expand(x.shape[0], -1, -1), x), dim=1) + self.pos_embed
+        x = x + self.proj(x)
+        return self.head(x[:, 0])
+
+
+@pytest.mark.parametrize("batch", [1, 4])
+def test_an_add_of_a_parameter_is_no_residual_add_whatever_the_batch(tmp_path, batch):
+    torch.manual_seed(0)
+    model = TinyViT().eval()
+    x = torch.randn(batch, 4, 3)
+    calib = calibrate(model, [x], "max", model_name="vit")
+    assert calib.adds == {"add": ["add.input0", "proj.output"]}  # residual adds alone are numbered
+    assert set(calib.shapes["activations"]) == {"embed.input", "proj.input", "head.input", "add.input0",
+                                                "proj.output"}
+    with torch.no_grad():
+        tokens = torch.cat((model.cls_token.expand(batch, -1, -1), model.embed(x)), dim=1) + model.pos_embed
+        assert calib.activations["add.input0"] == pytest.approx(float(tokens.abs().max()), rel=1e-6)
+    calib.data = {"sample_shape": [4, 3]}
+    path = write_calibration(calib, tmp_path / "vit.json")
+    assert load_calibration(path, model).adds == calib.adds  # checked against a forward at batch 1
+
+
+class _InPlaceBlock(nn.Module):
+    """torchvision ResNet's form: ``out += identity`` then an in-place ReLU on the same tensor."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv, self.relu = nn.Conv2d(4, 4, 3, padding=1), nn.ReLU(inplace=True)
+
+    def forward(self, x):
+        out = self.conv(x)
+        out += x
+        return self.relu(out)
+
+
+class _Inverted(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Sequential(nn.Conv2d(4, 4, 3, padding=1), nn.BatchNorm2d(4))
+
+    def forward(self, x):
+        return x + self.conv(x)
+
+
+def test_module_adds_names_the_modules_that_return_their_own_add_unchanged():
+    from trtbuild.quant.record import module_adds
+
+    torch.manual_seed(0)
+    model = nn.Sequential(_InPlaceBlock(), _Inverted(), nn.ReLU()).eval()
+    assert module_adds(model, torch.randn(2, 4, 5, 5)) == {"1": "1.add"}  # block 0's sum went through its ReLU
+    calib = calibrate(model, [torch.randn(2, 4, 5, 5)], "max")
+    assert calib.adds == {"0.add": ["0.conv.output", "0.add.input1"], "1.add": ["0.output", "1.conv.output"]}
+    assert calib.add_sources == {"0.add": ["0.conv", None], "1.add": [None, "1.conv.0"]}  # conv, BN folded
+
+
 # ---------------------------------------------------------------- the file
 
 @pytest.fixture(scope="module")
@@ -275,6 +343,7 @@ def test_the_file_is_refused_for_a_network_of_other_tensors(tmp_path):
     (lambda d: d.update(format_version=2), r"format version 2"),
     (lambda d: d.pop("format"), "not a trtbuild calibration file"),
     (lambda d: d["activations"].pop("conv1.input"), "no amax for conv1.input"),
+    (lambda d: d["add_sources"].update({"layer1.0.add": ["layer1.0.conv2"]}), r"\"add_sources\" entry"),
 ])
 def test_edited_files_are_refused_in_one_sentence(tmp_path, resnet_file, edit, message):
     path = _edited(tmp_path, resnet_file, edit)

@@ -11,7 +11,9 @@ it asks, which is network order: exactly the modules ``--keep`` can keep. Then, 
 ``debug precision`` but on PyTorch module names and without marking outputs:
 
 1. parity with nothing kept (if it passes there is nothing to find) and with every candidate kept
-   (if that fails, no precision choice can help: a one-sentence PrecisionSearchError);
+   (if that fails: a one-sentence PrecisionSearchError, which says that no choice of layers can fix
+   it only when no layer is left in the reduced type; otherwise it names the layers that are no
+   candidates and still computed in it: activations, adds, pools built without trtbuild.layers.planned);
 2. bisection on prefixes: the shortest prefix of the candidates whose keeping passes; its last
    module is the latest one needed;
 3. bisection on suffixes of that prefix: the latest start whose keeping passes, the earliest one needed;
@@ -241,10 +243,20 @@ def search_precision(model, trt, precision: str, *, calibration=None, weights=No
                                    "no layer can be kept in fp32 (build its layers with trtbuild.layers.planned)")
     every = trial(tuple(candidates))
     if not every.passed:
+        every_kept = replace(base, keep=[(n, "fp32") for n in candidates])
+        left = _layers_left_in(precision, spec, wm, module, small, every_kept)
+        failing = (f"even with all {len(candidates)} candidate modules kept in fp32 (the modules the builder asks its "
+                   f"quantization plan about), parity of '{spec.name}' fails ({worst_text(every.report)})")
+        if not left:
+            raise PrecisionSearchError(f"{failing}, so no choice of {precision} layers can fix it: check the builder, "
+                                       "the weights and the tolerances with `trtbuild parity` in fp32")
+        shown = ", ".join(left[:8]) + (f", ... ({len(left)} in all)" if len(left) > 8 else "")
         raise PrecisionSearchError(
-            f"even with all {len(candidates)} candidate modules kept in fp32, parity of '{spec.name}' fails "
-            f"({worst_text(every.report)}), so no choice of {precision} layers can fix it: check the builder, the "
-            "weights and the tolerances with `trtbuild parity` in fp32")
+            f"{failing}, but {len(left)} layer{'s' if len(left) != 1 else ''} that no candidate covers still "
+            f"computed in {precision} and {'were' if len(left) != 1 else 'was'} not searched ({shown}), so either "
+            f"they need fp32 or the builder is wrong: build them through trtbuild.layers.planned (planned(...)) to "
+            "make them candidates, and check the builder, the weights and the tolerances with `trtbuild parity` in "
+            "fp32")
     try:
         best = _bisect_and_prune(candidates, trial)
         complete = True
@@ -252,6 +264,24 @@ def search_precision(model, trt, precision: str, *, calibration=None, weights=No
         best, complete = _smallest_passing(trials), False
     result.kept, result.after, result.complete = best, cache[frozenset(best)].report, complete
     return result
+
+
+def _layers_left_in(precision: str, spec, wm, module, small: bool, plan) -> list[str]:
+    """Names of the layers (casts aside) of `spec`'s network built with `plan` whose output is still
+    the reduced float type of `precision` (HALF for fp16, BF16 for bf16; none for int8/fp8, whose
+    float type is FLOAT): what keeping every candidate leaves out of the search."""
+    import trtbuild.reference as ref_trt
+    from trtbuild.engine.build import definition_step
+    from trtbuild.weights import WeightMap
+
+    reduced = {"fp16": ref_trt.DataType.HALF, "bf16": ref_trt.DataType.BF16}.get(precision)
+    if reduced is None:
+        return []
+    weights = wm if wm is not None else WeightMap.from_module(module)
+    network = definition_step(spec, weights=weights, precision=precision, small=small, quant=plan)(ref_trt).network
+    layers = [network.get_layer(i) for i in range(network.num_layers)]
+    return [layer.name for layer in layers if type(layer).__name__ != "ICastLayer"  # .type: an ActivationType...
+            and any(layer.get_output(j).dtype == reduced for j in range(layer.num_outputs))]
 
 
 def _smallest_passing(trials) -> list[str]:

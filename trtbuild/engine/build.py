@@ -362,7 +362,10 @@ def definition_step(define, *, weights=None, input_name=None, input_shape=None, 
         input_shape = spec.input_shape(small)
 
         def define(network, x, _spec=spec, _wm=wm):  # the spec becomes a plain definition
-            return check_spec_outputs(_spec, _spec.build_network(network, _wm, x, **quant_kw))
+            outputs = check_spec_outputs(_spec, _spec.build_network(network, _wm, x, **quant_kw))
+            if quant is not None:
+                quant.check_keep_reached(_spec.name)  # a --keep that reached no layer must not be recorded
+            return outputs
     elif input_shape is None and _takes_input(define):
         raise ValueError("build_plan: a definition f(network, x) needs input_shape (NCHW with batch 1)")
 

@@ -42,6 +42,8 @@ def build_spec_network(network, spec, wm, precision: str = "fp32", small: bool =
     x = network.add_input(spec.input_name, dtype, trt.Dims(spec.input_shape(small)))
     outs = spec.build_network(network, wm, x, **({"quant": quant} if quant is not None else {}))
     check_spec_outputs(spec, outs)
+    if quant is not None:
+        quant.check_keep_reached(spec.name)
     return outs
 
 

@@ -19,9 +19,10 @@ import trtbuild.quant, which sits above the models):
   network's type (``name``); strongly typed, no precision flags;
 - otherwise plain, in the network's type (what the builders do without a plan).
 
-A residual add (``planned_add``) quantizes its residual input (PyTorch's second operand, the
-identity) with the calibrated amax, so that TensorRT can fuse the add into the convolution
-producing the first operand. Only inputs are quantized, so there is no Q/DQ after the last layer.
+A residual add (``planned_add``) quantizes its residual (identity) input with that input's
+calibrated amax, so that TensorRT can fuse the add into the convolution producing the other input;
+which input is the identity comes from the graph and the calibration (trtbuild.layers.residual),
+not from the order of the arguments. Only inputs are quantized, so there is no Q/DQ after the last layer.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from trtbuild.backend import trt_of
 from .basic import add, check_conv_weight, check_linear_weight, conv, linear, read_conv_bn
 from .common import out
 from .quantize import QMAX, qadd, qconv, qlinear
+from .residual import residual_input
 
 __all__ = ["FLOAT_TYPES", "planned", "planned_add", "planned_conv", "planned_conv_bn", "planned_linear"]
 
@@ -96,9 +98,12 @@ def planned_linear(network, x, weight, bias, name: str, quant=None, module: str 
 
 
 def planned_add(network, x, residual, name: str, quant=None):
-    """``x + residual`` (the residual add `name`, e.g. ``layer1.0.add``): the residual input
-    quantized per tensor with its calibrated amax when `quant` quantizes the add, else plain."""
-    amax = quant.add_inputs(name) if quant is not None else None
-    if amax is None or quant.precision not in QMAX:
+    """``x + residual`` (the residual add `name`, e.g. ``layer1.0.add``): when `quant` quantizes the
+    add, its identity input, found from the graph whichever argument it is (see
+    trtbuild.layers.residual), quantized per tensor with its own calibrated amax; else plain."""
+    operands = quant.add_operands(name) if quant is not None else None
+    if operands is None or quant.precision not in QMAX:
         return add(network, x, residual, name)
-    return qadd(network, x, residual, name, amax[1], quant.precision)
+    identity, amax = residual_input(network, x, residual, name, operands)
+    branch = residual if identity is x else x
+    return qadd(network, branch, identity, name, amax, quant.precision)

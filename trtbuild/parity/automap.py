@@ -5,8 +5,14 @@ trtbuild's builders name layers after the PyTorch module they implement (``conv1
 result tensor carrying the module name. So for each torch module that runs exactly once per forward
 (leaf or not), its network counterpart is the tensor named like the module, else the output of the
 last layer (in network order) named like it or ``<module>/...``, kept only when its shape equals the
-module's output shape. A BatchNorm fed directly by a convolution is folded into it (``conv_bn``): the
-conv's name stands for the BatchNorm's output, and the conv alone has no counterpart.
+module's output shape. A BatchNorm fed directly by a convolution is folded into it (``conv_bn``) when
+the network has no layer of the BatchNorm's name: the conv's name then stands for the BatchNorm's
+output, and the conv alone has no counterpart; with a layer of the BatchNorm's name (BatchNorm not
+folded), each maps by its own name. A residual add is named as calibration names it, ``<module>.add``
+(``add_1``...: further adds of the same forward), and belongs to ``<module>`` like its ``<module>/...``
+layers. Where the module returns that add's result unchanged (MobileNetV2's ``x + self.conv(x)``, seen
+in the forward by trtbuild.quant.record.module_adds), the add's layer is the module's counterpart; where
+something follows it (ResNet's ReLU), it is only covered by the module, never compared with its output.
 
 The fallback must not claim a tensor the module does not return. A module whose output is a
 submodule's output (``attn`` ending in ``attn.proj``: the very same torch tensor), or whose layers
@@ -19,9 +25,12 @@ Its own ``<module>/...`` layers count as accounted for when that submodule is ma
 
 from __future__ import annotations
 
+import re
+
 import torch
 
 from trtbuild.forward_hooks import ForwardCapture, capture_forward
+from trtbuild.quant.record import module_adds
 
 __all__ = ["automatic_layer_map", "automap_spec"]
 
@@ -40,20 +49,35 @@ def _returned_by_submodule(capture: ForwardCapture) -> dict[str, str]:
     return aliases
 
 
-def _candidates(capture: ForwardCapture) -> list[tuple[str, list[str], tuple]]:
+#: ``layer1.0.add`` -> ``layer1.0``: the add layers calibration and the planned builders name after their module
+_ADD_NAME = re.compile(r"^(?P<module>.+)\.add(_\d+)?$")
+
+
+def _owner(name: str) -> str:
+    """The module a layer name belongs to by naming: ``<module>.add`` / ``<module>.add_N`` -> ``<module>``."""
+    found = _ADD_NAME.match(name)
+    return found["module"] if found else name
+
+
+Candidate = tuple[str, list[str], tuple]  # (module name, names its tensor may carry, output shape)
+
+
+def _candidates(capture: ForwardCapture, layer_names: set[str], adds: dict[str, str]) -> list[Candidate]:
     """[(module name, names its tensor may carry, output shape)] for single-call modules with one
-    tensor output, in call order; a conv followed by its BatchNorm is one entry (the BatchNorm's)."""
+    tensor output, in call order; a conv followed by its BatchNorm is one entry (the BatchNorm's)
+    unless `layer_names` (the network's layer and tensor names) has one of the BatchNorm's name;
+    `adds`: {module: its add whose result it returns}, the add's name a further name of the module's."""
     once = [c for c in capture.calls if capture.counts[c.name] == 1 and isinstance(c.output, torch.Tensor)]
     producer = {id(c.output): c for c in once}
     folded: dict[str, str] = {}  # conv name -> bn name
     for c in once:
         src = producer.get(id(c.input)) if isinstance(c.input, torch.Tensor) else None
         if (isinstance(c.module, torch.nn.modules.batchnorm._BatchNorm) and src is not None
-                and isinstance(src.module, torch.nn.modules.conv._ConvNd)):
+                and isinstance(src.module, torch.nn.modules.conv._ConvNd) and c.name not in layer_names):
             folded[src.name] = c.name
     by_bn = {bn: conv for conv, bn in folded.items()}
-    return [(c.name, [c.name] + ([by_bn[c.name]] if c.name in by_bn else []), tuple(c.output.shape))
-            for c in once if c.name not in folded]
+    return [(c.name, [c.name] + [by_bn[n] for n in [c.name] if n in by_bn] + [adds[n] for n in [c.name] if n in adds],
+             tuple(c.output.shape)) for c in once if c.name not in folded]
 
 
 def _shape_matches(dims, shape: tuple) -> bool:
@@ -74,7 +98,8 @@ def automatic_layer_map(network, module: torch.nn.Module, *inputs) -> tuple[dict
     found: dict[str, tuple[int, str]] = {}
     _, capture = capture_forward(module.eval(), *inputs)  # every call, the tensors themselves
     aliases = _returned_by_submodule(capture)
-    for mod_name, names, shape in _candidates(capture):
+    named = set(tensors) | {layer.name.split("/")[0] for layer in layers}
+    for mod_name, names, shape in _candidates(capture, named, module_adds(module, *inputs)):
         for name in names:
             hit = tensors.get(name)
             if hit is None and mod_name not in aliases:
@@ -90,7 +115,7 @@ def automatic_layer_map(network, module: torch.nn.Module, *inputs) -> tuple[dict
     producers = {found[t][0] for t in found}
 
     def is_covered(li: int, name: str) -> bool:
-        parts = name.split("/")
+        parts = [_owner(name.split("/")[0])] + name.split("/")[1:]
         return li in producers or any("/".join(parts[:k]) in covered for k in range(1, len(parts) + 1))
 
     unmapped = [layer.name for li, layer in enumerate(layers) if not is_covered(li, layer.name)]
@@ -129,6 +154,6 @@ def automap_spec(spec, wm, module: torch.nn.Module, precision: str = "fp32", sma
     mapping, unmapped = automatic_layer_map(network, module, x.to(device))
     if not mapping:
         raise ValueError(f"model '{spec.name}': no network tensor matches a torch module by name and shape, so "
-                         "layerwise parity has nothing to compare; name the layers after the modules (README "
+                         "layerwise parity has nothing to compare; name the layers after the modules (docs: "
                          "'Your own model') or give the ModelSpec a layer_map")
     return mapping, unmapped

@@ -17,10 +17,14 @@ Format (``format_version`` 1)::
      "activations": {"conv1.input": 2.71, "layer1.0.output": 3.05, ...},     # amax per tensor
      "weights": {"conv1.weight": [0.41, 0.38, ...], ...},                      # amax per output channel
      "adds": {"layer1.0.add": ["layer1.0.bn2.output", "maxpool.output"], ...},
+     "add_sources": {"layer1.0.add": ["layer1.0.conv2", null], ...},          # Conv/Linear feeding each input
      "modules": ["conv1", "bn1", ...], "all_zero": [...]}
 
 ``weights_sha256`` (added after the first files were written; same format version): a file is
 refused for other weights (:func:`check_weights`); a file without it is used with a warning.
+``add_sources`` (added later too): which input of each residual add is the output of a Conv/Linear
+(BatchNorm folded), so a build tells the identity input from the graph; a file without it counts
+the second operand as the identity.
 
 Activation keys are ``<module>.input`` (input of a Conv/Linear) and ``<module>.output`` (a tensor
 feeding a residual add); see trtbuild.quant.record. Shapes of activations are per sample (no batch).
@@ -80,7 +84,7 @@ def to_dict(calib: Calibration) -> dict:
             **({"weights_sha256": calib.weights_sha256} if calib.weights_sha256 else {}),
             "fingerprint": fingerprint(calib.shapes),
             "shapes": calib.shapes, "activations": calib.activations, "weights": calib.weights, "adds": calib.adds,
-            "modules": calib.modules, "all_zero": calib.all_zero}
+            "add_sources": calib.add_sources, "modules": calib.modules, "all_zero": calib.all_zero}
 
 
 def _dumps(value, indent: str = "") -> str:
@@ -145,6 +149,12 @@ def _read(path) -> dict:
                       ("method", dict), ("model", str)):
         if not isinstance(data.get(key), kind):
             _refuse(path, f"lacks its \"{key}\" entry (a {kind.__name__}); the file is damaged or was edited")
+    sources = data.get("add_sources", {})
+    if not isinstance(sources, dict) or any(
+            not isinstance(v, list) or len(v) != 2 or not all(s is None or isinstance(s, str) for s in v)
+            for v in sources.values()):
+        _refuse(path, "has an \"add_sources\" entry that is not {add: [module or null, module or null]}; the file "
+                      "is damaged or was edited")
     if not all(isinstance(data["shapes"].get(k), dict) for k in ("activations", "weights")):
         _refuse(path, "lacks the activation or weight shapes; the file is damaged or was edited")
     if data.get("fingerprint") != fingerprint(data["shapes"]):
@@ -181,7 +191,7 @@ def _from_dict(data: dict) -> Calibration:
                        weights=data["weights"], shapes=data["shapes"], adds=data["adds"], modules=data["modules"],
                        data=data.get("data") or {}, small=data.get("small"), precision=data.get("precision"),
                        weights_source=data.get("weights_source"), all_zero=data.get("all_zero") or [],
-                       weights_sha256=data.get("weights_sha256"))
+                       weights_sha256=data.get("weights_sha256"), add_sources=data.get("add_sources") or {})
 
 
 def check_calibration_path(path) -> None:

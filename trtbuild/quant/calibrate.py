@@ -48,6 +48,8 @@ class Calibration:
     weights_source: str | None = None
     all_zero: list[str] = field(default_factory=list)
     weights_sha256: str | None = None  # weights_sha256() of the model calibrated (None in files made before it)
+    #: per add, the Conv/Linear whose output each input is (trtbuild.quant.record); {} in files made before it
+    add_sources: dict[str, list[str | None]] = field(default_factory=dict)
 
 
 def weights_sha256(model: nn.Module, weights=None) -> str | None:
@@ -155,7 +157,8 @@ def calibrate(model: nn.Module, batches: Iterable[torch.Tensor], method: str = "
         params["num_bins"] = num_bins
     return Calibration(model=model_name, method=params, activations=activations, weights=weights,
                        shapes={"activations": rec.shapes, "weights": weight_shapes}, adds=rec.adds,
-                       modules=_module_names(model), all_zero=all_zero, weights_sha256=weights_sha256(model))
+                       modules=_module_names(model), all_zero=all_zero, weights_sha256=weights_sha256(model),
+                       add_sources=rec.add_sources)
 
 
 def calibrate_data(model: nn.Module, source, method: str = "max", *, percentile: float = 99.99,

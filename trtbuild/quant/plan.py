@@ -7,6 +7,7 @@ in a higher precision. What the Q/DQ builders consume.
     lp.quantized, lp.input_amax, lp.weight_amax, lp.precision     # True, 2.7, (0.41, ...), "int8"
     plan.precision_of("conv4_3_norm")                              # "fp32" (kept)
     plan.add_inputs("layer1.0.add")                                # (amax of input 0, amax of input 1) or None
+    plan.add_operands("layer1.0.add")                              # both AddInputs (key, amax, Conv/Linear) or None
 
 Keep patterns are PyTorch module names or globs (fnmatch: ``*`` also crosses dots). A pattern
 matching a module keeps it and every module inside it. When several patterns cover a module, the
@@ -20,13 +21,14 @@ INT8 scale = amax/127, FP8 E4M3 scale = amax/448 (:func:`scale_of`), symmetric, 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fnmatch import fnmatchcase
 
 from .calibrate import Calibration
 
 __all__ = [
     "KEEP_PRECISIONS",
+    "AddInput",
     "QUANTIZED_PRECISIONS",
     "LayerPlan",
     "QuantPlan",
@@ -89,6 +91,21 @@ class LayerPlan:
         return scale_of(list(self.weight_amax), self.precision)
 
 
+@dataclass(frozen=True)
+class AddInput:
+    """One input of a calibrated residual add: its calibration key (``layer1.0.bn2.output``), amax,
+    and the Conv/Linear module whose output it is (``layer1.0.conv2``; None: no such output)."""
+
+    key: str
+    amax: float
+    source: str | None = None
+
+    @property
+    def module(self) -> str | None:
+        """The module that returned it (``layer1.0.bn2``), None for an input no module returned."""
+        return self.key[: -len(".output")] if self.key.endswith(".output") else None
+
+
 def _prefixes(name: str):
     """`a.b.c` -> a.b.c, a.b, a (innermost first)."""
     parts = name.split(".")
@@ -104,6 +121,8 @@ class QuantPlan:
     keep: list[tuple[str, str]] = field(default_factory=list)
     calibration: Calibration | None = None
     modules: list[str] = field(default_factory=list)
+    #: every module the builder asked about (kept_precision), in order: what --keep can reach
+    asked: list[str] = field(default_factory=list, init=False, repr=False, compare=False)
 
     @classmethod
     def build(cls, calibration: Calibration | None, precision: str, keep=(), modules=None) -> QuantPlan:
@@ -134,11 +153,32 @@ class QuantPlan:
 
     def kept_precision(self, module: str) -> str | None:
         """The precision a --keep pattern gives `module` (or a module containing it), else None."""
+        if module not in self.asked:
+            self.asked.append(module)
         for prefix in _prefixes(module):
             found = [kept for pattern, kept in self.keep if fnmatchcase(prefix, pattern)]
             if found:
                 return min(found, key=_RANK.__getitem__)
         return None
+
+    def unreached_keep(self) -> list[str]:
+        """The --keep items (``fp32:relu1``) that cover no module the builder asked about: layers
+        built without trtbuild.layers.planned (ReLUs, pools...), which those items cannot keep."""
+        return [f"{kept}:{pattern}" for pattern, kept in self.keep
+                if not any(fnmatchcase(prefix, pattern) for module in self.asked for prefix in _prefixes(module))]
+
+    def check_keep_reached(self, model: str) -> None:
+        """Refuse (ValueError, one sentence) --keep items that kept nothing in the network just built
+        with this plan, naming the modules that can be kept (call it after the builder ran)."""
+        unreached = self.unreached_keep()
+        if not unreached:
+            return
+        shown = ", ".join(self.asked[:16]) + (f", ... ({len(self.asked)} in all)" if len(self.asked) > 16 else "")
+        one = len(unreached) == 1
+        raise ValueError(f"--keep {' '.join(unreached)} would keep nothing: model '{model}' builds no layer of "
+                         f"{'that module' if one else 'those modules'} through trtbuild.layers.planned (ReLUs, pools "
+                         f"and other unplanned layers stay in the network's type); the modules that can be kept: "
+                         f"{shown or 'none'}")
 
     def precision_of(self, module: str) -> str:
         """The precision `module` computes in: its kept precision, else the plan's."""
@@ -172,6 +212,16 @@ class QuantPlan:
             return None
         return self.calibration.activations.get(f"{module}.output")
 
+    def add_operands(self, add: str) -> tuple[AddInput, AddInput] | None:
+        """Both inputs of the residual add `add` in PyTorch's operand order (key, amax, the Conv/Linear
+        feeding it), or None when the add is not to be quantized (as :meth:`add_inputs`)."""
+        amax = self.add_inputs(add)
+        if amax is None:
+            return None
+        keys = self.calibration.adds[add]
+        sources = self.calibration.add_sources.get(add) or [None, None]
+        return tuple(AddInput(k, a, s) for k, a, s in zip(keys, amax, sources))
+
     def add_inputs(self, add: str) -> tuple[float, float] | None:
         """amax of both inputs of the residual add `add` (``layer1.0.add``), or None when the add is
         not to be quantized (not recorded, a non-quantized plan, or the add's module kept)."""
@@ -184,11 +234,12 @@ class QuantPlan:
 
     def summary(self) -> str:
         """One line: how many Conv/Linear are quantized and which modules are kept."""
+        probe = replace(self)  # its queries are not the builder's: they must not count as asked
         if not self.quantizes:
-            kept = sorted({m for m in self.modules if self.kept_precision(m)})
+            kept = sorted({m for m in self.modules if probe.kept_precision(m)})
             return f"{self.precision} build; kept: {', '.join(kept) or 'none'}"
         layers = [k[: -len(".weight")] for k in self.calibration.weights]
-        plans = [self.layer(m) for m in layers]
+        plans = [probe.layer(m) for m in layers]
         quantized = sum(p.quantized for p in plans)
         kept = [f"{p.module} ({p.precision})" for p in plans if not p.quantized]
         return (f"{self.precision}: {quantized} of {len(plans)} Conv/Linear quantized"

@@ -4,6 +4,8 @@
         model(x)
     rec.shapes      # {key: per-sample shape}, in the order first seen
     rec.adds        # {add name: [key of input 0, key of input 1]}
+    rec.add_sources # {add name: [Conv/Linear whose output input 0 is, or None; the same for input 1]}
+    rec.module_adds # {module name: its add (``features.3.add``) whose result, unchanged, it returned}
 
 Keys (what a calibration file names):
 
@@ -12,12 +14,19 @@ Keys (what a calibration file names):
   returned it (``layer1.0`` for the block output that is the next block's identity,
   ``layer2.0.downsample``, ``layer1.0.bn2``). Adds are not modules, so a ``TorchFunctionMode``
   watches ``torch.add`` / ``Tensor.add`` / ``+`` / ``+=`` during the forward: an add of two tensors
-  of the same shape is a residual add, and each input is looked up among the module outputs seen so
+  of the same shape that both depend on the model's input is a residual add (a parameter such as a
+  position embedding, or a tensor computed from parameters alone, is no activation: were it counted,
+  ``cat(cls, x) + pos_embed`` would be a same-shape add at batch 1 only, and the recorded set would
+  depend on the batch size), and each input is looked up among the module outputs seen so
   far (every module has a forward hook recording which tensor it returned). The value observed is
   the one the add receives (after any in-place ReLU). An input no module returned is keyed
   ``<add name>.input<k>``;
 * adds are named ``<module running the add>.add`` (``add_1``, ``add_2``... for further adds in the
   same module's forward; ``add`` at the top level), as trtbuild's builders name their add layers.
+* ``add_sources``: for each input of an add, the Conv/Linear module whose output it is, directly or
+  through a BatchNorm (folded into the conv by the builders), else None (an in-place op on the
+  tensor, a ReLU say, makes it None). The input that is no such output is the residual (identity)
+  input NVIDIA's placement quantizes, whatever the order of the operands (trtbuild.layers.planned).
 
 A module that runs several times per forward contributes all its calls to one key.
 """
@@ -29,11 +38,13 @@ from collections.abc import Callable
 
 import torch
 from torch import nn
+from torch.nn.modules.batchnorm import _BatchNorm
 from torch.overrides import TorchFunctionMode
+from torch.utils._pytree import tree_flatten
 
 from trtbuild.forward_hooks import CaptureOptions, ForwardCapture, ModuleCall
 
-__all__ = ["QUANTIZED_MODULES", "TensorRecorder", "quantized_modules", "weight_keys"]
+__all__ = ["QUANTIZED_MODULES", "TensorRecorder", "module_adds", "quantized_modules", "weight_keys"]
 
 #: modules whose input activation (per tensor) and weight (per output channel) are quantized.
 QUANTIZED_MODULES = (nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.Linear)
@@ -53,6 +64,16 @@ def weight_keys(model: nn.Module) -> list[str]:
     return [f"{name}.weight" for name, _ in quantized_modules(model)]
 
 
+def module_adds(model: nn.Module, *inputs) -> dict[str, str]:
+    """{module name: the residual add, named as calibration names it (``features.3.add``), whose
+    result the module returned unchanged} from one forward of `model` on `inputs` (no grad): the
+    layer a builder names after that add computes exactly the module's output."""
+    with torch.no_grad(), TensorRecorder(model, lambda key, x: None) as rec:
+        rec.start_batch()
+        model(*inputs)
+    return dict(rec.module_adds)
+
+
 class _AddWatcher(TorchFunctionMode):
     def __init__(self, recorder: TensorRecorder):
         super().__init__()
@@ -60,11 +81,23 @@ class _AddWatcher(TorchFunctionMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        rec = self.recorder
         if (func in _ADDS and len(args) >= 2 and "alpha" not in kwargs and isinstance(args[0], torch.Tensor)
                 and isinstance(args[1], torch.Tensor) and args[0].shape == args[1].shape
-                and args[0].is_floating_point()):
-            self.recorder._on_add(args[0], args[1])
-        return func(*args, **kwargs)
+                and args[0].is_floating_point() and rec._is_activation(args[0]) and rec._is_activation(args[1])):
+            add = rec._on_add(args[0], args[1])
+        else:
+            add = None
+        result = func(*args, **kwargs)
+        if any(rec._is_activation(t) for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)):
+            rec._mark_activations(result)
+        for t in tree_flatten(result)[0]:  # a tensor returned again was changed in place: no longer what it was
+            if isinstance(t, torch.Tensor):
+                rec._sources.pop(id(t), None)
+                rec._sums.pop(id(t), None)
+        if add is not None and isinstance(result, torch.Tensor):
+            rec._sums[id(result)] = (weakref.ref(result), add)
+        return result
 
 
 class TensorRecorder:
@@ -76,17 +109,36 @@ class TensorRecorder:
         self.observe = observe
         self.shapes: dict[str, list[int]] = {}
         self.adds: dict[str, list[str]] = {}
+        self.add_sources: dict[str, list[str | None]] = {}
+        self._sources: dict[int, tuple[weakref.ref, str]] = {}  # tensor -> the Conv/Linear whose output it is
+        self.module_adds: dict[str, str] = {}
+        self._sums: dict[int, tuple[weakref.ref, str]] = {}  # tensor -> the residual add whose result it is
         self._hooks: ForwardCapture | None = None
         self._producers: dict[int, tuple[weakref.ref, str]] = {}
+        self._activations: dict[int, weakref.ref] = {}  # tensors computed from the model's input
+        self._input_hook = None
         self._scope: list[str] = []
         self._add_count: dict[str, int] = {}
         self._mode: _AddWatcher | None = None
+
+    def _is_activation(self, x: torch.Tensor) -> bool:
+        ref = self._activations.get(id(x))
+        return ref is not None and ref() is x
+
+    def _mark_activations(self, value) -> None:
+        for t in tree_flatten(value)[0]:
+            if isinstance(t, torch.Tensor):
+                self._activations[id(t)] = weakref.ref(t)
+
+    def _source(self, x) -> str | None:
+        found = self._sources.get(id(x)) if isinstance(x, torch.Tensor) else None
+        return found[1] if found is not None and found[0]() is x else None
 
     def _see(self, key: str, x: torch.Tensor) -> None:
         self.shapes.setdefault(key, list(x.shape[1:]))
         self.observe(key, x)
 
-    def _on_add(self, a: torch.Tensor, b: torch.Tensor) -> None:
+    def _on_add(self, a: torch.Tensor, b: torch.Tensor) -> str:
         scope = self._scope[-1] if self._scope else ""
         n = self._add_count.get(scope, 0)
         self._add_count[scope] = n + 1
@@ -98,6 +150,8 @@ class TensorRecorder:
             keys.append(f"{producer}.output" if producer else f"{name}.input{k}")
             self._see(keys[-1], x)
         self.adds.setdefault(name, keys)
+        self.add_sources.setdefault(name, [self._source(a), self._source(b)])
+        return name
 
     def _enter_module(self, name: str, module: nn.Module, args: tuple) -> None:
         self._scope.append(name)
@@ -109,16 +163,28 @@ class TensorRecorder:
             self._scope.pop()
         if isinstance(call.output, torch.Tensor):  # outer modules fire later and overwrite: the outermost wins
             self._producers[id(call.output)] = (weakref.ref(call.output), call.name)
+            found = self._sums.get(id(call.output))
+            add = found[1] if found is not None and found[0]() is call.output else None
+            if add is not None and add.rpartition(".")[0] == call.name:  # one of its own adds, unchanged since
+                self.module_adds.setdefault(call.name, add)
+            source = (call.name if isinstance(call.module, QUANTIZED_MODULES)
+                      else self._source(call.input) if isinstance(call.module, _BatchNorm) else None)
+            if source is not None:
+                self._sources[id(call.output)] = (weakref.ref(call.output), source)
 
     def start_batch(self) -> None:
         """Forget the previous forward's tensors and add counters (call before each forward)."""
         self._producers.clear()
+        self._activations.clear()
+        self._sources.clear()
+        self._sums.clear()
         self._scope.clear()
         self._add_count.clear()
 
     def __enter__(self) -> TensorRecorder:
         self._hooks = ForwardCapture(self.model, CaptureOptions(keep="none"), before=self._enter_module,
                                      after=self._leave_module).__enter__()
+        self._input_hook = self.model.register_forward_pre_hook(lambda module, args: self._mark_activations(args))
         self._mode = _AddWatcher(self)
         self._mode.__enter__()
         return self
@@ -127,6 +193,9 @@ class TensorRecorder:
         if self._mode is not None:
             self._mode.__exit__(*exc)
             self._mode = None
+        if self._input_hook is not None:
+            self._input_hook.remove()
+            self._input_hook = None
         if self._hooks is not None:
             self._hooks.__exit__(*exc)
             self._hooks = None
