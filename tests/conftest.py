@@ -9,6 +9,7 @@ import enum
 import pytest
 import torch
 
+from helpers.markers import markers_for
 from helpers.refnet import RtxNet, import_rtx, rtx_missing_summary
 
 #: session fixtures shared by several folders
@@ -71,18 +72,13 @@ def rtxnet(rtx) -> RtxNet:
     return RtxNet(rtx)
 
 
-#: fixtures that need NVIDIA's TensorRT-RTX: a test using one (directly or through another fixture) is marked `rtx`
-RTX_FIXTURES = frozenset({"rtx", "rtxnet"})
-
-
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
-    """Mark every test that needs TensorRT-RTX `rtx`, from the fixtures it uses, before -m selects:
-    a new test that asks for `rtx` is in the tier without anyone remembering to mark it."""
+    """Mark each test from the fixtures it uses (helpers.markers: `rtx` for TensorRT-RTX, `network` for a
+    download), before -m selects."""
     for item in items:
-        if RTX_FIXTURES & set(getattr(item, "fixturenames", ())):
-            item.add_marker(pytest.mark.rtx)
-
+        for marker in markers_for(getattr(item, "fixturenames", ())):
+            item.add_marker(getattr(pytest.mark, marker))
 
 def pytest_terminal_summary(terminalreporter):
     """Says loudly, with a count, when the TensorRT-RTX cross-check did not run."""

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 import helpers.refnet as refnet_helpers
+from helpers.markers import markers_for
 
 
 def test_expected_values_are_computed_without_tf32():
@@ -57,3 +58,9 @@ def test_the_summary_counts_the_tests_skipped_for_tensorrt_rtx():
     line = refnet_helpers.rtx_missing_summary(reports)
     assert line.startswith("3 tests skipped: TensorRT-RTX (tensorrt_rtx) is not installed"), line
     assert refnet_helpers.rtx_missing_summary([_SkipReport("needs a CUDA GPU")]) is None
+
+
+def test_tests_are_marked_from_the_fixtures_they_use():
+    assert markers_for({"rtx", "tmp_path"}) == ["rtx"] and markers_for({"rtxnet"}) == ["rtx"]
+    assert markers_for({"wheel_api"}) == ["network"]  # downloads NVIDIA's bindings wheels
+    assert markers_for({"refnet", "tmp_path"}) == []
