@@ -4,7 +4,9 @@ build_plan(..., cross_check=True) defines the same network on both backends, bui
 TensorRT-RTX build is real: NVIDIA's builder, no GPU needed) and compares acceptance, the marked
 outputs and the shape and dtype of every tensor both name alike. The expected shapes and dtypes
 are NVIDIA's, never the reference's own. The comparator itself is shown to catch planted
-differences (a definition that behaves differently on TensorRT-RTX).
+differences (a definition that behaves differently on TensorRT-RTX). TensorRT-RTX's engines cannot
+run here, so the values are judged on the reference engine of the same build: its outputs against
+the PyTorch model's (a reference that got every shape right but computed something else fails).
 """
 
 from __future__ import annotations
@@ -13,11 +15,12 @@ import functools
 import re
 
 import pytest
+import torch
 
 import trtbuild.reference as reference
 from trtbuild.backend import is_rtx, trt_of
 from trtbuild.cli import main
-from trtbuild.engine import BuildError, CrossCheckError
+from trtbuild.engine import BuildError, CrossCheckError, Engine
 from trtbuild.engine.build import build_plan
 from trtbuild.models import registry
 from trtbuild.weights import WeightMap
@@ -28,8 +31,35 @@ ZOO = ("alexnet", "vgg16_ssd", "vgg16_refinedet", "resnet18", "resnet50", "repvg
 
 
 @functools.lru_cache(maxsize=None)
+def _model(name: str, small: bool) -> torch.nn.Module:
+    return registry.get_torch_model(name, seed=0, small=small)
+
+
+@functools.lru_cache(maxsize=None)
 def _weights(name: str, small: bool) -> WeightMap:
-    return WeightMap.from_module(registry.get_torch_model(name, seed=0, small=small))
+    return WeightMap.from_module(_model(name, small))
+
+
+def _check_values(plan, name: str, small: bool, batch: int = 1):
+    """The reference engine of the cross-checked build computes what the PyTorch model computes, on a seeded
+    input in the spec's value range: fp32 within 1e-5 + 1e-4 * max|ref|; fp16/bf16 within 3e-2 * max|ref|,
+    cosine > 0.999."""
+    spec = registry.get(name)
+    lo, hi = spec.value_range
+    shape = (batch, *spec.input_shape(small)[1:])
+    x = torch.rand(shape, generator=torch.Generator().manual_seed(0)) * (hi - lo) + lo
+    out = Engine(plan, reference).run({spec.input_name: x})
+    with torch.no_grad():
+        want = _model(name, small)(x)
+    for key, ref in zip(spec.output_names, want if isinstance(want, (tuple, list)) else (want,)):
+        got = out[key].float().cpu()
+        assert got.shape == ref.shape, (key, got.shape, ref.shape)
+        err, scale = float((got - ref).abs().max()), float(ref.abs().max())
+        if plan.info["precision"] == "fp32":
+            assert err <= 1e-5 + 1e-4 * scale, f"{name}/{key}: max abs err {err:.3g}, max|ref| {scale:.3g}"
+        else:
+            cos = float(torch.nn.functional.cosine_similarity(got.flatten(), ref.flatten(), dim=0))
+            assert err <= 3e-2 * scale and cos > 0.999, f"{name}/{key}: max rel err {err / scale:.3g}, cosine {cos:.6f}"
 
 
 def _cross(trt, name, small, **kw):
@@ -56,9 +86,11 @@ def test_small_zoo_static_and_dynamic_batch(rtx, name, precision):
     spec = registry.get(name)
     plan = _cross(reference, name, True, precision=precision)
     _check_result(plan, rtx, list(spec.output_names), name)
+    _check_values(plan, name, True)
     dynamic = _cross(reference, name, True, precision=precision, batch=(1, 2, 4))
     _check_result(dynamic, rtx, list(spec.output_names), name)
     assert all(o["shape"][0] == -1 for o in dynamic.info["cross_check"]["outputs"])
+    _check_values(dynamic, name, True, batch=2)
 
 
 @pytest.mark.parametrize("precision", ["fp32", "fp16"])
@@ -71,6 +103,7 @@ def test_small_zoo_with_every_layerwise_output(rtx, name, precision):
     assert set(plan.info["extra_outputs"]) == set(layers)
     assert marked[:len(spec.output_names)] == list(spec.output_names)
     assert sorted(marked) == sorted(set(spec.output_names) | set(plan.info["extra_outputs"].values()))
+    _check_values(plan, name, True)
 
 
 @pytest.mark.parametrize("precision", ["fp32", "fp16"])
@@ -80,6 +113,8 @@ def test_full_size_zoo(rtx, name, precision):
     plan = _cross(reference, name, False, precision=precision)
     _check_result(plan, rtx, list(spec.output_names), name)
     assert plan.info["inputs"][0]["shape"] == list(spec.input_shape(False))
+    if precision == "fp32":  # the fp16 values of the full-size models: tests/models/test_zoo_parity.py (-m slow)
+        _check_values(plan, name, False)
 
 
 def test_cross_check_from_the_rtx_side_returns_the_rtx_engine(rtx):

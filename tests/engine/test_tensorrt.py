@@ -38,21 +38,6 @@ def net():
     return TinyNet(seed=5).cuda()
 
 
-@pytest.fixture(autouse=True)
-def _no_tf32_in_expected_values():
-    """Expected values are `net(x)` on CUDA, and PyTorch lets cuDNN convolutions use TF32 by default
-    (10-bit mantissa: about 5e-4 relative error on an A100/H100), against rtol 1e-4 here. The engines are
-    built with TF32 cleared (build_plan's default), so the reference must be true fp32 as well: turn
-    TF32 off for cuDNN and for matmuls during each test, and restore the settings afterwards."""
-    saved = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
-    torch.backends.cudnn.allow_tf32 = False
-    torch.backends.cuda.matmul.allow_tf32 = False
-    try:
-        yield
-    finally:
-        torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = saved
-
-
 def test_fp32_build_and_run(trt, net):
     plan = build_plan(trt, tiny_define(net), input_shape=TINY_SHAPE, progress=False)
     assert plan.info["inputs"][0]["dtype"] == "FLOAT"

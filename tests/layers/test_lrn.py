@@ -21,10 +21,22 @@ def _x(shape, seed=0):
 
 @pytest.mark.parametrize("shape", SHAPES)
 @pytest.mark.parametrize("size", [1, 3, 5, 15])
-def test_native_matches_torch(shape, size):
+@pytest.mark.parametrize("k", [1.0, 2.0, 0.25])
+def test_native_matches_torch(shape, size, k):
+    """k = 1 alone cannot tell k from a constant 1; with alpha 1e-2 the window term is small, so k dominates."""
     x = _x(shape, size)
-    y, _ = run_builder(lrn, x.float(), size, 1e-2, 0.75, 1.0, "norm1", impl="native")
-    assert_close(y, F.local_response_norm(x, size, 1e-2, 0.75, 1.0), 1e-5, 1e-6, f"native {shape} size {size}")
+    y, _ = run_builder(lrn, x.float(), size, 1e-2, 0.75, k, "norm1", impl="native")
+    assert_close(y, F.local_response_norm(x, size, 1e-2, 0.75, k), 1e-5, 1e-6, f"native {shape} size {size} k {k}")
+
+
+@pytest.mark.parametrize("impl", ["native", "composed"])
+def test_k_hand_computed(impl):
+    # one channel, size 1, alpha 1, beta 1, k 3: y = x / (3 + x^2): 1 -> 1/4, 2 -> 2/7, -3 -> -3/12
+    x = torch.tensor([1.0, 2.0, -3.0]).reshape(1, 1, 3, 1)
+    y, _ = run_builder(lrn, x, 1, 1.0, 1.0, 3.0, "n", impl=impl)
+    assert y.flatten().tolist() == pytest.approx([0.25, 2.0 / 7.0, -0.25], rel=1e-6)
+    assert F.local_response_norm(x, 1, 1.0, 1.0, 3.0).flatten().tolist() == pytest.approx([0.25, 2.0 / 7.0, -0.25],
+                                                                                          rel=1e-6)
 
 
 @pytest.mark.parametrize("shape", SHAPES)

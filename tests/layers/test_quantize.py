@@ -101,9 +101,32 @@ def test_quantized_int8_weights_are_stored_as_int8():
     t = quantized_weights(net.network, w, "w")
     const = net.network.get_layer(1)
     assert const.name == "w/int8" and const.weights.dtype == trt.DataType.INT8
-    # 0.5 * 127 = 63.5 -> 64 (half to even), -127, 31.75 -> 32; 127, 63.5 -> 64, -31.75 -> -32
+    # 0.5 * 127 = 63.5 -> 64, -127, 31.75 -> 32; 127, 63.5 -> 64, -31.75 -> -32. 63.5 rounds to 64 half to even
+    # and half up alike: the ties that tell the rules apart are in the tests below
     assert const.weights.numpy().reshape(2, 3).tolist() == [[64, -127, 32], [127, 64, -32]]
     assert tuple(t.shape) == (2, 3) and t.dtype == trt.float32
+
+
+def _int8_weights(w) -> list:
+    net = RefNet()
+    quantized_weights(net.network, np.asarray(w, np.float32), "w")
+    return net.network.get_layer(1).weights.numpy().reshape(np.shape(w)).tolist()
+
+
+def test_int8_weights_round_exact_ties_half_to_even():
+    """Scale 31.75 / 127 = 0.25 exactly, so w * 4 is exact: 2.5, 3.5, -2.5 and -10.5 are true ties.
+    Half to even: 2, 4, -2, -10 (half up would give 3 for 2.5; half away from zero 3, -3 and -11)."""
+    assert _int8_weights([[31.75, 0.625, 0.875, -0.625, -2.625]]) == [[127, 2, 4, -2, -10]]
+
+
+def test_int8_weights_multiply_by_the_reciprocal_scale():
+    """TensorRT quantizes with w * (1 / scale) in float32, not w / scale. Scale 12.7 / 127 is float32(0.1);
+    8.15 * (1 / 0.1) is 81.5 in float32 (half to even: 82) while 8.15 / 0.1 is 81.49999 (81)."""
+    w = np.array([12.7, 8.15, -8.15, 11.15], np.float32)
+    scale = np.float32(0.1)
+    assert np.round(w / scale).tolist() == [127, 81, -81, 111]  # the division rounds the other way
+    assert (w * (np.float32(1) / scale)).tolist() == [127, 81.5, -81.5, 111.5]
+    assert _int8_weights([w]) == [[127, 82, -82, 112]]
 
 
 @pytest.mark.parametrize("amax", [0.0, -1.0, float("nan"), float("inf")])

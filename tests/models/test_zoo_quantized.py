@@ -526,13 +526,12 @@ def test_quantized_zoo_model_exports_to_onnx_and_onnxruntime_agrees(precision, c
     np.testing.assert_allclose(got["logits"], ref["logits"], atol=1e-4 * scale, rtol=0)
     from helpers.refnet import import_rtx
 
-    rtx = import_rtx()
-    if rtx is not None:  # NVIDIA's ONNX parser reads the QDQ export and builds it (FP8: sm89 and newer)
-        from trtbuild.onnx_export.rtx_parse import output_differences, parse_with_tensorrt_rtx
+    from trtbuild.onnx_export.rtx_parse import output_differences, parse_with_tensorrt_rtx
 
-        result = parse_with_tensorrt_rtx(model, rtx, targets=("8.9", "12.0"))
-        assert result.ok, result.reason()
-        assert not output_differences(result, model, network)
+    # NVIDIA's ONNX parser reads the QDQ export and builds it (FP8: sm89 and newer)
+    result = parse_with_tensorrt_rtx(model, import_rtx(), targets=("8.9", "12.0"))
+    assert result.ok, result.reason()
+    assert not output_differences(result, model, network)
 
 
 def test_cli_export_onnx_int8_needs_the_calibration(tmp_path, monkeypatch, capsys, calib_file):

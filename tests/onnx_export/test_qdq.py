@@ -88,6 +88,15 @@ def test_values_saturate_and_round_half_to_even_in_onnxruntime():
     assert ref["y0"].tolist() == got["y0"].tolist() == [[0, 2, 2, 127, -128, -128]]
 
 
+def test_onnxruntime_divides_where_tensorrt_multiplies_by_the_reciprocal():
+    """The one documented difference (docs/onnx.md): with scale 0.1, 8.15 / 0.1 is 81.49999 in float32 and
+    8.15 * (1 / 0.1) is 81.5; onnxruntime follows the ONNX spec's division (81), the reference TensorRT (82)."""
+    net = _net(lambda n: [_qdq(n, n.add_input("x", trt.float32, (1, 3)), 0.1, trt.DataType.INT8, dq=False)])
+    _, ref, got = export_and_run(net, {"x": torch.tensor([[8.15, -8.15, 11.15]])})
+    assert ref["y0"].tolist() == [[82, -82, 112]]
+    assert got["y0"].tolist() == [[81, -81, 111]]
+
+
 def test_fp8_saturates_in_onnxruntime():
     net = _net(lambda n: [_qdq(n, n.add_input("x", trt.float32, (1, 4)), 1.0, trt.DataType.FP8)])
     _, ref, got = export_and_run(net, {"x": torch.tensor([[500.0, -1e5, 1.0625, 1.1875]])})

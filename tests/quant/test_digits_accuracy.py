@@ -14,6 +14,7 @@ from __future__ import annotations
 import pytest
 import sklearn  # noqa: F401  (the test extra installs scikit-learn: its absence fails here, never skips)
 import torch
+import torch.nn.functional as F
 from helpers.digits_model import TOLERANCE_POINTS, calibrate_model, engine_logits, load_split, mean_cosine, top1, train
 
 
@@ -70,6 +71,61 @@ def test_quantized_network_is_built_by_tensorrt_rtx(rtx, digits, precision):
     assert check["outputs"] == [{"name": "logits", "shape": [360, 10], "dtype": "FLOAT"}]
     assert check["tensors_compared"] >= 40, check  # 5 qconv + qlinear + qadd: their Q/DQ tensors too
     assert top1(got, data.y_test) >= top1(fp32, data.y_test) - TOLERANCE_POINTS
+
+
+def _fake_quant(x: torch.Tensor, amax, axis: int | None = None) -> torch.Tensor:
+    """Symmetric INT8 quantize-dequantize as TensorRT's Q/DQ layers compute it: scale = float32(amax / 127),
+    clamp(round_half_even(x * (1 / scale)), -128, 127) * scale in float32; per tensor, or per channel on `axis`."""
+    scale = (torch.as_tensor(amax, dtype=torch.float64) / 127).float()
+    scale = torch.where(scale > 0, scale, torch.ones_like(scale))  # an all-zero channel keeps its zeros
+    if axis is not None:
+        scale = scale.reshape([-1 if d == axis else 1 for d in range(x.dim())])
+    return torch.clamp(torch.round(x * torch.reciprocal(scale)), -128, 127) * scale
+
+
+def _folded(conv, bn) -> tuple[torch.Tensor, torch.Tensor]:
+    """Conv+BatchNorm folded into one convolution, in float64: w * g / sqrt(var + eps), beta - mean * g / sqrt(...)."""
+    k = bn.weight.double() / torch.sqrt(bn.running_var.double() + bn.eps)
+    w = conv.weight.double() * k.reshape(-1, 1, 1, 1)
+    return w.float(), (bn.bias.double() - bn.running_mean.double() * k).float()
+
+
+def _fake_quant_logits(model, x: torch.Tensor, calib) -> torch.Tensor:
+    """DigitsNet in PyTorch with the int8 build's quantization at the same scales: every Conv+BN (folded) and the
+    linear head with their input quantized per tensor (the calibrated `<module>.input` amax) and their weight
+    per output channel (its own amax), and the block's identity input of the residual add per tensor."""
+    act = calib.activations
+
+    def qconv(y, conv, bn, module, stride=1):
+        w, b = _folded(conv, bn)
+        w = _fake_quant(w, w.abs().amax(dim=(1, 2, 3)), axis=0)
+        return F.conv2d(_fake_quant(y, act[f"{module}.input"]), w, b, stride=stride, padding=1)
+
+    with torch.no_grad():
+        y = F.relu(qconv(x, model.conv1, model.bn1, "conv1"))
+        y = F.relu(qconv(y, model.conv2, model.bn2, "conv2", stride=2))
+        blk = model.block
+        b = qconv(F.relu(qconv(y, blk.conv1, blk.bn1, "block.conv1")), blk.conv2, blk.bn2, "block.conv2")
+        y = F.relu(b + _fake_quant(y, act["relu2.output"]))  # the identity (skip) input of the add
+        y = y.mean(dim=(2, 3))
+        w = _fake_quant(model.fc.weight, model.fc.weight.abs().amax(dim=1), axis=0)
+        return F.linear(_fake_quant(y, act["fc.input"]), w, model.fc.bias)
+
+
+@pytest.mark.parametrize("method", ["max", "percentile", "mse"])
+def test_int8_engine_equals_a_fake_quant_pytorch_model(digits, method):
+    """Accuracy within a point cannot tell 8 bits from 6; equality with PyTorch fake quantization at the same
+    scales can. The logits agree to float32 accumulation order (a value that lands within that of a rounding
+    tie may quantize one step apart, so a bound, not bit equality), far below one quantization step's effect."""
+    data, model, fp32, calib = digits
+    got, _ = engine_logits(model, data.x_test, calib(method), "int8")
+    want = _fake_quant_logits(model, data.x_test, calib(method))
+    scale = float(want.abs().max())
+    err = (got - want).abs()
+    assert float(err.max()) <= 1e-3 * scale, f"max |engine - fake quant| {float(err.max()):.3g}, max|logit| {scale:.3g}"
+    assert float(err.mean()) <= 1e-5 * scale, f"mean |engine - fake quant| {float(err.mean()):.3g}"
+    assert torch.equal(got.argmax(1), want.argmax(1))
+    assert float((want - fp32).abs().max()) > 1e-2 * scale  # the fake-quant model does differ from fp32
 
 
 def test_the_accuracy_check_catches_ranges_too_small(digits):

@@ -1,9 +1,10 @@
 """trtbuild.reference against NVIDIA's real TensorRT Python bindings (10.16 and 11.4).
 
-The bindings wheels are downloaded with pip (cached; see tests/helpers/conformance/trt_bindings.py) and
-imported in a subprocess with empty stand-ins for the TensorRT libraries, which is enough to read
-every class, method signature and enum value. The test skips only when the wheels cannot be
-downloaded or gcc is missing.
+The API of each version is read from a committed dump (tests/helpers/conformance/dumps/), made from the
+bindings wheels: downloaded with pip and imported in a subprocess with empty stand-ins for the TensorRT
+libraries, which is enough to read every class, method signature and enum value. So the run needs no
+download; the one test that downloads the wheels to check the dumps against them is marked `network` and
+skips where the wheels cannot be downloaded or gcc is missing.
 
 Checked: every name in trtbuild.reference.__all__ exists in both versions; every public member a
 reference class defines exists on the real class with a compatible kind; method parameter names
@@ -78,11 +79,34 @@ def ref() -> dict:
 
 @pytest.fixture(scope="module")
 def real_api() -> dict[str, dict]:
-    """{"10": dump, "11": dump} of the real bindings; skips where they cannot be downloaded."""
+    """{"10": dump, "11": dump} of the real bindings: the committed dumps (downloaded only where the dump
+    script changed since they were made; test_committed_dumps_are_current then fails, saying so)."""
     try:
         return {v: trt_bindings.api(v) for v in VERSIONS}
     except trt_bindings.BindingsUnavailable as e:
         pytest.skip(f"NVIDIA's TensorRT bindings wheels are unavailable here: {e}")
+
+
+@pytest.fixture(scope="module")
+def wheel_api() -> dict[str, dict]:
+    """The dumps made now from the downloaded wheels (a download: tests using it are marked `network`)."""
+    try:
+        return {v: trt_bindings.api(v, fresh=True) for v in VERSIONS}
+    except trt_bindings.BindingsUnavailable as e:
+        pytest.skip(f"NVIDIA's TensorRT bindings wheels are unavailable here: {e}")
+
+
+def test_committed_dumps_are_current():
+    """The dumps the tests read were made by today's dump script, so the run needs no download."""
+    for v in VERSIONS:
+        assert trt_bindings.committed(v) is not None, (
+            f"{trt_bindings.committed_path(v)} is missing or was made by another dump_api.py; rewrite the dumps "
+            "with `PYTHONPATH=tests python -m helpers.conformance.trt_bindings`")
+
+
+def test_committed_dumps_are_what_the_wheels_give(wheel_api):
+    for v in VERSIONS:
+        assert trt_bindings.committed(v) == wheel_api[v], f"TensorRT {v}: the committed dump differs from the wheel's"
 
 
 def _member_problems(ref, cls: str, member: str, real_api) -> list[str]:

@@ -67,34 +67,34 @@ def test_convolution_nd_matches_torch(refnet, nsp):
 
 
 def test_convolution_pre_and_post_padding(refnet):
-    x, w = randn(1, 2, 6, 5), randn(3, 2, 3, 3)
-    layer = refnet.network.add_convolution_nd(refnet.input("x", (1, 2, 6, 5)), 3, (3, 3), np32(w))
+    x, w, b = randn(1, 2, 6, 5), randn(3, 2, 3, 3), randn(3)
+    layer = refnet.network.add_convolution_nd(refnet.input("x", (1, 2, 6, 5)), 3, (3, 3), np32(w), np32(b))
     layer.pre_padding, layer.post_padding = (2, 0), (0, 1)
     y = refnet.run({"x": x}, y=layer.get_output(0))["y"]
-    close(y, F.conv2d(pad_spatial(x, [(2, 0), (0, 1)]), w))
+    close(y, F.conv2d(pad_spatial(x, [(2, 0), (0, 1)]), w, b))
 
 
 @pytest.mark.parametrize("mode", [PM.SAME_UPPER, PM.SAME_LOWER])
 @pytest.mark.parametrize("size,k,s,d", [(8, 3, 2, 1), (7, 4, 2, 1), (6, 3, 1, 2), (9, 2, 3, 1)])
 def test_convolution_same_padding(refnet, mode, size, k, s, d):
-    x, w = randn(1, 1, size, size), randn(1, 1, k, k)
-    layer = refnet.network.add_convolution_nd(refnet.input("x", tuple(x.shape)), 1, (k, k), np32(w))
+    x, w, b = randn(1, 1, size, size), randn(1, 1, k, k), randn(1)
+    layer = refnet.network.add_convolution_nd(refnet.input("x", tuple(x.shape)), 1, (k, k), np32(w), np32(b))
     layer.stride_nd, layer.dilation_nd, layer.padding_mode = (s, s), (d, d), mode
     layer.pre_padding = (5, 5)  # padding_mode takes precedence over explicit padding
     assert tuple(layer.get_output(0).shape)[2:] == (math.ceil(size / s),) * 2
     y = refnet.run({"x": x}, y=layer.get_output(0))["y"]
     p = same_pads(size, k, s, d, mode)
-    close(y, F.conv2d(pad_spatial(x, [p, p]), w, stride=s, dilation=d))
+    close(y, F.conv2d(pad_spatial(x, [p, p]), w, b, stride=s, dilation=d))
 
 
 def test_convolution_explicit_round_up(refnet):
     """I=6, pre=post=1, K=3, S=2: ceil((8 - 3) / 2) + 1 = 4 outputs (round down gives 3)."""
-    x, w = randn(1, 1, 6, 6), randn(1, 1, 3, 3)
-    layer = refnet.network.add_convolution_nd(refnet.input("x", tuple(x.shape)), 1, (3, 3), np32(w))
+    x, w, b = randn(1, 1, 6, 6), randn(1, 1, 3, 3), randn(1)
+    layer = refnet.network.add_convolution_nd(refnet.input("x", tuple(x.shape)), 1, (3, 3), np32(w), np32(b))
     layer.stride_nd, layer.padding_nd, layer.padding_mode = (2, 2), (1, 1), PM.EXPLICIT_ROUND_UP
     y = refnet.run({"x": x}, y=layer.get_output(0))["y"]
-    # the 4th window starts at padded index 6 and reads one element past the padding: zeros
-    expected = F.conv2d(pad_spatial(x, [(1, 2), (1, 2)]), w, stride=2)
+    # the 4th window starts at padded index 6 and reads one element past the padding: zeros (plus the bias)
+    expected = F.conv2d(pad_spatial(x, [(1, 2), (1, 2)]), w, b, stride=2)
     assert expected.shape[2:] == (4, 4)
     close(y, expected)
 

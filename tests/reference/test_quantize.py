@@ -278,6 +278,35 @@ def test_int8_exact_halves():
     assert y.tolist() == [[0.0, 1.0, 1.0, 0.0, -1.0, -1.0, 63.5, 63.0, -64.0, -64.0]]
 
 
+def test_int8_exact_ties_with_a_reciprocal_scale():
+    """Scale 0.25 (1 / scale = 4 exactly): 0.625 -> 2.5 -> 2, 0.875 -> 3.5 -> 4, -0.625 -> -2.5 -> -2 and
+    -2.625 -> -10.5 -> -10, half to even; half up would give 3 for 2.5, half away from zero 3, -3 and -11."""
+    x = torch.tensor([[0.625, 0.875, -0.625, -2.625]])
+    q, y = _run_qdq(x, 0.25, trt.DataType.INT8)
+    assert q.tolist() == [[2, 4, -2, -10]]
+    assert y.tolist() == [[0.5, 1.0, -0.5, -2.5]]
+
+
+def test_int8_multiplies_by_the_reciprocal_scale():
+    """TensorRT computes round(x * (1 / scale)) in float32, not round(x / scale): with scale 0.1,
+    8.15 * (1 / 0.1) is 81.5 in float32 (half to even: 82), while 8.15 / 0.1 is 81.49999 (81)."""
+    x = torch.tensor([[8.15, -8.15, 11.15]])
+    assert torch.round(x / torch.tensor(0.1)).tolist() == [[81, -81, 111]]  # the division rounds the other way
+    q, _ = _run_qdq(x, 0.1, trt.DataType.INT8)
+    assert q.tolist() == [[82, -82, 112]]
+    q, _ = _run_qdq(x.reshape(1, 3, 1), [0.1, 0.1, 0.1], trt.DataType.INT8, axis=1)  # per channel alike
+    assert q.flatten().tolist() == [82, -82, 112]
+
+
+def test_fp8_multiplies_by_the_reciprocal_scale():
+    """The same reciprocal in FP8: with scale 0.1, 0.19375 * (1 / 0.1) is 1.9375 in float32, the tie between the
+    E4M3 values 1.875 (mantissa 111) and 2.0: to even, 2.0; 0.19375 / 0.1 is 1.9374999, below the tie: 1.875."""
+    x = torch.tensor([[0.19375, -0.19375]])
+    assert (x / torch.tensor(0.1)).to(torch.float8_e4m3fn).float().tolist() == [[1.875, -1.875]]
+    q, _ = _run_qdq(x, 0.1, trt.DataType.FP8)
+    assert q.float().tolist() == [[2.0, -2.0]]
+
+
 def test_int8_per_channel_scales():
     x = torch.tensor([[[1.0, -3.0], [1.0, -3.0], [1.0, -300.0]]])  # (1, 3, 2), channels on axis 1
     q, y = _run_qdq(x, [1.0, 0.5, 2.0], trt.DataType.INT8, axis=1)

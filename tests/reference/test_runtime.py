@@ -237,3 +237,67 @@ def test_weights_of_the_wrong_type_name_the_layer_and_types(refnet):
     refnet.network.mark_output(conv.get_output(0))
     assert refnet.build() is None
     assert any("fp16_conv" in m and "FLOAT" in m and "HALF" in m for m in refnet.logger.errors), refnet.logger.errors
+
+
+# -- true fp32 ------------------------------------------------------------------------------------
+@pytest.fixture
+def tf32_allowed():
+    """TF32 allowed for cuDNN and matmuls, as PyTorch allows it for cuDNN by default on CUDA; restored after."""
+    saved = torch.get_float32_matmul_precision(), torch.backends.cudnn.allow_tf32
+    torch.set_float32_matmul_precision("high")
+    torch.backends.cudnn.allow_tf32 = True
+    yield
+    torch.set_float32_matmul_precision(saved[0])
+    torch.backends.cudnn.allow_tf32 = saved[1]
+
+
+def _flags_seen_by_layers(monkeypatch, fail: bool = False) -> list:
+    """Wrap the reference's layer execution so that it records the TF32 settings each layer runs under
+    (and raises after recording, with `fail`)."""
+    import trtbuild.reference.graph as graph
+
+    seen, real = [], graph.run_layer
+
+    def recording(*args, **kwargs):
+        seen.append((torch.get_float32_matmul_precision(), torch.backends.cudnn.allow_tf32,
+                     torch.backends.cuda.matmul.allow_tf32))
+        if fail:
+            raise RuntimeError("layer failed")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(graph, "run_layer", recording)
+    return seen
+
+
+def _conv_matmul_net():
+    n = RefNet()
+    x = n.input("x", (1, 2, 4, 4))
+    w = np.arange(2 * 2 * 3 * 3, dtype=np.float32).reshape(2, 2, 3, 3) / 10
+    conv = n.network.add_convolution_nd(x, 2, (3, 3), w, None)
+    m = n.network.add_matrix_multiply(conv.get_output(0), trt.MatrixOperation.NONE, conv.get_output(0),
+                                      trt.MatrixOperation.TRANSPOSE)
+    return n, conv.get_output(0), m.get_output(0)
+
+
+def test_layers_execute_without_tf32_and_the_settings_come_back(tf32_allowed, monkeypatch):
+    """TensorRT computes float32 layers in true fp32 unless BuilderFlag.TF32 is set; the reference
+    turns PyTorch's TF32 (cuDNN's default on CUDA) off while it executes, whatever the caller allowed."""
+    seen = _flags_seen_by_layers(monkeypatch)
+    n, conv, m = _conv_matmul_net()
+    x = torch.linspace(-1, 1, 32).reshape(1, 2, 4, 4)
+    got = n.run({"x": x}, c=conv, m=m)
+    w = torch.arange(36, dtype=torch.float32).reshape(2, 2, 3, 3) / 10
+    want = F.conv2d(x, w)
+    torch.testing.assert_close(got["c"], want)
+    torch.testing.assert_close(got["m"], want @ want.transpose(-1, -2))
+    assert len(seen) >= 2 and set(seen) == {("highest", False, False)}, seen
+    assert torch.get_float32_matmul_precision() == "high" and torch.backends.cudnn.allow_tf32
+
+
+def test_tf32_settings_come_back_when_a_layer_fails(tf32_allowed, monkeypatch):
+    seen = _flags_seen_by_layers(monkeypatch, fail=True)
+    n, conv, _ = _conv_matmul_net()
+    with pytest.raises(RuntimeError, match="layer failed"):
+        n.run({"x": torch.zeros(1, 2, 4, 4)}, c=conv)
+    assert seen == [("highest", False, False)]
+    assert torch.get_float32_matmul_precision() == "high" and torch.backends.cudnn.allow_tf32

@@ -10,8 +10,8 @@ TensorRT 11 removed both). The rules followed here (TensorRT's "Explicit Quantiz
 - quantize the residual input of an add, so that the add fuses into the convolution before it (`qadd`);
 - no Q/DQ after the last layer (the builders only quantize inputs).
 
-Symmetric, zero point 0: INT8 scale = amax / 127 (values rounded half to even and saturated to
-[-128, 127]); FP8 scale = amax / 448 (saturated to +-448). Each builder is `(network, tensor,
+Symmetric, zero point 0: INT8 scale = amax / 127 (x * (1 / scale) rounded half to even and saturated
+to [-128, 127]); FP8 scale = amax / 448 (saturated to +-448). Each builder is `(network, tensor,
 params, name) -> tensor`, names every layer, and runs unchanged on every backend. TensorRT-RTX
 compiles FP8 for sm89 and newer only (not sm86).
 """
@@ -67,7 +67,8 @@ def quantized_weights(network, w, name: str, dtype: str = "int8", axis: int = 0,
     """Weights `w` quantized per channel along `axis` (scale = max |w| over the other axes / 127 or
     / 448), as a tensor of `w`'s shape in `like`'s type (FLOAT without `like`).
 
-    INT8: the weights are quantized here (round half to even, saturate) and stored as an INT8
+    INT8: the weights are quantized here as TensorRT's quantize layer would quantize them (w * (1 / scale)
+    in float32, rounded half to even, saturated: trtbuild.reference.quantize) and stored as an INT8
     constant (``name/int8``) dequantized by ``name`` — a quarter of the float weights' size.
     FP8: numpy has no float8 type, so a float constant (``name/float``) goes through a quantize
     (``name/quantize``) and a dequantize (``name``). TensorRT-RTX builds both forms."""
@@ -83,7 +84,8 @@ def quantized_weights(network, w, name: str, dtype: str = "int8", axis: int = 0,
     shape[axis] = -1
     out_type = trt.DataType.FLOAT if like is None else like.dtype
     if dtype == "int8":
-        q = np.clip(np.round(w / scale.reshape(shape)), -128, 127).astype(np.int8)  # np.round: half to even
+        inverse = np.float32(1) / scale.reshape(shape)  # float32, like w: the product rounds to float32
+        q = np.clip(np.round(w * inverse), -128, 127).astype(np.int8)  # np.round: half to even
         qt = out(network.add_constant(trt.Dims(w.shape), keep_alive(network, np.ascontiguousarray(q))), f"{name}/int8")
     else:
         wt = out(network.add_constant(trt.Dims(w.shape), keep_alive(network, np.ascontiguousarray(w))),

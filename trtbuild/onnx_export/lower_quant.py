@@ -3,9 +3,14 @@
 Symmetric (zero point 0), per tensor (a scalar scale) or per axis (a 1-D scale and the layer's
 axis: opset >= 13). FP8 E4M3 (FLOAT8E4M3FN) needs opset >= 19, where QuantizeLinear's default
 saturate=1 clamps to +-448 as TensorRT does; export_onnx picks opset 19 for such networks unless
-told otherwise. The reference computes x / scale in FLOAT whatever the input type, so HALF/BF16
+told otherwise. The reference computes x * (1 / scale) in FLOAT whatever the input type, so HALF/BF16
 inputs and scales are cast to FLOAT first (opset 13 QuantizeLinear takes FLOAT only); a dequantize
 to HALF/BF16 computes in FLOAT and casts its result, as the reference rounds only its output.
+
+onnxruntime's QuantizeLinear divides by the scale, as the ONNX spec writes it; TensorRT's parser turns the
+node into a quantize layer, which multiplies by the reciprocal (trtbuild.reference.quantize). Where x / scale
+is within a float32 rounding of a tie the two land one step apart; the export keeps the standard node, which
+is what TensorRT reads, rather than hiding the scale in a multiply.
 """
 
 from __future__ import annotations

@@ -11,6 +11,7 @@ from .arithmetic import DEFAULT as DEFAULT_ARITHMETIC
 from .core import NetworkError
 from .enums import DataType, LayerType
 from .execute import TORCH_DTYPE, run_layer
+from .tf32 import no_tf32
 from .infer import infer_layer
 from .layers import check_params
 from .safetensors_blob import ALIGNMENT
@@ -127,14 +128,15 @@ class PlanGraph:
         values = {}
         for t in self.header["inputs"]:
             values[t["id"]] = feeds[t["name"]].to(device)
-        for (ltype, entry, _, plugin), weights in zip(self.layers, self._weights_on(device)):
-            outs = run_layer(ltype, entry["params"], weights, [values.get(i) for i in entry["inputs"]],
-                             [DataType(o["dtype"]) for o in entry["outputs"]], plugin=plugin,
-                             arithmetic=self.arithmetic)
-            for o, v in zip(entry["outputs"], outs):
-                values[o["id"]] = v
-                if on_value is not None:
-                    on_value(o, v)
+        with no_tf32():  # float32 layers compute in true fp32, as TensorRT without BuilderFlag.TF32
+            for (ltype, entry, _, plugin), weights in zip(self.layers, self._weights_on(device)):
+                outs = run_layer(ltype, entry["params"], weights, [values.get(i) for i in entry["inputs"]],
+                                 [DataType(o["dtype"]) for o in entry["outputs"]], plugin=plugin,
+                                 arithmetic=self.arithmetic)
+                for o, v in zip(entry["outputs"], outs):
+                    values[o["id"]] = v
+                    if on_value is not None:
+                        on_value(o, v)
         return {t["name"]: values[t["id"]] for t in self.header["outputs"]}
 
 

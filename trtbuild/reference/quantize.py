@@ -1,8 +1,8 @@
 """Explicit quantization in the reference backend: IQuantizeLayer / IDequantizeLayer's checks,
 shape and type inference, and execution (TensorRT 10/11 and TensorRT-RTX semantics).
 
-    q = add_quantize(x, scale, DataType.INT8)    # clamp(round_half_even(x / scale), -128, 127)
-    q = add_quantize(x, scale, DataType.FP8)     # x / scale as float8 E4M3, saturated to +-448
+    q = add_quantize(x, scale, DataType.INT8)    # clamp(round_half_even(x * (1 / scale)), -128, 127)
+    q = add_quantize(x, scale, DataType.FP8)     # x * (1 / scale) as float8 E4M3, saturated to +-448
     y = add_dequantize(q, scale, DataType.FLOAT) # q * scale, as FLOAT, HALF or BF16
 
 The scale is per tensor (0-D, or one element) or per channel (1-D, as many values as the input
@@ -15,6 +15,11 @@ with the scale tensor must be a build-time constant"; TensorRT-RTX 1.7 also buil
 a network input), INT4/FP4 and block quantization (a scale of rank >= 2: "The scale value must be
 either a scalar ... or a 1D tensor"; TensorRT-RTX 1.7 builds a scale of the input's rank that
 differs from it in one dimension) are refused, and so is a zero-point input (symmetric only).
+
+TensorRT multiplies by the reciprocal of the scale, both computed in float32, where its documentation
+writes x / scale: real TensorRT output shows it. The two differ where x / scale lies within a float32
+rounding of a half (8.15 / 0.1 = 81.49999 but 8.15 * (1 / 0.1) = 81.5 in float32, hence 81 or 82 after
+rounding half to even); the reference multiplies, like TensorRT.
 """
 
 from __future__ import annotations
@@ -89,9 +94,9 @@ def _scale_like(scale: torch.Tensor, x: torch.Tensor, axis: int) -> torch.Tensor
 
 
 def quantize(p, x: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
-    """INT8: clamp(round_half_to_even(x / scale), -128, 127); FP8: x / scale saturated to +-448 and
-    rounded to nearest (even) float8 E4M3. Computed in float32."""
-    v = x.to(torch.float32) / _scale_like(scale, x, p["axis"])
+    """INT8: clamp(round_half_to_even(x * (1 / scale)), -128, 127); FP8: x * (1 / scale) saturated to
+    +-448 and rounded to nearest (even) float8 E4M3. Computed in float32, as TensorRT does (module doc)."""
+    v = x.to(torch.float32) * torch.reciprocal(_scale_like(scale, x, p["axis"]))
     if DataType(p["to_type"]) == DataType.INT8:
         return torch.clamp(torch.round(v), -128, 127).to(torch.int8)  # torch.round: half to even
     return torch.clamp(v, -FP8_MAX, FP8_MAX).to(torch.float8_e4m3fn)

@@ -6,10 +6,15 @@ import from libnvinfer / libnvinfer_plugin / libnvonnxparser. Importing the bind
 for reading signatures, docstrings and enums; creating a Builder or Runtime does not (the
 stand-ins return NULL), and nothing here ever tries.
 
-`api(version)` imports the bindings in a subprocess and returns the JSON dump of dump_api.py
-(cached next to the wheel, keyed by the dump script's hash).
+`api(version)` returns the JSON dump of dump_api.py. The dumps are committed (dumps/<full version>.json,
+with the hash of the dump script that made them), so the tests need no download; where the dump
+script has changed since, or with `fresh=True`, the bindings are downloaded and imported in a
+subprocess, and the dump is cached next to the wheel. Rewrite the committed dumps with
 
-Cache: $TRTBUILD_CONFORMANCE_CACHE, else ~/.cache/trtbuild-conformance/<full version>/.
+    PYTHONPATH=tests python -m helpers.conformance.trt_bindings
+
+Cache: $TRTBUILD_CONFORMANCE_CACHE, else .cache/trtbuild-conformance/<full version>/ in the
+checkout (ignored by git).
 """
 
 from __future__ import annotations
@@ -43,6 +48,10 @@ int initLibNvInferPlugins(void* logger, const char* plugin_namespace) { return 0
 """
 STUB_LIBRARIES = ("libnvinfer", "libnvinfer_plugin", "libnvonnxparser")
 DUMP_SCRIPT = Path(__file__).with_name("dump_api.py")
+#: the committed dumps: {"dump_script": dump_key(), "api": <the dump>} per full version
+DUMPS = Path(__file__).with_name("dumps")
+#: the checkout's root (tests/helpers/conformance/ is three levels below it)
+CHECKOUT = Path(__file__).resolve().parents[3]
 
 
 class BindingsUnavailable(RuntimeError):
@@ -52,7 +61,25 @@ class BindingsUnavailable(RuntimeError):
 def cache_root() -> Path:
     """Where wheels, stand-in libraries and dumps are kept between runs."""
     env = os.environ.get("TRTBUILD_CONFORMANCE_CACHE")
-    return Path(env) if env else Path.home() / ".cache" / "trtbuild-conformance"
+    return Path(env) if env else CHECKOUT / ".cache" / "trtbuild-conformance"
+
+
+def dump_key() -> str:
+    """The hash of dump_api.py: a dump made by another version of the script is not used."""
+    return hashlib.sha256(DUMP_SCRIPT.read_bytes()).hexdigest()[:16]
+
+
+def committed_path(version: str) -> Path:
+    return DUMPS / f"{VERSIONS.get(version, version)}.json"
+
+
+def committed(version: str) -> dict | None:
+    """The committed dump of `version`, or None where there is none or another dump script made it."""
+    path = committed_path(version)
+    if not path.is_file():
+        return None
+    data = json.loads(path.read_text())
+    return data["api"] if data.get("dump_script") == dump_key() else None
 
 
 def _run(cmd: list[str], what: str, timeout: int = 300, **kw) -> subprocess.CompletedProcess:
@@ -113,10 +140,15 @@ def environment(folder: Path) -> dict[str, str]:
     return env
 
 
-def api(version: str) -> dict:
-    """The dump (see dump_api.py) of the real bindings of `version`. Raises BindingsUnavailable."""
+def api(version: str, fresh: bool = False) -> dict:
+    """The dump (see dump_api.py) of the real bindings of `version`: the committed one where it is
+    current, unless `fresh`; else made from the downloaded wheel. Raises BindingsUnavailable."""
+    if not fresh:
+        data = committed(version)
+        if data is not None:
+            return data
     folder = prepare(version)
-    key = hashlib.sha256(DUMP_SCRIPT.read_bytes()).hexdigest()[:16]
+    key = dump_key()
     cached = folder / f"api-{key}.json"
     if cached.is_file():
         return json.loads(cached.read_text())
@@ -127,3 +159,20 @@ def api(version: str) -> dict:
     tmp.write_text(json.dumps(data))
     tmp.replace(cached)
     return data
+
+
+def write_dumps() -> list[Path]:
+    """Download every version's bindings and (re)write the committed dumps."""
+    DUMPS.mkdir(exist_ok=True)
+    written = []
+    for version in VERSIONS:
+        path = committed_path(version)
+        data = {"dump_script": dump_key(), "api": api(version, fresh=True)}
+        path.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+        written.append(path)
+    return written
+
+
+if __name__ == "__main__":
+    for written in write_dumps():
+        print(f"wrote {written}")
