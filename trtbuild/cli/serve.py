@@ -114,6 +114,7 @@ def run(args) -> int:
     """Start Triton, print where it listens, serve until Ctrl-C (exit 130) or the server dies (exit 1)."""
     from trtbuild.serving.pyt_serve import Ports, PytritonServer, check_model_name, triton_layout
     from trtbuild.serving.python_env import server_environment
+    from trtbuild.serving.stop_signals import stop_on_signals
 
     trt, spec = backend_and_model(args)
     name = check_model_name(args.name or spec.name)
@@ -152,27 +153,3 @@ def run(args) -> int:
         restore()
     raise RuntimeError("Triton Inference Server exited on its own" + (f"; the end of its log:\n{log}" if log else ""))
 
-
-def stop_on_signals():
-    """([name of the signal received], restore): SIGINT and SIGTERM raise KeyboardInterrupt in the main
-    thread, once (a second one while stopping is ignored), also where SIGINT was ignored at start (a
-    background job of a non-interactive shell), so `kill -INT` and `kill -TERM` stop the server cleanly."""
-    import signal
-    import threading
-
-    if threading.current_thread() is not threading.main_thread():
-        return [], lambda: None
-    received: list[str] = []
-
-    def handler(signum, _frame):
-        if not received:
-            received.append("SIGINT (Ctrl-C)" if signum == signal.SIGINT else signal.Signals(signum).name)
-            raise KeyboardInterrupt
-
-    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
-
-    def restore():
-        for sig, old in previous.items():
-            signal.signal(sig, old)
-
-    return received, restore

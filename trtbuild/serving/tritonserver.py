@@ -5,7 +5,8 @@
         ...
     # stopped: SIGINT, then SIGKILL of its process group after `stop_timeout` seconds
 
-From a shell (serves until Ctrl-C; ports 8000/8001/8002 unless given, still on 127.0.0.1)::
+From a shell (serves until Ctrl-C, SIGINT or SIGTERM, also as a background job, then stops the server and
+removes its work directory; ports 8000/8001/8002 unless given, still on 127.0.0.1)::
 
     python -m trtbuild.serving.tritonserver models [--http-port 8000 --grpc-port 8001 --metrics-port 8002]
 
@@ -191,10 +192,11 @@ class TritonServer:
 
 
 def main(argv=None) -> int:
-    """python -m trtbuild.serving.tritonserver REPO: serve a model repository until Ctrl-C."""
+    """python -m trtbuild.serving.tritonserver REPO: serve a model repository until Ctrl-C, SIGINT or SIGTERM."""
     import argparse
 
     from .python_env import StubError
+    from .stop_signals import stop_on_signals
 
     p = argparse.ArgumentParser(prog="python -m trtbuild.serving.tritonserver", description=main.__doc__)
     p.add_argument("repository", help="model repository (trtbuild export-triton --repo DIR)")
@@ -206,6 +208,7 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     server = TritonServer(args.repository, ready_timeout=args.timeout, args=args.args,
                           ports=(args.http_port, args.grpc_port, args.metrics_port))
+    received, restore = stop_on_signals()  # also while the models load: start() stops what it started
     try:
         server.start()
         print(f"tritonserver ready on {args.repository}: HTTP {server.http_url}, gRPC {server.grpc_url}, "
@@ -218,9 +221,12 @@ def main(argv=None) -> int:
         print(f"trtbuild: error: {e}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
+        server.stop()
+        print(f"{received[0] if received else 'SIGINT (Ctrl-C)'}: tritonserver stopped", flush=True)
         return 0
     finally:
         server.stop()
+        restore()
 
 
 if __name__ == "__main__":  # pragma: no cover
