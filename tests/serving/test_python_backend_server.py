@@ -182,6 +182,14 @@ def test_bad_request_fails_alone(served):
         client.close()
 
 
+def test_each_instance_sets_its_own_torch_threads(served):
+    """Every model instance (a stub process of its own) set PyTorch's threads from config.pbtxt (default 1)
+    when Triton loaded it, and said so in Triton's log."""
+    log = served["server"].log()
+    for model in ("resnet18", "smallnet", "rednet", "resnet18_concat"):
+        assert f"trtbuild: model '{model}' instance '{model}_0_0' runs 1 PyTorch thread(s)" in log, model
+
+
 def test_server_stops_cleanly(served):
     server = served["server"]
     process = server.process

@@ -220,6 +220,7 @@ def test_serve_zoo_engine_with_dynamic_batching(triton_ok, tmp_path):
         served.wait_serving()
         assert served.lines[0].startswith("backend: reference"), served.lines
         assert any(line.startswith("batching: dynamic") and f"up to {MAX_BATCH}" in line for line in served.lines)
+        assert any(line.startswith("threads: 1 PyTorch thread(s) run the engine") for line in served.lines)  # default
         rng = np.random.default_rng(0)
         inputs = [rng.random((1 + k % 2, 3, 64, 64), dtype=np.float32) for k in range(8)]
         results = send_all(served, "resnet18", inputs, "input", "logits")
@@ -255,10 +256,11 @@ def test_serve_user_network_built_in_memory(triton_ok, tmp_path):
     torch.manual_seed(0)
     export_weights(namespace["make_model"](), tmp_path / "tiny.wts")
     served = Served(["net.py:tinynet", "--input", "input:1x3x32x32", "--weights", "tiny.wts", "--max-batch",
-                     str(MAX_BATCH), "--no-dynamic-batching"], tmp_path)
+                     str(MAX_BATCH), "--no-dynamic-batching", "--threads", "2"], tmp_path)
     try:
         served.wait_serving()
         assert any(line.startswith("batching: dynamic batching off") for line in served.lines), served.lines
+        assert any(line.startswith("threads: 2 PyTorch thread(s)") for line in served.lines), served.lines
         rng = np.random.default_rng(1)
         inputs = [rng.random((1 + k % MAX_BATCH, 3, 32, 32), dtype=np.float32) for k in range(8)]
         results = send_all(served, "tinynet", inputs, "input", "logits")

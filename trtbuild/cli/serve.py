@@ -19,8 +19,10 @@ from __future__ import annotations
 
 import argparse
 
+from trtbuild.serving.model_options import DEFAULT_THREADS, ModelOptions
+
 from .build import backend_and_model
-from .options import add_backend_options, add_model_command, number_type, positive_int
+from .options import add_backend_options, add_model_command, non_negative_int, number_type, positive_int
 
 DEFAULT_MAX_BATCH = 8
 
@@ -43,6 +45,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                         f"{DEFAULT_MAX_BATCH} for an engine built in memory, whose profile is 1..N)")
     p.add_argument("--no-dynamic-batching", action="store_true",
                    help="run every request alone (Triton still accepts batched requests up to --max-batch)")
+    p.add_argument("--threads", type=non_negative_int, default=DEFAULT_THREADS, metavar="N",
+                   help=f"PyTorch threads running the engine in this process (default {DEFAULT_THREADS}: Triton, "
+                        "PyTriton and the clients need cores too; 0: PyTorch's default, one per core)")
     p.add_argument("--name", default=None, help="Triton model name (default: the model's name)")
     p.add_argument("--host", default="127.0.0.1",
                    help="address the server listens on (default 127.0.0.1, this machine only; 0.0.0.0: all)")
@@ -130,7 +135,10 @@ def run(args) -> int:
         batch = ["-1"] if layout.triton_max_batch else []
         print(f"{kind}: " + ", ".join(f"{t.name} [{', '.join(batch + [str(d) for d in t.dims])}] "
                                       f"{t.dtype.__name__}" for t in tensors))
-    print(layout.describe(), flush=True)
+    print(layout.describe())
+    threads = ModelOptions(threads=args.threads).apply_threads()
+    print(f"threads: {threads} PyTorch thread(s) run the engine (--threads N; 0: PyTorch's default, one per core)",
+          flush=True)
     server = PytritonServer(engine, name, layout, ports, verbose=getattr(args, "verbose", False))
     received, restore = stop_on_signals()
     try:
