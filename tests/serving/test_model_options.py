@@ -1,6 +1,7 @@
 """What the model code does around each engine run (trtbuild.serving.model_options): PyTorch threads
-per model instance, written by export-triton into config.pbtxt and applied by model.py's EngineModel
-when Triton loads it. With a real Triton: test_python_backend_server.py and test_serve.py."""
+per model instance and the refusal of NaN/Inf inputs, written by export-triton into config.pbtxt and
+applied by model.py's EngineModel when Triton loads it. With a real Triton: test_python_backend_server.py
+and test_serve.py."""
 
 from __future__ import annotations
 
@@ -94,5 +95,35 @@ def test_threads_zero_keeps_pytorchs_default_and_bad_values_are_refused(engine):
         ModelOptions.from_config({"parameters": {"trtbuild_threads": {"string_value": "many"}}})
     with pytest.raises(ModelOptionsError, match=r"^threads -2: PyTorch threads per model instance"):
         ModelOptions(threads=-2)
-    with pytest.raises(ConfigError, match=r"^--threads applies to --kind python only"):
+    with pytest.raises(ConfigError, match=r"^--threads and --reject-nonfinite apply to --kind python only"):
         config_text(sidecar, "m", "tensorrt", options=ModelOptions(threads=2))
+
+
+def test_reject_nonfinite_is_off_by_default_and_written_when_asked(engine, tmp_path):
+    repo = tmp_path / "repo"
+    assert main(["export-triton", "resnet18", "--small", "--engine", str(engine), "--repo", str(repo), "--kind",
+                 "python"]) == 0
+    assert _config(repo / "resnet18").parameters["trtbuild_reject_nonfinite"].string_value == "false"
+    assert main(["export-triton", "resnet18", "--small", "--engine", str(engine), "--repo", str(repo), "--kind",
+                 "python", "--name", "strict", "--reject-nonfinite"]) == 0
+    params = _config(repo / "strict").parameters
+    assert params["trtbuild_reject_nonfinite"].string_value == "true" and params["trtbuild_threads"].string_value == "1"
+    assert ModelOptions.from_config({}).reject_nonfinite is False  # a repository written before: not checked
+    strict = ModelOptions.from_config({"parameters": {"trtbuild_reject_nonfinite": {"string_value": "True"}}})
+    assert strict == ModelOptions(reject_nonfinite=True)
+    with pytest.raises(ModelOptionsError, match=r"^config.pbtxt parameter trtbuild_reject_nonfinite 'maybe': "
+                                                r"expected true or false$"):
+        ModelOptions.from_config({"parameters": {"trtbuild_reject_nonfinite": {"string_value": "maybe"}}})
+
+
+def test_check_finite_names_the_input_and_the_counts():
+    x = torch.zeros(2, 3)
+    ModelOptions().check_finite("input", x.fill_(float("nan")))  # off: not looked at
+    strict = ModelOptions(reject_nonfinite=True)
+    strict.check_finite("input", torch.zeros(2, 3, dtype=torch.float16))
+    strict.check_finite("ids", torch.tensor([1, 2], dtype=torch.int32))  # integers cannot be NaN
+    y = torch.zeros(2, 3, dtype=torch.float16)
+    y[0, 0], y[1, 2] = float("-inf"), float("nan")
+    with pytest.raises(ValueError, match=r"^input 'input' holds 1 NaN and 1 infinite value\(s\) of 6, and this model "
+                                         r"rejects non-finite inputs \(trtbuild_reject_nonfinite: true\)$"):
+        strict.check_finite("input", y)

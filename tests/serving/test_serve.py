@@ -313,7 +313,8 @@ def test_serve_refusals_name_the_option(triton_ok, tmp_path, capsys):
 def test_serve_static_batch_engine_and_sigterm(triton_ok, tmp_path):
     """A static-batch engine (batch 1, no profile) is served unbatched: the batching line says so, a
     request of its shape over HTTP and gRPC equals the direct run, another batch is refused by Triton
-    naming the shape; SIGTERM (what Docker and Kubernetes send) stops it as cleanly as Ctrl-C."""
+    naming the shape, and so is (--reject-nonfinite) an input holding NaN; SIGTERM (what Docker and Kubernetes
+    send) stops it as cleanly as Ctrl-C."""
     import tritonclient.grpc as grpcclient
     import tritonclient.http as httpclient
     from tritonclient.utils import InferenceServerException
@@ -326,7 +327,8 @@ def test_serve_static_batch_engine_and_sigterm(triton_ok, tmp_path):
     export_weights(registry.get_torch_model("resnet18", small=True), tmp_path / "r18.wts")
     path, _ = build_and_save("resnet18", tmp_path / "r18.wts", tmp_path / "static.engine", trt, small=True,
                              progress=False)
-    served = Served(["resnet18", "--small", "--engine", str(path), "--name", "r18_static"], tmp_path)
+    served = Served(["resnet18", "--small", "--engine", str(path), "--name", "r18_static", "--reject-nonfinite"],
+                    tmp_path)
     x = np.random.default_rng(2).random((1, 3, 64, 64), dtype=np.float32)
     try:
         served.wait_serving()
@@ -342,6 +344,14 @@ def test_serve_static_batch_engine_and_sigterm(triton_ok, tmp_path):
                 wrong.set_data_from_numpy(np.concatenate([x, x]))
                 with pytest.raises(InferenceServerException, match=r"unexpected shape for input 'input'"):
                     client.infer("r18_static", [wrong])
+                nan = lib.InferInput("input", [1, 3, 64, 64], "FP32")  # --reject-nonfinite: refused, named
+                with_nan = x.copy()
+                with_nan[0, 1, 2, 3] = np.nan
+                nan.set_data_from_numpy(with_nan)
+                with pytest.raises(InferenceServerException, match=r"input 'input' holds 1 NaN and 0 infinite "
+                                                                   r"value\(s\) of 12288, and this model rejects "
+                                                                   r"non-finite inputs \(--reject-nonfinite\)"):
+                    client.infer("r18_static", [nan])
             finally:
                 client.close()
         stop_and_check(served, group=False, sig=signal.SIGTERM)

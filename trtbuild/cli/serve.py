@@ -48,6 +48,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--threads", type=non_negative_int, default=DEFAULT_THREADS, metavar="N",
                    help=f"PyTorch threads running the engine in this process (default {DEFAULT_THREADS}: Triton, "
                         "PyTriton and the clients need cores too; 0: PyTorch's default, one per core)")
+    p.add_argument("--reject-nonfinite", action="store_true",
+                   help="refuse inputs holding NaN or Inf (default: off, the engine runs them); with dynamic "
+                        "batching, the requests Triton merged into the same execution are refused with it")
     p.add_argument("--name", default=None, help="Triton model name (default: the model's name)")
     p.add_argument("--host", default="127.0.0.1",
                    help="address the server listens on (default 127.0.0.1, this machine only; 0.0.0.0: all)")
@@ -136,10 +139,11 @@ def run(args) -> int:
         print(f"{kind}: " + ", ".join(f"{t.name} [{', '.join(batch + [str(d) for d in t.dims])}] "
                                       f"{t.dtype.__name__}" for t in tensors))
     print(layout.describe())
-    threads = ModelOptions(threads=args.threads).apply_threads()
+    options = ModelOptions(threads=args.threads, reject_nonfinite=args.reject_nonfinite)
+    threads = options.apply_threads()
     print(f"threads: {threads} PyTorch thread(s) run the engine (--threads N; 0: PyTorch's default, one per core)",
           flush=True)
-    server = PytritonServer(engine, name, layout, ports, verbose=getattr(args, "verbose", False))
+    server = PytritonServer(engine, name, layout, ports, verbose=getattr(args, "verbose", False), options=options)
     received, restore = stop_on_signals()
     try:
         with server:

@@ -124,7 +124,8 @@ def config_text(sidecar: dict, name: str, kind: str = "tensorrt", *, max_batch: 
     if batching not in BATCHING:
         raise ConfigError(f"--batching {batching!r}: expected one of {', '.join(BATCHING)}")
     if kind == "tensorrt" and options is not None:
-        raise ConfigError("--threads applies to --kind python only: Triton's TensorRT backend runs no trtbuild code")
+        raise ConfigError("--threads and --reject-nonfinite apply to --kind python only: Triton's TensorRT backend "
+                          "runs no trtbuild code")
     if instances < 1:
         raise ConfigError(f"--instances {instances}: must be at least 1 (model instances per device)")
     max_batch_size, preferred = batch_limits(sidecar, max_batch)

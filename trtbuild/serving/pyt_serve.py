@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from .model_options import ModelOptions
 from .python_env import StubError, server_environment
 
 #: Triton waits this long for in-flight requests when stopping (its default is 30 s).
@@ -131,12 +132,14 @@ def triton_layout(engine, max_batch: int | None = None, dynamic_batching: bool =
                   max_batch or hi, min_batch=lo, dynamic_batching=dynamic_batching, profile=(lo, hi))
 
 
-def infer_function(engine, layout: Layout):
+def infer_function(engine, layout: Layout, options: ModelOptions | None = None):
     """The callable PyTriton calls with a batch of requests ({input: ndarray}, merged by @batch): runs
-    `engine` (one execution at a time), zero-pads batches below the profile's min, returns numpy."""
+    `engine` (one execution at a time), zero-pads batches below the profile's min, returns numpy.
+    options.reject_nonfinite refuses a batch holding NaN or Inf (PyTriton answers an execution as a whole)."""
     from pytriton.decorators import batch
 
     lock = threading.Lock()
+    options = options or ModelOptions()
 
     @batch
     def infer(**inputs):
@@ -145,6 +148,7 @@ def infer_function(engine, layout: Layout):
         feeds = {}
         for name, value in inputs.items():
             x = torch.from_numpy(np.ascontiguousarray(value)).to(engine.tensors[name].dtype)
+            options.check_finite(name, x, "--reject-nonfinite")
             if pad:
                 x = torch.cat([x, x.new_zeros((pad, *x.shape[1:]))])
             feeds[name] = x.to(engine.device)
@@ -172,6 +176,7 @@ class PytritonServer:
     ports: Ports = field(default_factory=Ports)
     verbose: bool = False
     log_path: Path | None = None
+    options: ModelOptions = field(default_factory=ModelOptions)
     _triton: object = None
     _workdir: object = None
 
@@ -195,7 +200,7 @@ class PytritonServer:
         self._triton = Triton(config=config, workspace=Path(self._workdir.name) / "workspace")
         try:
             self._triton.bind(
-                model_name=self.name, infer_func=infer_function(self.engine, layout),
+                model_name=self.name, infer_func=infer_function(self.engine, layout, self.options),
                 inputs=[Tensor(name=t.name, dtype=t.dtype, shape=t.dims) for t in layout.inputs],
                 outputs=[Tensor(name=t.name, dtype=t.dtype, shape=t.dims) for t in layout.outputs],
                 config=ModelConfig(batching=layout.triton_max_batch > 0, max_batch_size=layout.triton_max_batch,

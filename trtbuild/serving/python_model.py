@@ -14,7 +14,8 @@ stacks them along the batch dimension into one engine run (up to max_batch_size,
 dynamic batcher respects); "per-request" runs the engine once per request, so every response is
 bit-identical to a direct ``Engine`` run on that request's input (PyTorch's CPU kernels round
 differently at another batch size). ``trtbuild_threads`` sets the PyTorch threads of each
-instance when it loads (trtbuild.serving.model_options).
+instance when it loads, ``trtbuild_reject_nonfinite`` refuses requests holding NaN or Inf
+(trtbuild.serving.model_options).
 """
 
 from __future__ import annotations
@@ -109,6 +110,7 @@ class EngineModel:
             if tensor is None:
                 raise ValueError(f"the request has no input '{name}'")
             feeds[name] = from_dlpack(tensor.to_dlpack()).to(self.engine.device, copy=True)
+            self.options.check_finite(name, feeds[name])  # ValueError: answered to this request's client only
         return feeds
 
     def _response(self, outputs: dict):

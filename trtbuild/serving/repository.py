@@ -220,7 +220,8 @@ def export_model(engine_path, repo, name: str, kind: str = "tensorrt", *, max_ba
     instances: model instances per device (instance_group count). inputs: other files the caller
     reads (the model's net.py), which must not lie inside an entry about to be replaced.
     version: the version directory written (a positive integer; others in the directory are kept).
-    options (--kind python): what model.py does around each engine run (threads; default ModelOptions()).
+    options (--kind python): what model.py does around each engine run (threads, reject_nonfinite; default
+    ModelOptions()).
     Raises RepositoryError / ConfigError / EngineFileError in one sentence; nothing is written then."""
     engine_path, repo = Path(engine_path), Path(repo)
     check_name(name)
