@@ -159,6 +159,9 @@ def run(args) -> int:
                 server.__exit__()
                 print(f"serve: {received[0] if received else 'SIGINT (Ctrl-C)'}: Triton Inference Server stopped",
                       flush=True)
+                if server.leftovers:
+                    print(f"serve: Triton left its Python-backend stub behind: {server.leftovers.describe()}",
+                          flush=True)
                 raise
             log = server.log_tail()
     finally:

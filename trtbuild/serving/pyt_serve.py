@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from .leftovers import Removed, clean_up, snapshot
 from .model_options import ModelOptions
 from .python_env import StubError, server_environment
 
@@ -177,6 +178,7 @@ class PytritonServer:
     verbose: bool = False
     log_path: Path | None = None
     options: ModelOptions = field(default_factory=ModelOptions)
+    leftovers: Removed = field(default_factory=Removed)  # what the last stop had to clean up after Triton
     _triton: object = None
     _workdir: object = None
 
@@ -243,10 +245,16 @@ class PytritonServer:
         return "\n".join(Path(path).read_text(errors="replace").splitlines()[-lines:])
 
     def __exit__(self, *_) -> None:
-        """Stop tritonserver (it is gone when this returns) and remove the workspace."""
+        """Stop tritonserver and remove the workspace. tritonserver can die while stopping under load and
+        leave its Python-backend stub running, so whatever still names the workspace is killed and its
+        shared memory and model folder removed (``self.leftovers`` says what): all gone when this returns."""
+        marker = self._workdir.name if self._workdir is not None else None
+        before = snapshot(marker) if marker else {}
         if self._triton is not None:
             self._triton.stop()
             self._triton = None
+        if marker:
+            self.leftovers = clean_up(marker, before)
         if self._workdir is not None:
             self._workdir.cleanup()
             self._workdir = None

@@ -1,0 +1,83 @@
+"""`trtbuild serve ARGS` in a subprocess on free loopback ports, its output lines collected (tests/serving)."""
+
+from __future__ import annotations
+
+import os
+import queue
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+import trtbuild
+from trtbuild.serving.tritonserver import free_ports
+
+#: the checkout whose trtbuild this test process imported: the subprocess runs the same code
+REPO = Path(trtbuild.__file__).resolve().parents[1]
+START_TIMEOUT_S = 90
+
+
+class Served:
+    """`trtbuild serve ARGS` in a subprocess (its own session) with its output lines collected."""
+
+    def __init__(self, args: list[str], cwd: Path, sigint_ignored: bool = False):
+        self.http, self.grpc, self.metrics = free_ports(3)
+        env = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
+               "TRTBUILD_BACKEND": "reference"}
+        code = "import sys; from trtbuild.cli import main; sys.exit(main(sys.argv[1:]))"
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", code, "serve", *args, "--http-port", str(self.http), "--grpc-port",
+             str(self.grpc), "--metrics-port", str(self.metrics)], cwd=cwd, env=env, stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT, text=True, start_new_session=True,
+            preexec_fn=(lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if sigint_ignored else None)  # noqa: PLW1509
+        self.lines: list[str] = []
+        self._queue: queue.Queue = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        for line in self.proc.stdout:
+            self.lines.append(line.rstrip("\n"))
+            self._queue.put(line)
+        self._queue.put(None)
+
+    def wait_serving(self) -> None:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while time.monotonic() < deadline:
+            try:
+                line = self._queue.get(timeout=1)
+            except queue.Empty:
+                continue
+            if line is None:
+                break
+            if line.startswith("serving '"):
+                return
+        self.kill()
+        pytest.fail("trtbuild serve did not start serving:\n" + "\n".join(self.lines))
+
+    def server_pids(self) -> list[int]:
+        """tritonserver processes listening on this server's HTTP port."""
+        out = subprocess.run(["pgrep", "-f", f"tritonserver .*--http-port {self.http} "], capture_output=True,
+                             text=True).stdout
+        return [int(p) for p in out.split()]
+
+    def workspace(self) -> str:
+        """The server's private directory (/tmp/trtbuild-serve-XXXX), read from tritonserver's command line."""
+        pids = self.server_pids()
+        assert len(pids) == 1, (pids, self.lines)
+        cmdline = Path(f"/proc/{pids[0]}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+        return re.search(r"--model-repository (\S+?)/workspace/", cmdline).group(1)
+
+    def metric(self, name: str) -> float:
+        text = urllib.request.urlopen(f"http://127.0.0.1:{self.metrics}/metrics", timeout=10).read().decode()
+        return sum(float(line.split()[-1]) for line in text.splitlines() if line.startswith(name + "{"))
+
+    def kill(self):
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
