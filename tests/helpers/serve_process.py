@@ -81,3 +81,41 @@ class Served:
         if self.proc.poll() is None:
             os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait()
+
+
+def pids_naming(text: str) -> list[int]:
+    out = subprocess.run(["pgrep", "-f", text], capture_output=True, text=True, check=False).stdout
+    return [int(p) for p in out.split() if int(p) != os.getpid()]
+
+
+def running(pid: int) -> bool:
+    """Whether `pid` is a live process (a zombie, killed and waiting for its parent to reap it, is not)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[-1].split()[0] not in ("Z", "X")
+
+
+def _shm_of(pid: int) -> set[Path]:
+    """The /dev/shm files process `pid` maps or names on its command line."""
+    try:
+        args = [a.decode() for a in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0") if a]
+        maps = Path(f"/proc/{pid}/maps").read_text().splitlines()
+    except OSError:
+        return set()
+    shm = {Path(line.split()[-1]) for line in maps if " /dev/shm/" in line}
+    return shm | {Path("/dev/shm", a) for a in args if "/" not in a and Path("/dev/shm", a).is_file()}
+
+
+def stub_of(workspace: str) -> tuple[int, set[Path], Path]:
+    """(pid of the server's one stub, the /dev/shm files the server's processes map or name, the folder of the
+    stub's model.py): what a test must find gone afterwards, and remove itself if the test fails."""
+    pids = [p for p in pids_naming(workspace)
+            if b"triton_python_backend_stub" in Path(f"/proc/{p}/cmdline").read_bytes()]
+    assert len(pids) == 1, pids
+    args = [a.decode() for a in Path(f"/proc/{pids[0]}/cmdline").read_bytes().split(b"\0") if a]
+    shm = set().union(*(_shm_of(p) for p in pids_naming(workspace)))
+    model_py = Path(args[1])
+    assert model_py.name == "model.py", args
+    return pids[0], shm, model_py.parents[1]

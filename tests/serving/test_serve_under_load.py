@@ -8,14 +8,13 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import subprocess
 import threading
 import time
 from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers.serve_process import Served
+from helpers.serve_process import Served, pids_naming, running, stub_of
 from helpers.triton_models import skip_or_fail
 
 pytestmark = pytest.mark.triton
@@ -23,25 +22,6 @@ pytestmark = pytest.mark.triton
 CLIENTS = 32
 LOAD_S = 3  # load before Ctrl-C
 MAX_REQUESTS = 400  # per client, a bound besides the time
-
-
-def _pids_naming(text: str) -> list[int]:
-    out = subprocess.run(["pgrep", "-f", text], capture_output=True, text=True, check=False).stdout
-    return [int(p) for p in out.split() if int(p) != os.getpid()]
-
-
-def _stub(workspace: str) -> tuple[int, set[Path], Path]:
-    """(pid, the /dev/shm files it maps or names, the folder of its model.py) of the server's one stub."""
-    pids = [p for p in _pids_naming(workspace)
-            if b"triton_python_backend_stub" in Path(f"/proc/{p}/cmdline").read_bytes()]
-    assert len(pids) == 1, pids
-    args = [a.decode() for a in Path(f"/proc/{pids[0]}/cmdline").read_bytes().split(b"\0") if a]
-    maps = Path(f"/proc/{pids[0]}/maps").read_text().splitlines()
-    shm = {Path(line.split()[-1]) for line in maps if " /dev/shm/" in line}
-    shm |= {Path("/dev/shm", a) for a in args if "/" not in a and Path("/dev/shm", a).is_file()}
-    model_py = Path(args[1])
-    assert model_py.name == "model.py", args
-    return pids[0], shm, model_py.parents[1]
 
 
 def _load(port: int, stop: threading.Event, done: list[int]) -> None:
@@ -75,7 +55,7 @@ def test_ctrl_c_under_load_leaves_no_stub_shared_memory_or_folder(tmp_path):
     try:
         served.wait_serving()
         workspace = served.workspace()
-        stub, shm, folder = _stub(workspace)
+        stub, shm, folder = stub_of(workspace)
         assert shm and folder.is_dir()
         threads = [threading.Thread(target=_load, args=(served.http, stop, done), daemon=True) for _ in range(CLIENTS)]
         for t in threads:
@@ -89,8 +69,8 @@ def test_ctrl_c_under_load_leaves_no_stub_shared_memory_or_folder(tmp_path):
         stop.set()
         output = "\n".join(served.lines)
         assert code == 130, output
-        assert not Path(f"/proc/{stub}").exists(), f"the stub {stub} outlived `trtbuild serve`:\n{output}"
-        assert _pids_naming(workspace) == []
+        assert not running(stub), f"the stub {stub} outlived `trtbuild serve`:\n{output}"
+        assert pids_naming(workspace) == []
         assert sorted(p for p in shm if p.exists()) == [], output
         assert not folder.exists() and not Path(workspace).exists()
     finally:
@@ -98,7 +78,7 @@ def test_ctrl_c_under_load_leaves_no_stub_shared_memory_or_folder(tmp_path):
         for t in threads:
             t.join(timeout=15)
         served.kill()
-        for pid in _pids_naming(workspace) if workspace else []:
+        for pid in pids_naming(workspace) if workspace else []:
             os.kill(pid, signal.SIGKILL)
         for path in shm:
             path.unlink(missing_ok=True)

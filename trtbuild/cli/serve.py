@@ -164,6 +164,13 @@ def run(args) -> int:
                           flush=True)
                 raise
             log = server.log_tail()
+            if server.stub_death:
+                print(f"serve: {server.stub_death}: stopping Triton Inference Server, so that readiness turns false "
+                      "and a supervisor can start a fresh one (exit code 1)", flush=True)
+                server.__exit__()
+                if server.leftovers:
+                    print(f"serve: removed what the stub left: {server.leftovers.describe()}", flush=True)
+                raise RuntimeError(f"{server.stub_death}; Triton Inference Server was stopped")
     finally:
         restore()
     raise RuntimeError("Triton Inference Server exited on its own" + (f"; the end of its log:\n{log}" if log else ""))

@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 SHM = Path("/dev/shm")
+#: the programs of a Triton server: the server and its Python-backend stubs
+PROGRAMS = ("tritonserver", "triton_python_backend_stub")
 
 
 @dataclass(frozen=True)
@@ -98,7 +100,7 @@ def _descendants(pids) -> list[int]:
     return found
 
 
-def _gone(leftover: Leftover) -> bool:
+def gone(leftover: Leftover) -> bool:
     state, start = _stat(leftover.pid)
     return start != leftover.start or state in ("Z", "X")  # a zombie holds nothing any more
 
@@ -115,7 +117,7 @@ def _model_folder(arg: str) -> Path | None:
     return None
 
 
-def _describe(pid: int) -> Leftover | None:
+def describe(pid: int) -> Leftover | None:
     args = _read(Path(f"/proc/{pid}/cmdline")).split(b"\0")
     start = _start_time(pid)
     if not start or not args:
@@ -132,18 +134,22 @@ def _describe(pid: int) -> Leftover | None:
 
 
 def processes_naming(marker: str) -> list[int]:
-    """Pids of the processes (not this one) whose command line contains `marker`."""
+    """Pids of the tritonserver and Python-backend stub processes whose command line contains `marker`
+    (other programs naming it, a `tail -f` of the log, are not the server's)."""
     found = []
     needle = marker.encode()
     for entry in Path("/proc").iterdir():
-        if entry.name.isdigit() and int(entry.name) != os.getpid() and needle in _read(entry / "cmdline"):
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        cmdline = _read(entry / "cmdline")
+        if needle in cmdline and Path(cmdline.split(b"\0")[0].decode(errors="replace")).name in PROGRAMS:
             found.append(int(entry.name))
     return sorted(found)
 
 
 def snapshot(marker: str) -> dict[int, Leftover]:
     """The processes naming `marker` now, with what they hold."""
-    return {pid: d for pid in processes_naming(marker) if (d := _describe(pid)) is not None}
+    return {pid: d for pid in processes_naming(marker) if (d := describe(pid)) is not None}
 
 
 def clean_up(marker: str, before: dict[int, Leftover] | None = None, timeout: float = 10.0) -> Removed:
@@ -153,7 +159,7 @@ def clean_up(marker: str, before: dict[int, Leftover] | None = None, timeout: fl
     removed = Removed()
     known = dict(before or {})
     now = snapshot(marker)
-    children = {pid: d for pid in _descendants(now) if pid not in now and (d := _describe(pid)) is not None}
+    children = {pid: d for pid in _descendants(now) if pid not in now and (d := describe(pid)) is not None}
     for pid, seen in [*children.items(), *now.items()]:
         earlier = known.get(pid)
         known[pid] = seen if earlier is None or earlier.start != seen.start else Leftover(
@@ -165,7 +171,7 @@ def clean_up(marker: str, before: dict[int, Leftover] | None = None, timeout: fl
             pass
     deadline = time.monotonic() + timeout
     while removed.killed and time.monotonic() < deadline:
-        if all(_gone(known[pid]) for pid in removed.killed):
+        if all(gone(known[pid]) for pid in removed.killed):
             break
         time.sleep(0.05)
     for name in sorted({s for d in known.values() for s in d.shm}):

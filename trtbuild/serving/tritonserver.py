@@ -31,7 +31,9 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from .leftovers import Removed, clean_up, snapshot
 from .python_env import python_backend_dir, server_environment, tritonserver_binary
+from .stub_watch import StubWatch
 
 LOOPBACK = "127.0.0.1"
 _ERROR_LINE = re.compile(r"^E\d{4} |error|failed|Traceback|Error:", re.IGNORECASE)
@@ -92,6 +94,8 @@ class TritonServer:
         self.workdir: Path | None = None
         self.ports = ports  # (http, grpc, metrics); None: free ports
         self.http_port = self.grpc_port = self.metrics_port = None
+        self.watch: StubWatch | None = None
+        self.leftovers = Removed()  # what the last stop removed after the server's processes
 
     @property
     def http_url(self) -> str:
@@ -132,10 +136,15 @@ class TritonServer:
                                             preexec_fn=_die_with_parent if sys.platform == "linux" else None)  # noqa: PLW1509
         try:
             self._wait_ready()
+            self.watch = StubWatch(str(self.workdir), self.http_url)
         except BaseException:
             self.stop()
             raise
         return self
+
+    def stub_death(self) -> str | None:
+        """One sentence if a Python-backend stub died while Triton reports its model ready (stub_watch)."""
+        return self.watch.check() if self.watch is not None else None
 
     def ready(self) -> bool:
         try:
@@ -164,6 +173,9 @@ class TritonServer:
         """SIGINT (Triton unloads its models and exits), SIGKILL to the process group after
         stop_timeout seconds; returns the exit code. The work directory is removed."""
         process, code = self.process, None
+        marker = str(self.workdir) if self.workdir is not None else None
+        before = {**(self.watch.seen if self.watch is not None else {}), **(snapshot(marker) if marker else {})}
+        self.watch = None
         if process is not None:
             if process.poll() is None:
                 process.send_signal(signal.SIGINT)
@@ -176,6 +188,8 @@ class TritonServer:
             except (ProcessLookupError, PermissionError):
                 pass
             code = process.wait()
+        if marker:  # a stub that died or was orphaned leaves shared memory and its model folder
+            self.leftovers = clean_up(marker, before)
         if self.workdir is not None and self.workdir.exists():
             keep = os.environ.get("TRTBUILD_KEEP_TRITON_LOG")
             if keep:
@@ -214,6 +228,11 @@ def main(argv=None) -> int:
         print(f"tritonserver ready on {args.repository}: HTTP {server.http_url}, gRPC {server.grpc_url}, "
               f"metrics {LOOPBACK}:{server.metrics_port} (Ctrl-C stops it)", flush=True)
         while server.process.poll() is None:
+            death = server.stub_death()
+            if death:
+                print(f"tritonserver: {death}: stopping the server, so that readiness turns false and a supervisor "
+                      "can start a fresh one (exit code 1)", file=sys.stderr, flush=True)
+                return 1
             time.sleep(0.5)
         print(f"tritonserver exited with code {server.process.returncode}", file=sys.stderr)
         return 1
