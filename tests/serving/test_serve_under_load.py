@@ -80,6 +80,8 @@ def test_ctrl_c_under_load_leaves_no_stub_shared_memory_or_folder(tmp_path):
         served.kill()
         for pid in pids_naming(workspace) if workspace else []:
             os.kill(pid, signal.SIGKILL)
+        if workspace:  # a killed serve could not remove it
+            shutil.rmtree(workspace, ignore_errors=True)
         for path in shm:
             path.unlink(missing_ok=True)
         if folder is not None:

@@ -64,8 +64,11 @@ def _nothing_left(workspace: str, shm: set, copy: Path | None) -> None:
 
 
 def _clean(workspace, shm, folder) -> None:
+    """What a failed test must not leave: the server's processes, shared memory, work directory, model copy."""
     for pid in pids_naming(workspace) if workspace else []:
         os.kill(pid, signal.SIGKILL)
+    if workspace:
+        shutil.rmtree(workspace, ignore_errors=True)
     for path in shm:
         path.unlink(missing_ok=True)
     if folder is not None:
