@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import queue
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -78,9 +79,27 @@ class Served:
         return sum(float(line.split()[-1]) for line in text.splitlines() if line.startswith(name + "{"))
 
     def kill(self):
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait()
+        """SIGKILL a serve still running (a failed test), and remove what its server held: the processes
+        naming its work directory, their shared memory, the work directory and Triton's model copy."""
+        if self.proc.poll() is not None:
+            return
+        workspace, shm, folders = None, set(), set()
+        pids = self.server_pids()
+        if len(pids) == 1:
+            workspace = self.workspace()
+            for pid in pids_naming(workspace):
+                shm |= _shm_of(pid)
+                args = [a.decode() for a in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0") if a]
+                folders |= {Path(a).parents[1] for a in args[1:2] if a.endswith("/model.py")}
+        os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait()
+        if workspace:
+            for pid in pids_naming(workspace):
+                os.kill(pid, signal.SIGKILL)
+            for path in shm:
+                path.unlink(missing_ok=True)
+            for folder in [Path(workspace), *(f for f in folders if f.name.startswith("folder"))]:
+                shutil.rmtree(folder, ignore_errors=True)
 
 
 def pids_naming(text: str) -> list[int]:
