@@ -59,12 +59,13 @@ def served(tmp_path_factory):
                "rednet": build_zoo(work, "rednet")}
     export = [("resnet18", engines["resnet18"], ["--small"]), (user_ref, user_engine, []),
               ("rednet", engines["rednet"], ["--small"]),
-              ("resnet18", engines["resnet18"], ["--small", "--name", "resnet18_concat", "--batching", "concatenate"])]
+              ("resnet18", engines["resnet18"], ["--small", "--name", "resnet18_concat", "--batching", "concatenate"]),
+              (user_ref, user_engine, ["--name", "smallnet_finite", "--batching", "concatenate", "--reject-nonfinite"])]
     for model, engine, more in export:
         assert main(["export-triton", model, "--engine", str(engine), "--repo", str(repo), "--kind", "python",
                      *more]) == 0
     server = TritonServer(repo, ready_timeout=TIMEOUT_S)
-    server.start()  # TritonServerError unless ready (all four models loaded) within TIMEOUT_S
+    server.start()  # TritonServerError unless ready (all five models loaded) within TIMEOUT_S
     from trtbuild.engine import load_engine
 
     direct = {name: load_engine(path) for name, path in engines.items()}
@@ -180,6 +181,49 @@ def test_bad_request_fails_alone(served):
         assert torch.equal(torch.from_numpy(answer), served["direct"]["resnet18"](torch.from_numpy(x))["logits"])
     finally:
         client.close()
+
+
+def test_nonfinite_inputs_are_refused_where_configured(served):
+    """--reject-nonfinite: a request holding NaN or Inf is refused in one sentence naming the input and the
+    counts, and only that request (sent at once with finite ones, which Triton may batch with it); without
+    it (the default) the engine runs the request."""
+    import tritonclient.http
+    from tritonclient.utils import InferenceServerException
+
+    url, engine = served["server"].http_url, served["direct"]["smallnet"]
+    x = torch.rand(2, 3, 16, 16, generator=torch.Generator().manual_seed(5))
+    bad = x.clone()
+    bad[0, 0, 0, :3] = torch.tensor([float("nan"), float("inf"), float("nan")])
+
+    def send(model, value):
+        client = tritonclient.http.InferenceServerClient(url, connection_timeout=TIMEOUT_S, network_timeout=TIMEOUT_S)
+        try:
+            arg = tritonclient.http.InferInput("input", list(value.shape), "FP32")
+            arg.set_data_from_numpy(value.numpy())
+            return client.infer("smallnet_finite" if model else "smallnet", [arg]).as_numpy("scores")
+        except InferenceServerException as e:
+            return e
+        finally:
+            client.close()
+
+    with ThreadPoolExecutor(4) as pool:
+        answers = list(pool.map(send, [True] * 4, [x, bad, x, x]))
+    refused = answers[1]
+    assert isinstance(refused, InferenceServerException), refused
+    assert ("input 'input' holds 2 NaN and 1 infinite value(s) of 1536, and this model rejects non-finite inputs "
+            "(trtbuild_reject_nonfinite: true)") in str(refused), str(refused)
+    for answer in answers[::2] + answers[3:]:
+        assert torch.equal(torch.from_numpy(answer), engine(x)["scores"])
+    passed = send(False, bad)  # the default: not checked, the engine runs it
+    assert not isinstance(passed, Exception) and np.isnan(passed[0]).all() and np.isfinite(passed[1]).all()
+
+
+def test_each_instance_sets_its_own_torch_threads(served):
+    """Every model instance (a stub process of its own) set PyTorch's threads from config.pbtxt (default 1)
+    when Triton loaded it, and said so in Triton's log."""
+    log = served["server"].log()
+    for model in ("resnet18", "smallnet", "rednet", "resnet18_concat", "smallnet_finite"):
+        assert f"trtbuild: model '{model}' instance '{model}_0_0' runs 1 PyTorch thread(s)" in log, model
 
 
 def test_server_stops_cleanly(served):

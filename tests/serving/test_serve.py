@@ -12,15 +12,11 @@ tests skip with python_env.stub_problem()'s sentence; under CI=true they fail in
 from __future__ import annotations
 
 import os
-import queue
-import re
 import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
-import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -28,15 +24,13 @@ import numpy as np
 import pytest
 import torch
 
-import trtbuild
+from helpers.serve_process import Served
+
 from trtbuild.serving.tritonserver import free_ports
 
 pytestmark = pytest.mark.triton
 
-#: the checkout whose trtbuild this test process imported: the subprocess runs the same code
-REPO = Path(trtbuild.__file__).resolve().parents[1]
 CLIENTS, REQUESTS, MAX_BATCH = 32, 64, 4
-START_TIMEOUT_S = 90
 
 
 @pytest.fixture(scope="module")
@@ -55,68 +49,6 @@ def triton_ok():
         if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
             pytest.fail(f"CI must run the Triton serving tests, but: {problem}")
         pytest.skip(problem)
-
-
-class Served:
-    """`trtbuild serve ARGS` in a subprocess (its own session) with its output lines collected."""
-
-    def __init__(self, args: list[str], cwd: Path, sigint_ignored: bool = False):
-        self.http, self.grpc, self.metrics = free_ports(3)
-        env = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
-               "TRTBUILD_BACKEND": "reference"}
-        code = "import sys; from trtbuild.cli import main; sys.exit(main(sys.argv[1:]))"
-        self.proc = subprocess.Popen(
-            [sys.executable, "-c", code, "serve", *args, "--http-port", str(self.http), "--grpc-port",
-             str(self.grpc), "--metrics-port", str(self.metrics)], cwd=cwd, env=env, stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT, text=True, start_new_session=True,
-            # as a shell's background job: SIGINT ignored from exec on (the child only calls signal())
-            preexec_fn=(lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))  # noqa: PLW1509
-            if sigint_ignored else None)
-        self.lines: list[str] = []
-        self._queue: queue.Queue = queue.Queue()
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self):
-        for line in self.proc.stdout:
-            self.lines.append(line.rstrip("\n"))
-            self._queue.put(line)
-        self._queue.put(None)
-
-    def wait_serving(self) -> None:
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while time.monotonic() < deadline:
-            try:
-                line = self._queue.get(timeout=1)
-            except queue.Empty:
-                continue
-            if line is None:
-                break
-            if line.startswith("serving '"):
-                return
-        self.kill()
-        pytest.fail("trtbuild serve did not start serving:\n" + "\n".join(self.lines))
-
-    def server_pids(self) -> list[int]:
-        """tritonserver processes listening on this server's HTTP port."""
-        out = subprocess.run(["pgrep", "-f", f"tritonserver .*--http-port {self.http} "], capture_output=True,
-                             text=True).stdout
-        return [int(p) for p in out.split()]
-
-    def workspace(self) -> str:
-        """The server's private directory (/tmp/trtbuild-serve-XXXX), read from tritonserver's command line."""
-        pids = self.server_pids()
-        assert len(pids) == 1, (pids, self.lines)
-        cmdline = Path(f"/proc/{pids[0]}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-        return re.search(r"--model-repository (\S+?)/workspace/", cmdline).group(1)
-
-    def metric(self, name: str) -> float:
-        text = urllib.request.urlopen(f"http://127.0.0.1:{self.metrics}/metrics", timeout=10).read().decode()
-        return sum(float(line.split()[-1]) for line in text.splitlines() if line.startswith(name + "{"))
-
-    def kill(self):
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait()
 
 
 def send_all(served: Served, model: str, inputs: list[np.ndarray], input_name: str, output_name: str):
@@ -222,6 +154,7 @@ def test_serve_zoo_engine_with_dynamic_batching(triton_ok, tmp_path):
         served.wait_serving()
         assert served.lines[0].startswith("backend: reference"), served.lines
         assert any(line.startswith("batching: dynamic") and f"up to {MAX_BATCH}" in line for line in served.lines)
+        assert any(line.startswith("threads: 1 PyTorch thread(s) run the engine") for line in served.lines)  # default
         rng = np.random.default_rng(0)
         inputs = [rng.random((1 + k % 2, 3, 64, 64), dtype=np.float32) for k in range(8)]
         results = send_all(served, "resnet18", inputs, "input", "logits")
@@ -257,10 +190,11 @@ def test_serve_user_network_built_in_memory(triton_ok, tmp_path):
     torch.manual_seed(0)
     export_weights(namespace["make_model"](), tmp_path / "tiny.wts")
     served = Served(["net.py:tinynet", "--input", "input:1x3x32x32", "--weights", "tiny.wts", "--max-batch",
-                     str(MAX_BATCH), "--no-dynamic-batching"], tmp_path)
+                     str(MAX_BATCH), "--no-dynamic-batching", "--threads", "2"], tmp_path)
     try:
         served.wait_serving()
         assert any(line.startswith("batching: dynamic batching off") for line in served.lines), served.lines
+        assert any(line.startswith("threads: 2 PyTorch thread(s)") for line in served.lines), served.lines
         rng = np.random.default_rng(1)
         inputs = [rng.random((1 + k % MAX_BATCH, 3, 32, 32), dtype=np.float32) for k in range(8)]
         results = send_all(served, "tinynet", inputs, "input", "logits")
@@ -313,7 +247,8 @@ def test_serve_refusals_name_the_option(triton_ok, tmp_path, capsys):
 def test_serve_static_batch_engine_and_sigterm(triton_ok, tmp_path):
     """A static-batch engine (batch 1, no profile) is served unbatched: the batching line says so, a
     request of its shape over HTTP and gRPC equals the direct run, another batch is refused by Triton
-    naming the shape; SIGTERM (what Docker and Kubernetes send) stops it as cleanly as Ctrl-C."""
+    naming the shape, and so is (--reject-nonfinite) an input holding NaN; SIGTERM (what Docker and Kubernetes
+    send) stops it as cleanly as Ctrl-C."""
     import tritonclient.grpc as grpcclient
     import tritonclient.http as httpclient
     from tritonclient.utils import InferenceServerException
@@ -326,7 +261,8 @@ def test_serve_static_batch_engine_and_sigterm(triton_ok, tmp_path):
     export_weights(registry.get_torch_model("resnet18", small=True), tmp_path / "r18.wts")
     path, _ = build_and_save("resnet18", tmp_path / "r18.wts", tmp_path / "static.engine", trt, small=True,
                              progress=False)
-    served = Served(["resnet18", "--small", "--engine", str(path), "--name", "r18_static"], tmp_path)
+    served = Served(["resnet18", "--small", "--engine", str(path), "--name", "r18_static", "--reject-nonfinite"],
+                    tmp_path)
     x = np.random.default_rng(2).random((1, 3, 64, 64), dtype=np.float32)
     try:
         served.wait_serving()
@@ -342,6 +278,14 @@ def test_serve_static_batch_engine_and_sigterm(triton_ok, tmp_path):
                 wrong.set_data_from_numpy(np.concatenate([x, x]))
                 with pytest.raises(InferenceServerException, match=r"unexpected shape for input 'input'"):
                     client.infer("r18_static", [wrong])
+                nan = lib.InferInput("input", [1, 3, 64, 64], "FP32")  # --reject-nonfinite: refused, named
+                with_nan = x.copy()
+                with_nan[0, 1, 2, 3] = np.nan
+                nan.set_data_from_numpy(with_nan)
+                with pytest.raises(InferenceServerException, match=r"input 'input' holds 1 NaN and 0 infinite "
+                                                                   r"value\(s\) of 12288, and this model rejects "
+                                                                   r"non-finite inputs \(--reject-nonfinite\)"):
+                    client.infer("r18_static", [nan])
             finally:
                 client.close()
         stop_and_check(served, group=False, sig=signal.SIGTERM)

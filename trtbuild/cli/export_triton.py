@@ -28,7 +28,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     """Register ``export-triton``."""
     from trtbuild.serving.config import BATCHING, KINDS
 
-    from .options import MODEL_HELP, add_model_argument, add_model_options, add_user_model_options
+    from .options import MODEL_HELP, add_model_argument, add_model_options, add_user_model_options, non_negative_int
 
     p = subparsers.add_parser(NAME, help="write an engine into a Triton Inference Server model repository",
                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -57,6 +57,13 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                    help="--kind python: run a batch of requests as one engine run (concatenate) or one run per "
                         "request (per-request: responses bit-identical to a direct Engine run); default "
                         "per-request for reference plans, concatenate otherwise")
+    p.add_argument("--threads", type=non_negative_int, default=None, metavar="N",
+                   help="--kind python: PyTorch threads of each model instance (config.pbtxt parameter "
+                        "trtbuild_threads; default 1, so instances x threads stay within the cores; 0: PyTorch's "
+                        "default, one per core in every instance)")
+    p.add_argument("--reject-nonfinite", action="store_true",
+                   help="--kind python: refuse a request whose inputs hold NaN or Inf, in one sentence to its client "
+                        "(config.pbtxt parameter trtbuild_reject_nonfinite; default: off, the engine runs them)")
     p.add_argument("--plugin-library", action="append", default=[], metavar="LIB.so",
                    help="plugin library to copy beside the model (default: the one the sidecar records)")
     p.set_defaults(func=run)
@@ -110,6 +117,16 @@ def _serve_hint(kind: str, repo) -> str:
             "tritonserver --model-repository=/models")
 
 
+def _options(args):
+    """The --kind python model options given (None: none given, the defaults)."""
+    from trtbuild.serving.model_options import DEFAULT_THREADS, ModelOptions
+
+    if args.threads is None and not args.reject_nonfinite:
+        return None
+    return ModelOptions(threads=DEFAULT_THREADS if args.threads is None else args.threads,
+                        reject_nonfinite=args.reject_nonfinite)
+
+
 def run(args) -> int:
     from trtbuild.models.user import is_user_reference
     from trtbuild.serving.repository import export_model
@@ -129,7 +146,8 @@ def run(args) -> int:
     result = export_model(args.engine, args.repo, args.name or spec.name, args.kind, max_batch=args.max_batch,
                           version_policy=args.version_policy, warmup=args.warmup, batching=args.batching,
                           instances=args.instances, plugin_library=args.plugin_library, model=spec.name,
-                          inputs=[path for _, path in model_file_input(args)], version=args.version)
+                          inputs=[path for _, path in model_file_input(args)], version=args.version,
+                          options=_options(args))
     print(f"{'replaced' if result.replaced else 'wrote'} Triton model {result.path}, version {result.version} "
           f"(--kind {result.kind}): " + ", ".join(result.files))
     if result.kept:

@@ -79,6 +79,7 @@ def number_type(cast, accept, rule: str, expected: str = "a number"):
 positive_float = number_type(float, lambda v: 0 < v < float("inf"), "must be a positive finite number")
 #: argparse type of --batch and other counts: an integer >= 1.
 positive_int = number_type(int, lambda v: v >= 1, "must be >= 1", "an integer")
+non_negative_int = number_type(int, lambda v: v >= 0, "must be >= 0", "an integer")
 
 
 def tolerance(text: str) -> float:

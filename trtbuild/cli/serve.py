@@ -19,8 +19,10 @@ from __future__ import annotations
 
 import argparse
 
+from trtbuild.serving.model_options import DEFAULT_THREADS, ModelOptions
+
 from .build import backend_and_model
-from .options import add_backend_options, add_model_command, number_type, positive_int
+from .options import add_backend_options, add_model_command, non_negative_int, number_type, positive_int
 
 DEFAULT_MAX_BATCH = 8
 
@@ -43,6 +45,12 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                         f"{DEFAULT_MAX_BATCH} for an engine built in memory, whose profile is 1..N)")
     p.add_argument("--no-dynamic-batching", action="store_true",
                    help="run every request alone (Triton still accepts batched requests up to --max-batch)")
+    p.add_argument("--threads", type=non_negative_int, default=DEFAULT_THREADS, metavar="N",
+                   help=f"PyTorch threads running the engine in this process (default {DEFAULT_THREADS}: Triton, "
+                        "PyTriton and the clients need cores too; 0: PyTorch's default, one per core)")
+    p.add_argument("--reject-nonfinite", action="store_true",
+                   help="refuse inputs holding NaN or Inf (default: off, the engine runs them); with dynamic "
+                        "batching, the requests Triton merged into the same execution are refused with it")
     p.add_argument("--name", default=None, help="Triton model name (default: the model's name)")
     p.add_argument("--host", default="127.0.0.1",
                    help="address the server listens on (default 127.0.0.1, this machine only; 0.0.0.0: all)")
@@ -114,6 +122,7 @@ def run(args) -> int:
     """Start Triton, print where it listens, serve until Ctrl-C (exit 130) or the server dies (exit 1)."""
     from trtbuild.serving.pyt_serve import Ports, PytritonServer, check_model_name, triton_layout
     from trtbuild.serving.python_env import server_environment
+    from trtbuild.serving.stop_signals import stop_on_signals
 
     trt, spec = backend_and_model(args)
     name = check_model_name(args.name or spec.name)
@@ -129,8 +138,12 @@ def run(args) -> int:
         batch = ["-1"] if layout.triton_max_batch else []
         print(f"{kind}: " + ", ".join(f"{t.name} [{', '.join(batch + [str(d) for d in t.dims])}] "
                                       f"{t.dtype.__name__}" for t in tensors))
-    print(layout.describe(), flush=True)
-    server = PytritonServer(engine, name, layout, ports, verbose=getattr(args, "verbose", False))
+    print(layout.describe())
+    options = ModelOptions(threads=args.threads, reject_nonfinite=args.reject_nonfinite)
+    threads = options.apply_threads()
+    print(f"threads: {threads} PyTorch thread(s) run the engine (--threads N; 0: PyTorch's default, one per core)",
+          flush=True)
+    server = PytritonServer(engine, name, layout, ports, verbose=getattr(args, "verbose", False), options=options)
     received, restore = stop_on_signals()
     try:
         with server:
@@ -146,33 +159,19 @@ def run(args) -> int:
                 server.__exit__()
                 print(f"serve: {received[0] if received else 'SIGINT (Ctrl-C)'}: Triton Inference Server stopped",
                       flush=True)
+                if server.leftovers:
+                    print(f"serve: Triton left its Python-backend stub behind: {server.leftovers.describe()}",
+                          flush=True)
                 raise
             log = server.log_tail()
+            if server.stub_death:
+                print(f"serve: {server.stub_death}: stopping Triton Inference Server, so that readiness turns false "
+                      "and a supervisor can start a fresh one (exit code 1)", flush=True)
+                server.__exit__()
+                if server.leftovers:
+                    print(f"serve: removed what the stub left: {server.leftovers.describe()}", flush=True)
+                raise RuntimeError(f"{server.stub_death}; Triton Inference Server was stopped")
     finally:
         restore()
     raise RuntimeError("Triton Inference Server exited on its own" + (f"; the end of its log:\n{log}" if log else ""))
 
-
-def stop_on_signals():
-    """([name of the signal received], restore): SIGINT and SIGTERM raise KeyboardInterrupt in the main
-    thread, once (a second one while stopping is ignored), also where SIGINT was ignored at start (a
-    background job of a non-interactive shell), so `kill -INT` and `kill -TERM` stop the server cleanly."""
-    import signal
-    import threading
-
-    if threading.current_thread() is not threading.main_thread():
-        return [], lambda: None
-    received: list[str] = []
-
-    def handler(signum, _frame):
-        if not received:
-            received.append("SIGINT (Ctrl-C)" if signum == signal.SIGINT else signal.Signals(signum).name)
-            raise KeyboardInterrupt
-
-    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
-
-    def restore():
-        for sig, old in previous.items():
-            signal.signal(sig, old)
-
-    return received, restore

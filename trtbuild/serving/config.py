@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import json
 
+from .model_options import ModelOptions
+
 #: TensorRT DataType name (sidecar "dtype") -> Triton data type.
 TRITON_DTYPES = {"FLOAT": "TYPE_FP32", "HALF": "TYPE_FP16", "BF16": "TYPE_BF16", "INT32": "TYPE_INT32",
                  "INT64": "TYPE_INT64", "INT8": "TYPE_INT8", "UINT8": "TYPE_UINT8", "BOOL": "TYPE_BOOL"}
@@ -77,8 +79,8 @@ def batch_limits(sidecar: dict, max_batch: int | None = None) -> tuple[int, list
                           "max_batch_size; rebuild it with --batch 1,OPT,MAX")
     if max_batch is not None:
         if not 1 <= max_batch <= top:
-            raise ConfigError(f"--max-batch {max_batch}: must be between 1 and the engine profile's "
-                              f"maximum batch {top}")
+            raise ConfigError(f"--max-batch {max_batch}: must be between 1 and the engine profile's maximum "
+                              f"batch {top}")
         top = max_batch
     return top, sorted({b for b in (opt, top) if b <= top})
 
@@ -112,13 +114,18 @@ def _warmup(inputs: list[dict], batched: bool) -> str:
 
 def config_text(sidecar: dict, name: str, kind: str = "tensorrt", *, max_batch: int | None = None,
                 version_policy: str | None = None, warmup: bool = False, instance_kind: str = "KIND_GPU",
-                instances: int = 1, batching: str = "concatenate", max_queue_delay_us: int = 100) -> str:
+                instances: int = 1, batching: str = "concatenate", max_queue_delay_us: int = 100,
+                options: ModelOptions | None = None) -> str:
     """The config.pbtxt text of model `name` (kind "tensorrt": platform tensorrt_plan; "python":
-    backend python running trtbuild's Engine, with `batching` as a parameter its model.py reads)."""
+    backend python running trtbuild's Engine, with `batching` and `options` (default ModelOptions())
+    as parameters its model.py reads; Triton's TensorRT backend runs no trtbuild code to read them)."""
     if kind not in KINDS:
         raise ConfigError(f"--kind {kind!r}: expected one of {', '.join(KINDS)}")
     if batching not in BATCHING:
         raise ConfigError(f"--batching {batching!r}: expected one of {', '.join(BATCHING)}")
+    if kind == "tensorrt" and options is not None:
+        raise ConfigError("--threads and --reject-nonfinite apply to --kind python only: Triton's TensorRT backend "
+                          "runs no trtbuild code")
     if instances < 1:
         raise ConfigError(f"--instances {instances}: must be at least 1 (model instances per device)")
     max_batch_size, preferred = batch_limits(sidecar, max_batch)
@@ -136,6 +143,7 @@ def config_text(sidecar: dict, name: str, kind: str = "tensorrt", *, max_batch: 
     text += f"instance_group [\n  {{\n    kind: {instance_kind}\n    count: {int(instances)}\n  }}\n]\n"
     if kind == "python":
         text += (f'parameters {{\n  key: "{BATCHING_PARAMETER}"\n  value: {{ string_value: "{batching}" }}\n}}\n')
+        text += (options or ModelOptions()).parameters()
     if warmup:
         text += _warmup(sidecar.get("inputs") or [], batched)
     return text

@@ -29,7 +29,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from .leftovers import Removed, clean_up, snapshot
+from .model_options import ModelOptions
 from .python_env import StubError, server_environment
+from .stub_watch import StubWatch
 
 #: Triton waits this long for in-flight requests when stopping (its default is 30 s).
 EXIT_TIMEOUT_S = 5
@@ -131,12 +134,14 @@ def triton_layout(engine, max_batch: int | None = None, dynamic_batching: bool =
                   max_batch or hi, min_batch=lo, dynamic_batching=dynamic_batching, profile=(lo, hi))
 
 
-def infer_function(engine, layout: Layout):
+def infer_function(engine, layout: Layout, options: ModelOptions | None = None):
     """The callable PyTriton calls with a batch of requests ({input: ndarray}, merged by @batch): runs
-    `engine` (one execution at a time), zero-pads batches below the profile's min, returns numpy."""
+    `engine` (one execution at a time), zero-pads batches below the profile's min, returns numpy.
+    options.reject_nonfinite refuses a batch holding NaN or Inf (PyTriton answers an execution as a whole)."""
     from pytriton.decorators import batch
 
     lock = threading.Lock()
+    options = options or ModelOptions()
 
     @batch
     def infer(**inputs):
@@ -145,6 +150,7 @@ def infer_function(engine, layout: Layout):
         feeds = {}
         for name, value in inputs.items():
             x = torch.from_numpy(np.ascontiguousarray(value)).to(engine.tensors[name].dtype)
+            options.check_finite(name, x, "--reject-nonfinite")
             if pad:
                 x = torch.cat([x, x.new_zeros((pad, *x.shape[1:]))])
             feeds[name] = x.to(engine.device)
@@ -172,6 +178,10 @@ class PytritonServer:
     ports: Ports = field(default_factory=Ports)
     verbose: bool = False
     log_path: Path | None = None
+    options: ModelOptions = field(default_factory=ModelOptions)
+    leftovers: Removed = field(default_factory=Removed)  # what the last stop had to clean up after Triton
+    stub_death: str | None = None  # why wait() returned with the server still running, if it did
+    _watch: StubWatch | None = None
     _triton: object = None
     _workdir: object = None
 
@@ -195,7 +205,7 @@ class PytritonServer:
         self._triton = Triton(config=config, workspace=Path(self._workdir.name) / "workspace")
         try:
             self._triton.bind(
-                model_name=self.name, infer_func=infer_function(self.engine, layout),
+                model_name=self.name, infer_func=infer_function(self.engine, layout, self.options),
                 inputs=[Tensor(name=t.name, dtype=t.dtype, shape=t.dims) for t in layout.inputs],
                 outputs=[Tensor(name=t.name, dtype=t.dtype, shape=t.dims) for t in layout.outputs],
                 config=ModelConfig(batching=layout.triton_max_batch > 0, max_batch_size=layout.triton_max_batch,
@@ -204,6 +214,7 @@ class PytritonServer:
             if not self._triton.is_alive():
                 raise RuntimeError("it exited while loading the model")
             self._check_ready()
+            self._watch = StubWatch(self._workdir.name, self._client_url())
         except BaseException as e:
             log = self.log_tail()
             self.__exit__()
@@ -213,10 +224,15 @@ class PytritonServer:
                                + (f"; the end of its log:\n{log}" if log else "")) from None
         return self
 
+    def _client_url(self) -> str:
+        """host:port of the HTTP endpoint, from this machine (a wildcard address through loopback)."""
+        host = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(self.ports.host, self.ports.host)
+        return f"[{host}]:{self.ports.http}" if ":" in host else f"{host}:{self.ports.http}"
+
     def _check_ready(self) -> None:
         import tritonclient.http as httpclient
 
-        client = httpclient.InferenceServerClient(f"{self.ports.host}:{self.ports.http}")
+        client = httpclient.InferenceServerClient(self._client_url())
         try:
             if not client.is_model_ready(self.name):
                 raise RuntimeError(f"model '{self.name}' is not ready")
@@ -227,8 +243,14 @@ class PytritonServer:
         return self._triton is not None and self._triton.is_alive()
 
     def wait(self, poll_s: float = 0.5) -> None:
-        """Block while the server is alive (KeyboardInterrupt passes through to the caller)."""
+        """Block while the server is alive and its Python-backend stub too (KeyboardInterrupt passes
+        through to the caller). A dead stub leaves Triton ready but failing every request: then this
+        returns with ``stub_death`` saying so, for the caller to stop the server."""
         while self.alive():
+            death = self._watch.check() if self._watch is not None else None
+            if death:
+                self.stub_death = death
+                return
             time.sleep(poll_s)
 
     def log_tail(self, lines: int = 15) -> str:
@@ -238,10 +260,17 @@ class PytritonServer:
         return "\n".join(Path(path).read_text(errors="replace").splitlines()[-lines:])
 
     def __exit__(self, *_) -> None:
-        """Stop tritonserver (it is gone when this returns) and remove the workspace."""
+        """Stop tritonserver and remove the workspace. tritonserver can die while stopping under load and
+        leave its Python-backend stub running, so whatever still names the workspace is killed and its
+        shared memory and model folder removed (``self.leftovers`` says what): all gone when this returns."""
+        marker = self._workdir.name if self._workdir is not None else None
+        before = {**(self._watch.seen if self._watch is not None else {}), **(snapshot(marker) if marker else {})}
+        self._watch = None
         if self._triton is not None:
             self._triton.stop()
             self._triton = None
+        if marker:
+            self.leftovers = clean_up(marker, before)
         if self._workdir is not None:
             self._workdir.cleanup()
             self._workdir = None

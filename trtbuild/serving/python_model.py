@@ -13,7 +13,9 @@ The model's ``trtbuild_batching`` parameter chooses how a batch of requests runs
 stacks them along the batch dimension into one engine run (up to max_batch_size, which Triton's
 dynamic batcher respects); "per-request" runs the engine once per request, so every response is
 bit-identical to a direct ``Engine`` run on that request's input (PyTorch's CPU kernels round
-differently at another batch size).
+differently at another batch size). ``trtbuild_threads`` sets the PyTorch threads of each
+instance when it loads, ``trtbuild_reject_nonfinite`` refuses requests holding NaN or Inf
+(trtbuild.serving.model_options).
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ import json
 import logging
 import os
 from pathlib import Path
+
+from .model_options import THREADS_PARAMETER, ModelOptions
 
 log = logging.getLogger("trtbuild.serving")
 
@@ -80,10 +84,22 @@ class EngineModel:
 
     def initialize(self, args: dict) -> None:
         config = json.loads(args["model_config"])
+        self.options = ModelOptions.from_config(config)
+        threads = self.options.apply_threads()  # before the engine loads: this instance's own PyTorch threads
+        self._log(f"trtbuild: model '{args.get('model_name')}' instance '{args.get('model_instance_name')}' runs "
+                  f"{threads} PyTorch thread(s) (config.pbtxt parameter {THREADS_PARAMETER})")
         self.engine = load_model_engine(Path(args["model_repository"]) / str(args["model_version"]))
         self.batched = int(config.get("max_batch_size", 0)) > 0
         parameter = (config.get("parameters") or {}).get("trtbuild_batching") or {}
         self.concatenate = self.batched and parameter.get("string_value", "concatenate") == "concatenate"
+
+    def _log(self, message: str) -> None:
+        """INFO line in Triton's log (pb_utils.Logger), else this module's logger."""
+        logger = getattr(self.utils, "Logger", None)
+        if logger is not None:
+            logger.log_info(message)
+        else:
+            log.info(message)
 
     def _inputs(self, request) -> dict:
         from torch.utils.dlpack import from_dlpack
@@ -94,6 +110,7 @@ class EngineModel:
             if tensor is None:
                 raise ValueError(f"the request has no input '{name}'")
             feeds[name] = from_dlpack(tensor.to_dlpack()).to(self.engine.device, copy=True)
+            self.options.check_finite(name, feeds[name])  # ValueError: answered to this request's client only
         return feeds
 
     def _response(self, outputs: dict):

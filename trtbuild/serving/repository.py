@@ -34,6 +34,7 @@ from trtbuild import __version__
 from trtbuild.engine.serialize import read_engine_file, sidecar_backend, sidecar_path
 
 from .config import ConfigError, config_text
+from .model_options import ModelOptions
 from .python_model import ENGINE_FILE, model_py
 
 MARKER = "trtbuild.json"
@@ -211,7 +212,7 @@ def _install(staging: Path, target: Path, replaced: list[str] | None) -> None:
 def export_model(engine_path, repo, name: str, kind: str = "tensorrt", *, max_batch: int | None = None,
                  version_policy: str | None = None, warmup: bool = False, batching: str | None = None,
                  instances: int = 1, plugin_library=(), model: str | None = None, inputs=(),
-                 version: int = 1) -> ExportResult:
+                 version: int = 1, options: ModelOptions | None = None) -> ExportResult:
     """Write `engine_path` (checked against its sidecar's sha256) as model `name` of repository
     `repo` (see the module docstring). `model`, if given, must be the model the sidecar names.
     batching (--kind python): "concatenate" or "per-request" (default: per-request for reference
@@ -219,6 +220,8 @@ def export_model(engine_path, repo, name: str, kind: str = "tensorrt", *, max_ba
     instances: model instances per device (instance_group count). inputs: other files the caller
     reads (the model's net.py), which must not lie inside an entry about to be replaced.
     version: the version directory written (a positive integer; others in the directory are kept).
+    options (--kind python): what model.py does around each engine run (threads, reject_nonfinite; default
+    ModelOptions()).
     Raises RepositoryError / ConfigError / EngineFileError in one sentence; nothing is written then."""
     engine_path, repo = Path(engine_path), Path(repo)
     check_name(name)
@@ -239,7 +242,7 @@ def export_model(engine_path, repo, name: str, kind: str = "tensorrt", *, max_ba
         batching = "per-request" if backend == "reference" else "concatenate"
     text = config_text(sidecar, name, kind, max_batch=max_batch, version_policy=version_policy, warmup=warmup,
                        instance_kind="KIND_GPU" if kind == "tensorrt" else instance_kind(backend), instances=instances,
-                       batching=batching)
+                       batching=batching, options=options)
     if repo.exists() and not repo.is_dir():
         raise RepositoryError(f"--repo {repo} exists and is not a directory")
     target = repo / name

@@ -5,7 +5,8 @@
         ...
     # stopped: SIGINT, then SIGKILL of its process group after `stop_timeout` seconds
 
-From a shell (serves until Ctrl-C; ports 8000/8001/8002 unless given, still on 127.0.0.1)::
+From a shell (serves until Ctrl-C, SIGINT or SIGTERM, also as a background job, then stops the server and
+removes its work directory; ports 8000/8001/8002 unless given, still on 127.0.0.1)::
 
     python -m trtbuild.serving.tritonserver models [--http-port 8000 --grpc-port 8001 --metrics-port 8002]
 
@@ -30,7 +31,9 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from .leftovers import Removed, clean_up, snapshot
 from .python_env import python_backend_dir, server_environment, tritonserver_binary
+from .stub_watch import StubWatch
 
 LOOPBACK = "127.0.0.1"
 _ERROR_LINE = re.compile(r"^E\d{4} |error|failed|Traceback|Error:", re.IGNORECASE)
@@ -91,6 +94,8 @@ class TritonServer:
         self.workdir: Path | None = None
         self.ports = ports  # (http, grpc, metrics); None: free ports
         self.http_port = self.grpc_port = self.metrics_port = None
+        self.watch: StubWatch | None = None
+        self.leftovers = Removed()  # what the last stop removed after the server's processes
 
     @property
     def http_url(self) -> str:
@@ -131,10 +136,15 @@ class TritonServer:
                                             preexec_fn=_die_with_parent if sys.platform == "linux" else None)  # noqa: PLW1509
         try:
             self._wait_ready()
+            self.watch = StubWatch(str(self.workdir), self.http_url)
         except BaseException:
             self.stop()
             raise
         return self
+
+    def stub_death(self) -> str | None:
+        """One sentence if a Python-backend stub died while Triton reports its model ready (stub_watch)."""
+        return self.watch.check() if self.watch is not None else None
 
     def ready(self) -> bool:
         try:
@@ -163,6 +173,9 @@ class TritonServer:
         """SIGINT (Triton unloads its models and exits), SIGKILL to the process group after
         stop_timeout seconds; returns the exit code. The work directory is removed."""
         process, code = self.process, None
+        marker = str(self.workdir) if self.workdir is not None else None
+        before = {**(self.watch.seen if self.watch is not None else {}), **(snapshot(marker) if marker else {})}
+        self.watch = None
         if process is not None:
             if process.poll() is None:
                 process.send_signal(signal.SIGINT)
@@ -175,6 +188,8 @@ class TritonServer:
             except (ProcessLookupError, PermissionError):
                 pass
             code = process.wait()
+        if marker:  # a stub that died or was orphaned leaves shared memory and its model folder
+            self.leftovers = clean_up(marker, before)
         if self.workdir is not None and self.workdir.exists():
             keep = os.environ.get("TRTBUILD_KEEP_TRITON_LOG")
             if keep:
@@ -191,10 +206,11 @@ class TritonServer:
 
 
 def main(argv=None) -> int:
-    """python -m trtbuild.serving.tritonserver REPO: serve a model repository until Ctrl-C."""
+    """python -m trtbuild.serving.tritonserver REPO: serve a model repository until Ctrl-C, SIGINT or SIGTERM."""
     import argparse
 
     from .python_env import StubError
+    from .stop_signals import stop_on_signals
 
     p = argparse.ArgumentParser(prog="python -m trtbuild.serving.tritonserver", description=main.__doc__)
     p.add_argument("repository", help="model repository (trtbuild export-triton --repo DIR)")
@@ -206,11 +222,17 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     server = TritonServer(args.repository, ready_timeout=args.timeout, args=args.args,
                           ports=(args.http_port, args.grpc_port, args.metrics_port))
+    received, restore = stop_on_signals()  # also while the models load: start() stops what it started
     try:
         server.start()
         print(f"tritonserver ready on {args.repository}: HTTP {server.http_url}, gRPC {server.grpc_url}, "
               f"metrics {LOOPBACK}:{server.metrics_port} (Ctrl-C stops it)", flush=True)
         while server.process.poll() is None:
+            death = server.stub_death()
+            if death:
+                print(f"tritonserver: {death}: stopping the server, so that readiness turns false and a supervisor "
+                      "can start a fresh one (exit code 1)", file=sys.stderr, flush=True)
+                return 1
             time.sleep(0.5)
         print(f"tritonserver exited with code {server.process.returncode}", file=sys.stderr)
         return 1
@@ -218,9 +240,12 @@ def main(argv=None) -> int:
         print(f"trtbuild: error: {e}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
+        server.stop()
+        print(f"{received[0] if received else 'SIGINT (Ctrl-C)'}: tritonserver stopped", flush=True)
         return 0
     finally:
         server.stop()
+        restore()
 
 
 if __name__ == "__main__":  # pragma: no cover
