@@ -270,7 +270,8 @@ def test_cli_build_with_rtx_targets_and_cross_check(rtx, cwd, capsys):
                                           "TensorRT 10/11)")
     assert "targets: sm86,sm120" in out and "timing cache: not used: TensorRT-RTX has no timing cache" in out
     assert f"built and cross-checked by TensorRT-RTX {rtx.__version__} for sm86,sm120" in out
-    engine = cwd / "engines" / "resnet18-small-fp32.engine"
+    engine = cwd / "engines" / "resnet18-small-fp32-rtx.engine"
+    assert not (cwd / "engines" / "resnet18-small-fp32.engine").exists()  # the reference engine's default path
     assert engine.read_bytes()[:4] == b"vtrt" and not (cwd / "t.cache").exists()
 
 
