@@ -14,8 +14,9 @@ import math
 import numpy as np
 from onnx import TensorProto
 
-from trtbuild.reference.enums import (ActivationType, DataType, ElementWiseOperation, ReduceOperation, ScaleMode,
-                                      UnaryOperation)
+from trtbuild.reference.enums import (ActivationType, DataType, ElementWiseOperation, LayerType, ReduceOperation,
+                                      ScaleMode, UnaryOperation)
+from trtbuild.reference.ops import lowers
 
 from .graph import GraphBuilder, onnx_type
 
@@ -189,13 +190,14 @@ def lower_identity(g: GraphBuilder, layer, ins, outs):
     g.add("Identity", ins, outs)
 
 
-def lower_constant(g: GraphBuilder, layer, ins, outs, as_initializer: bool = True):
+@lowers(LayerType.CONSTANT)
+def lower_constant(g: GraphBuilder, layer, ins, outs):
     """An initializer named as the constant's output tensor (through an Identity node when the
     tensor is also a graph output, since a graph output cannot be an initializer)."""
     w = layer._weights["weights"]
     arr = w.numpy().reshape(tuple(layer._params["shape"]))
     etype = onnx_type(w.dtype, layer.name)
-    if as_initializer:
+    if not g.writes_graph_output:
         g.const(arr, etype, name=outs[0])
     else:
         g.add("Identity", [g.const(arr, etype, "value")], outs)

@@ -18,6 +18,7 @@ from .execute_window import _f, _weights_like, _conv, _deconv, _padding, _pool, 
 from . import arithmetic as _arith
 from . import quantize as _quant
 from .sampling import sample_indices
+from .ops import op_for
 
 TORCH_DTYPE = {
     DataType.FLOAT: torch.float32, DataType.HALF: torch.float16, DataType.BF16: torch.bfloat16,
@@ -222,13 +223,17 @@ def run_layer(ltype, p, w, inputs, out_dtypes, plugin=None, arithmetic=_arith.DE
     """Execute one layer; returns its outputs rounded to their TensorRT types. `arithmetic`:
     the model of arithmetic.py ("fp32-then-round" or "pessimistic")."""
     x = inputs[0] if inputs else None
+    op = op_for(ltype)
     if (arithmetic == _arith.PESSIMISTIC and len(out_dtypes) == 1
             and out_dtypes[0] in (DataType.HALF, DataType.BF16) and ltype != LayerType.PLUGIN_V3):
-        y = _pessimistic(ltype, p, w, inputs, _arith.rounder(TORCH_DTYPE[out_dtypes[0]]))
+        if op is not None and op.pessimistic is not None:
+            y = op.pessimistic(p, w, inputs, _arith.rounder(TORCH_DTYPE[out_dtypes[0]]))
+        else:
+            y = _pessimistic(ltype, p, w, inputs, _arith.rounder(TORCH_DTYPE[out_dtypes[0]]))
         if y is not None:
             return [y.to(TORCH_DTYPE[out_dtypes[0]])]
-    if ltype == LayerType.CONSTANT:
-        outs = [w["weights"].reshape(tuple(p["shape"]))]
+    if op is not None:
+        outs = op.run(p, w, inputs, plugin)
     elif ltype == LayerType.SCALE:
         outs = [_scale(p, w, x)]
     elif ltype == LayerType.REDUCE:

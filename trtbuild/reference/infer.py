@@ -12,6 +12,7 @@ import math
 from . import infer_window as win
 from . import quantize
 from .infer_window import fail, need_float
+from .ops import op_for
 from .enums import (ActivationType, DataType, ElementWiseOperation, LayerType, MatrixOperation,
                     ReduceOperation, ScaleMode, UnaryOperation)
 
@@ -162,9 +163,6 @@ def _scale(name, p, w, x, dt):
     return tuple(out)
 
 
-#: the message for BOOL constants (tests/helpers/twin.py's REFERENCE_STRICTER matches it: TensorRT-RTX builds them)
-CONSTANT_BOOL = ("TensorRT's IConstantLayer: \"This layer does not support boolean and uint8 types\" (make an INT32 "
-                 "constant and compare it, or cast it)")
 
 #: the message for scale/bias shapes that differ (tests/helpers/twin.py's REFERENCE_STRICTER matches it)
 NORM_SAME_SHAPES = "TensorRT: \"The shape of scale and bias must be the same\""
@@ -226,18 +224,11 @@ _ARITHMETIC_TYPES = "FLOAT, HALF, BF16, INT8, INT32 or INT64"
 
 def infer_layer(ltype, p, w, shapes, dtypes, name, plugin=None):
     """Return ([output shapes], [output dtypes]) for a layer, or raise NetworkError."""
+    op = op_for(ltype)
+    if op is not None:
+        return op.infer(p, w, shapes, dtypes, name, plugin)
     x = shapes[0] if shapes else None
     dt = dtypes[0] if dtypes else None
-    if ltype == LayerType.CONSTANT:
-        vol = math.prod(p["shape"])
-        if w["weights"].size != vol:
-            fail(name, f"weights hold {w['weights'].size} values but shape {tuple(p['shape'])} needs {vol}")
-        wt = w["weights"].dtype
-        if wt == DataType.UINT8:
-            fail(name, "UINT8 weights: a constant layer takes FLOAT, HALF, BF16, INT32 or INT64 weights")
-        if wt == DataType.BOOL:
-            fail(name, f"BOOL weights: {CONSTANT_BOOL}")
-        return [tuple(p["shape"])], [wt]
     if ltype == LayerType.SCALE:
         return [_scale(name, p, w, x, dt)], [dt]
     if ltype == LayerType.REDUCE:
