@@ -25,6 +25,7 @@ def _bits(mask: int, rank: int) -> list[int]:
     return [i for i in range(rank) if mask >> i & 1]
 
 
+@lowers(LayerType.SCALE)
 def lower_scale(g: GraphBuilder, layer, ins, outs):
     """y = (x * scale + shift) ** power, each term only if its weights are non-empty."""
     x = layer.get_input(0)
@@ -63,6 +64,7 @@ def reduce_node(g: GraphBuilder, op: str, x: str, axes: list[int], keepdims: boo
     return g.add(op, [x], out, axes=list(axes), keepdims=int(keepdims))
 
 
+@lowers(LayerType.REDUCE)
 def lower_reduce(g: GraphBuilder, layer, ins, outs):
     x = layer.get_input(0)
     op, keep = ReduceOperation(layer._params["op"]), bool(layer._params["keep_dims"])
@@ -98,6 +100,7 @@ _ELEMENTWISE = {
 }
 
 
+@lowers(LayerType.ELEMENTWISE)
 def lower_elementwise(g: GraphBuilder, layer, ins, outs):
     op = ElementWiseOperation(layer._params["op"])
     dt = layer.get_input(0).dtype
@@ -122,6 +125,7 @@ _UNARY = {
 }
 
 
+@lowers(LayerType.UNARY)
 def lower_unary(g: GraphBuilder, layer, ins, outs):
     g.add(_UNARY[UnaryOperation(layer._params["op"])], ins, outs)
 
@@ -130,6 +134,7 @@ def _const(g, value, rank):
     return g.const(np.full([1] * rank, value, dtype=np.float32), TensorProto.FLOAT, "const")
 
 
+@lowers(LayerType.ACTIVATION)
 def lower_activation(g: GraphBuilder, layer, ins, outs):
     """One ONNX op where ONNX defines the same function, else a FLOAT decomposition."""
     x = layer.get_input(0)
@@ -177,15 +182,18 @@ def lower_activation(g: GraphBuilder, layer, ins, outs):
     g.from_float(y, outs[0], dt)
 
 
+@lowers(LayerType.SOFTMAX)
 def lower_softmax(g: GraphBuilder, layer, ins, outs):
     axes = _bits(layer._params["axes"], len(layer.get_input(0).shape))
     g.add("Softmax", ins, outs, axis=axes[0])
 
 
+@lowers(LayerType.CAST)
 def lower_cast(g: GraphBuilder, layer, ins, outs):
     g.add("Cast", ins, outs, to=onnx_type(DataType(layer._params["to_type"]), layer.name))
 
 
+@lowers(LayerType.IDENTITY)
 def lower_identity(g: GraphBuilder, layer, ins, outs):
     g.add("Identity", ins, outs)
 

@@ -10,45 +10,20 @@ from __future__ import annotations
 
 
 from .core import Dims, NetworkError
-from .enums import (ActivationType, DataType, ElementWiseOperation, LayerType, MatrixOperation,
-                    PaddingMode, PoolingType, ReduceOperation, SampleMode, ScaleMode, UnaryOperation)
+from .enums import (DataType, LayerType, MatrixOperation,
+                    PaddingMode, PoolingType, SampleMode)
 from .ops.base import (ILayer, _is_int, check_params, param as _param, setter_value as _setter_value,  # noqa: F401
                        weights as _weights)
 from .ops.constant import IConstantLayer  # noqa: F401
+from .ops.scale import IScaleLayer  # noqa: F401
+from .ops.reduce import IReduceLayer  # noqa: F401
+from .ops.elementwise import IElementWiseLayer  # noqa: F401
+from .ops.unary import IUnaryLayer  # noqa: F401
+from .ops.activation import IActivationLayer  # noqa: F401
+from .ops.softmax import ISoftMaxLayer  # noqa: F401
+from .ops.cast import ICastLayer  # noqa: F401
+from .ops.identity import IIdentityLayer  # noqa: F401
 from .ops.registry import registered
-
-
-class IScaleLayer(ILayer):
-    _TYPE = LayerType.SCALE
-    mode = _param("mode", ScaleMode)
-    channel_axis = _param("channel_axis", "int")
-    shift = _weights("shift")
-    scale = _weights("scale")
-    power = _weights("power")
-
-
-class IReduceLayer(ILayer):
-    _TYPE = LayerType.REDUCE
-    op = _param("op", ReduceOperation)
-    axes = _param("axes", "int")
-    keep_dims = _param("keep_dims", "bool")
-
-
-class IElementWiseLayer(ILayer):
-    _TYPE = LayerType.ELEMENTWISE
-    op = _param("op", ElementWiseOperation)
-
-
-class IUnaryLayer(ILayer):
-    _TYPE = LayerType.UNARY
-    op = _param("op", UnaryOperation)
-
-
-class IActivationLayer(ILayer):
-    _TYPE = LayerType.ACTIVATION
-    type = _param("type", ActivationType)
-    alpha = _param("alpha", "float")
-    beta = _param("beta", "float")
 
 
 def _non_negative(value):
@@ -160,20 +135,6 @@ class IMatrixMultiplyLayer(ILayer):
     _TYPE = LayerType.MATRIX_MULTIPLY
     op0 = _param("op0", MatrixOperation)
     op1 = _param("op1", MatrixOperation)
-
-
-class ISoftMaxLayer(ILayer):
-    _TYPE = LayerType.SOFTMAX
-    axes = _param("axes", "int")
-
-
-class ICastLayer(ILayer):
-    _TYPE = LayerType.CAST
-    to_type = _param("to_type", DataType)
-
-
-class IIdentityLayer(ILayer):
-    _TYPE = LayerType.IDENTITY
 
 
 class _QuantizeLike(ILayer):

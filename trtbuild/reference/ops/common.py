@@ -91,6 +91,6 @@ def weights_like(w, x: torch.Tensor) -> torch.Tensor | None:
     return None if w is None or w.numel() == 0 else w.to(device=x.device, dtype=torch.float32)
 
 
-def same_shape_and_type(name, shapes, dtypes):
+def same_shape_and_type(p, w, shapes, dtypes, name, plugin):
     """The inference of a layer whose output is its input (shape and type)."""
     return [tuple(shapes[0])], [dtypes[0]]

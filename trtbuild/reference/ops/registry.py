@@ -14,7 +14,7 @@ from typing import Callable
 from ..enums import LayerType
 
 #: the modules of this package that register layer types
-MODULES = ("constant",)
+MODULES = ("constant", "scale", "reduce", "elementwise", "unary", "activation", "softmax", "cast", "identity")
 
 
 @dataclass
