@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 from onnx import TensorProto, numpy_helper
 
-from trtbuild.reference.enums import MatrixOperation, SampleMode
+from trtbuild.reference.enums import LayerType, MatrixOperation, SampleMode
+from trtbuild.reference.ops import lowers
 from trtbuild.reference.sampling import sample_indices
 
 from .graph import GraphBuilder, onnx_type
@@ -94,6 +95,7 @@ def lower_slice(g: GraphBuilder, layer, ins, outs):
         cur = g.add("Where", [mask, cur, zero], outs if i == len(masks) - 1 else None)
 
 
+@lowers(LayerType.PADDING)
 def lower_padding(g: GraphBuilder, layer, ins, outs):
     """Pad (constant 0) on the trailing dims; negative padding crops, written as a Slice first."""
     p = layer._params

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from .core import Dims, NetworkError
 from .enums import (DataType, LayerType, MatrixOperation,
-                    PaddingMode, PoolingType, SampleMode)
+                    PaddingMode, SampleMode)
 from .ops.base import (ILayer, _is_int, check_params, param as _param, setter_value as _setter_value,  # noqa: F401
                        weights as _weights)
 from .ops.constant import IConstantLayer  # noqa: F401
@@ -23,6 +23,10 @@ from .ops.activation import IActivationLayer  # noqa: F401
 from .ops.softmax import ISoftMaxLayer  # noqa: F401
 from .ops.cast import ICastLayer  # noqa: F401
 from .ops.identity import IIdentityLayer  # noqa: F401
+from .ops.convolution import IConvolutionLayer, IDeconvolutionLayer  # noqa: F401
+from .ops.pooling import IPoolingLayer  # noqa: F401
+from .ops.lrn import ILRNLayer  # noqa: F401
+from .ops.padding import IPaddingLayer  # noqa: F401
 from .ops.registry import registered
 
 
@@ -62,36 +66,6 @@ class _ConvLike(ILayer):
         self._network._touch()
 
 
-class IConvolutionLayer(_ConvLike):
-    _TYPE = LayerType.CONVOLUTION
-
-
-class IDeconvolutionLayer(_ConvLike):
-    _TYPE = LayerType.DECONVOLUTION
-
-
-class IPoolingLayer(ILayer):
-    _TYPE = LayerType.POOLING
-    type = _param("type", PoolingType)
-    window_size_nd = _param("window_size_nd", "dims")
-    stride_nd = _param("stride_nd", "dims")
-    pre_padding = _param("pre_padding", "dims", _non_negative)
-    post_padding = _param("post_padding", "dims", _non_negative)
-    padding_mode = _param("padding_mode", PaddingMode)
-    blend_factor = _param("blend_factor", "float", _unit_interval)
-    average_count_excludes_padding = _param("average_count_excludes_padding", "bool")
-
-    padding_nd = _ConvLike.padding_nd
-
-
-class ILRNLayer(ILayer):
-    _TYPE = LayerType.LRN
-    window_size = _param("window_size", "int")
-    alpha = _param("alpha", "float")
-    beta = _param("beta", "float")
-    k = _param("k", "float")
-
-
 class INormalizationLayer(ILayer):
     _TYPE = LayerType.NORMALIZATION
     epsilon = _param("epsilon", "float")
@@ -123,12 +97,6 @@ class ISliceLayer(ILayer):
     shape = _param("shape", "dims")
     stride = _param("stride", "dims")
     mode = _param("mode", SampleMode)
-
-
-class IPaddingLayer(ILayer):
-    _TYPE = LayerType.PADDING
-    pre_padding_nd = _param("pre_padding_nd", "dims")
-    post_padding_nd = _param("post_padding_nd", "dims")
 
 
 class IMatrixMultiplyLayer(ILayer):

@@ -14,7 +14,8 @@ from typing import Callable
 from ..enums import LayerType
 
 #: the modules of this package that register layer types
-MODULES = ("constant", "scale", "reduce", "elementwise", "unary", "activation", "softmax", "cast", "identity")
+MODULES = ("constant", "scale", "reduce", "elementwise", "unary", "activation", "softmax", "cast", "identity",
+           "convolution", "pooling", "lrn", "padding")
 
 
 @dataclass
