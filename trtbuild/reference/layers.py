@@ -10,8 +10,7 @@ from __future__ import annotations
 
 
 from .core import Dims, NetworkError
-from .enums import (DataType, LayerType, MatrixOperation,
-                    PaddingMode, SampleMode)
+from .enums import (DataType, PaddingMode)
 from .ops.base import (ILayer, _is_int, check_params, param as _param, setter_value as _setter_value,  # noqa: F401
                        weights as _weights)
 from .ops.constant import IConstantLayer  # noqa: F401
@@ -27,6 +26,13 @@ from .ops.convolution import IConvolutionLayer, IDeconvolutionLayer  # noqa: F40
 from .ops.pooling import IPoolingLayer  # noqa: F401
 from .ops.lrn import ILRNLayer  # noqa: F401
 from .ops.padding import IPaddingLayer  # noqa: F401
+from .ops.normalization import INormalizationLayer  # noqa: F401
+from .ops.shuffle import IShuffleLayer  # noqa: F401
+from .ops.concatenation import IConcatenationLayer  # noqa: F401
+from .ops.slice import ISliceLayer  # noqa: F401
+from .ops.matrix_multiply import IMatrixMultiplyLayer  # noqa: F401
+from .ops.qdq import IQuantizeLayer, IDequantizeLayer  # noqa: F401
+from .ops.plugin_v3 import IPluginV3Layer  # noqa: F401
 from .ops.registry import registered
 
 
@@ -66,71 +72,12 @@ class _ConvLike(ILayer):
         self._network._touch()
 
 
-class INormalizationLayer(ILayer):
-    _TYPE = LayerType.NORMALIZATION
-    epsilon = _param("epsilon", "float")
-    axes = _param("axes", "int")
-    num_groups = _param("num_groups", "int")
-
-    @property
-    def is_v2(self) -> bool:
-        return bool(self._params["is_v2"])
-
-
-class IShuffleLayer(ILayer):
-    _TYPE = LayerType.SHUFFLE
-    first_transpose = _param("first_transpose", "perm")
-    second_transpose = _param("second_transpose", "perm")
-    reshape_dims = _param("reshape_dims", "dims")
-    zero_is_placeholder = _param("zero_is_placeholder", "bool")
-
-
-class IConcatenationLayer(ILayer):
-    _TYPE = LayerType.CONCATENATION
-    axis = _param("axis", "int")
-
-
-class ISliceLayer(ILayer):
-    _TYPE = LayerType.SLICE
-    _MAX_INPUTS = 6
-    start = _param("start", "dims")
-    shape = _param("shape", "dims")
-    stride = _param("stride", "dims")
-    mode = _param("mode", SampleMode)
-
-
-class IMatrixMultiplyLayer(ILayer):
-    _TYPE = LayerType.MATRIX_MULTIPLY
-    op0 = _param("op0", MatrixOperation)
-    op1 = _param("op1", MatrixOperation)
-
-
 class _QuantizeLike(ILayer):
     """Inputs: 0 the tensor, 1 the scale (2, TensorRT's zero point, is refused when set)."""
 
     _MAX_INPUTS = 3
     axis = _param("axis", "int")
     to_type = _param("to_type", DataType)
-
-
-class IQuantizeLayer(_QuantizeLike):
-    _TYPE = LayerType.QUANTIZE
-
-
-class IDequantizeLayer(_QuantizeLike):
-    _TYPE = LayerType.DEQUANTIZE
-
-
-class IPluginV3Layer(ILayer):
-    _TYPE = LayerType.PLUGIN_V3
-
-    def __init__(self, network, inputs, plugin, num_outputs):
-        self._plugin = plugin
-        super().__init__(network, inputs, {}, num_outputs=num_outputs)
-
-    @property
-    def plugin(self):
-        return self._plugin
 
 
 def __getattr__(name):

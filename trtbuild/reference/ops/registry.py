@@ -14,8 +14,9 @@ from typing import Callable
 from ..enums import LayerType
 
 #: the modules of this package that register layer types
-MODULES = ("constant", "scale", "reduce", "elementwise", "unary", "activation", "softmax", "cast", "identity",
-           "convolution", "pooling", "lrn", "padding")
+MODULES = ("constant", "scale", "reduce", "elementwise", "unary", "activation", "softmax", "convolution",
+           "pooling", "lrn", "normalization", "shuffle", "concatenation", "slice", "padding", "matrix_multiply",
+           "cast", "identity", "qdq", "plugin_v3")
 
 
 @dataclass
