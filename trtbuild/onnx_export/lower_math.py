@@ -17,12 +17,9 @@ from onnx import TensorProto
 from trtbuild.reference.enums import (ActivationType, DataType, ElementWiseOperation, LayerType, ReduceOperation,
                                       ScaleMode, UnaryOperation)
 from trtbuild.reference.ops import lowers
+from trtbuild.reference.ops.common import axes_of
 
 from .graph import GraphBuilder, onnx_type
-
-
-def _bits(mask: int, rank: int) -> list[int]:
-    return [i for i in range(rank) if mask >> i & 1]
 
 
 @lowers(LayerType.SCALE)
@@ -68,7 +65,7 @@ def reduce_node(g: GraphBuilder, op: str, x: str, axes: list[int], keepdims: boo
 def lower_reduce(g: GraphBuilder, layer, ins, outs):
     x = layer.get_input(0)
     op, keep = ReduceOperation(layer._params["op"]), bool(layer._params["keep_dims"])
-    axes = _bits(layer._params["axes"], len(x.shape))
+    axes = axes_of(layer._params["axes"], len(x.shape))
     dt = x.dtype
     if op == ReduceOperation.AVG and dt in (DataType.INT32, DataType.INT64):
         # integer mean rounds down (floor), as TensorRT's integer division does for the reference
@@ -184,7 +181,7 @@ def lower_activation(g: GraphBuilder, layer, ins, outs):
 
 @lowers(LayerType.SOFTMAX)
 def lower_softmax(g: GraphBuilder, layer, ins, outs):
-    axes = _bits(layer._params["axes"], len(layer.get_input(0).shape))
+    axes = axes_of(layer._params["axes"], len(layer.get_input(0).shape))
     g.add("Softmax", ins, outs, axis=axes[0])
 
 

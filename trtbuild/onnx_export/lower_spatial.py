@@ -15,7 +15,7 @@ from onnx import TensorProto
 
 from trtbuild.reference.enums import LayerType, PaddingMode, PoolingType
 from trtbuild.reference.ops import lowers
-from trtbuild.reference.execute_window import deconv_crop
+from trtbuild.reference.ops.convolution import deconv_crop
 
 from .graph import GraphBuilder, onnx_type
 

@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from ..argtypes import BAD, CONVERTERS as _ARGUMENT, api_types
 from ..core import Dims, ITensor, NetworkError, Permutation, as_weights
 from ..enums import DataType, LayerType
+from .registry import op_for
 
 _CONVERTERS = {
     "dims": lambda v: None if v is None else Dims(v),
@@ -45,11 +46,8 @@ def check_params(ltype: LayerType, params: dict, name: str) -> None:
     """Raise NetworkError naming the first param of a deserialized layer whose value is not of the
     kind its layer class stores (an enum member, an int, a list of ints, ...) or that the class's
     setter would refuse."""
-    from .registry import op_for
-
     op = op_for(ltype)
-    classes = [op.cls] if op is not None else [c for c in _subclasses(ILayer) if c._TYPE == ltype][:1]
-    for cls in classes:
+    for cls in [op.cls] if op is not None else []:
         for attr in dir(cls):
             prop = getattr(cls, attr, None)
             if not isinstance(prop, _Param):
@@ -66,15 +64,6 @@ def check_params(ltype: LayerType, params: dict, name: str) -> None:
             why = prop.check(_CONVERTERS[kind](v) if isinstance(kind, str) else kind(v)) if prop.check else None
             if why:
                 raise NetworkError(f"layer '{name}': param {prop.key} = {v!r} is refused: {why}")
-
-
-def _subclasses(cls):
-    out, todo = [], [cls]
-    while todo:
-        c = todo.pop()
-        out.append(c)
-        todo.extend(c.__subclasses__())
-    return out
 
 
 def setter_value(kind, value, where):
@@ -196,6 +185,8 @@ class ILayer:
     def get_output(self, index: int):
         return self._outputs[index] if 0 <= index < len(self._outputs) else None
 
+    #: whether inputs after the first may stay unset (a slice's start/size/stride/fill/axes)
+    _OPTIONAL_INPUTS = False
     #: how many inputs set_input may address; TensorRT's slice takes up to 6 (start, size, stride, fill, axes)
     _MAX_INPUTS = 1
 
