@@ -130,8 +130,9 @@ def window_sum(r):
 
 
 def __getattr__(name):
-    """`lrn(p, x, r)`, LRN's pessimistic body (x in float32), kept importable from here; each layer
-    type's pessimistic model is now in its module under trtbuild/reference/ops."""
+    """`lrn(p, x, r)`: LRN's pessimistic body (x in float32), importable from here as the model's tests
+    use it; each layer type's pessimistic model is the `pessimistic` function of its module under
+    trtbuild/reference/ops."""
     if name == "lrn":
         from .ops.lrn import pessimistic_lrn
 

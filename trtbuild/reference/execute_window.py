@@ -1,5 +1,5 @@
-"""The helpers of the windowed layers' execution, where earlier code imports them from; they live
-in trtbuild/reference/ops (convolution.py, common.py, window.py)."""
+"""Execution helpers of the windowed layers importable under this name (`deconv_crop`, ...); they are
+defined in trtbuild/reference/ops (convolution.py, common.py, window.py), beside the layer types using them."""
 
 from .ops.common import f32 as _f, weights_like as _weights_like  # noqa: F401
 from .ops.convolution import deconv_crop  # noqa: F401
