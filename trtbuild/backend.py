@@ -13,6 +13,7 @@ from __future__ import annotations
 import ctypes
 import importlib
 import os
+from dataclasses import dataclass
 from types import ModuleType
 
 ENV_VAR = "TRTBUILD_BACKEND"
@@ -121,6 +122,31 @@ def is_reference(trt: ModuleType) -> bool:
 def is_rtx(trt: ModuleType) -> bool:
     """True for NVIDIA's TensorRT-RTX module (`tensorrt_rtx`)."""
     return getattr(trt, "__name__", "") == RTX_MODULE
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a backend offers, so that callers ask for a feature rather than for a product name.
+
+    has_plugins: it builds plugin layers (TensorRT-RTX has no plugins).
+    has_timing_cache: a timing cache file is read and written (TensorRT-RTX documents its own as
+        deprecated and unused: engines are tuned just in time on the GPU that runs them).
+    needs_targets: it builds for target compute capabilities given at build time, and needs them to
+        build without a GPU (TensorRT-RTX); the others build for the GPU they run on.
+    """
+
+    has_plugins: bool
+    has_timing_cache: bool
+    needs_targets: bool
+
+
+_RTX_CAPABILITIES = Capabilities(has_plugins=False, has_timing_cache=False, needs_targets=True)
+_CAPABILITIES = Capabilities(has_plugins=True, has_timing_cache=True, needs_targets=False)
+
+
+def capabilities(trt: ModuleType) -> Capabilities:
+    """The Capabilities of a trt module (trtbuild.reference, tensorrt or tensorrt_rtx)."""
+    return _RTX_CAPABILITIES if is_rtx(trt) else _CAPABILITIES
 
 
 def backend_kind(trt: ModuleType) -> str:

@@ -408,7 +408,7 @@ RTX_ONLY_MEMBERS = {("IBuilderConfig", "set_compute_capability"), ("IBuilderConf
                     ("IBuilderConfig", "num_compute_capabilities")}
 
 #: TensorRT API that trtbuild uses although TensorRT-RTX 1.7 lacks it: only on TensorRT 10/11 and
-#: reference paths, behind an `is_rtx(...)` refusal (test_rtx_lacks_only_guarded_uses).
+#: reference paths, behind an `is_rtx(...)` or `has_plugins` refusal (test_rtx_lacks_only_guarded_uses).
 RTX_LACKS = {
     "add_plugin_v3": "TensorRT-RTX has no plugins (NVIDIA porting guide): its INetworkDefinition has no add_plugin_v3",
 }
@@ -419,8 +419,9 @@ RTX_LACKS = {
 RTX_PLUGIN_API = {"get_plugin_registry", "PluginFieldCollection", "PluginField", "PluginFieldType", "TensorRTPhase",
                   "IPluginV3", "IPluginCreatorV3One", "create_plugin", "get_creator", "register_creator",
                   "load_library", "all_creators"}
-#: What counts as a guard in the function enclosing a use (an `if` on it whose body raises).
-RTX_GUARDS = ("is_rtx(", "_ref.__name__")
+#: What counts as a guard in the function enclosing a use (an `if` on it whose body raises): TensorRT-RTX
+#: named, or the capability it lacks (trtbuild.backend.capabilities(trt).has_plugins).
+RTX_GUARDS = ("is_rtx(", "_ref.__name__", ".has_plugins")
 #: Module aliases that are the reference backend, not a TensorRT module.
 REFERENCE_ALIASES = {"_ref"}
 
@@ -560,7 +561,8 @@ def _unguarded(names) -> list[str]:
             if use.owner in REFERENCE_ALIASES:
                 continue
             if source_scan.guard_before(TRTBUILD_ROOT, use, RTX_GUARDS) is None:
-                bad.append(f"{use}: {name} with no `if is_rtx(...): raise` (or reference-only check) before it")
+                bad.append(f"{use}: {name} with no `if is_rtx(...)` / `has_plugins` refusal (or reference-only check) "
+                           "before it")
     return bad
 
 

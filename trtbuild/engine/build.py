@@ -21,7 +21,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Callable, Iterable, Mapping
 
-from trtbuild.backend import backend_name, is_rtx, product_name
+from trtbuild.backend import backend_name, capabilities, product_name
 from trtbuild.layers.common import out
 from trtbuild.reference.host_memory import IHostMemory, host_memory_of
 
@@ -252,7 +252,7 @@ def serialize_network(trt: ModuleType, builder, network, logger, *, batch=None, 
     targets: TensorRT-RTX only: target compute capabilities ("sm86,sm89" or ("8.6", "8.9"); default
     NVIDIA's portable set 8.6, 8.9, 12.0); its builder needs them to build without a GPU.
     """
-    if targets is not None and not is_rtx(trt):
+    if targets is not None and not capabilities(trt).needs_targets:
         raise ValueError(f"target compute capabilities apply to TensorRT-RTX only; {product_name(trt)} builds for "
                          "the GPU it runs on")
     if network.num_outputs == 0:
@@ -266,7 +266,7 @@ def serialize_network(trt: ModuleType, builder, network, logger, *, batch=None, 
         config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, int(workspace))
     if not tf32:
         config.clear_flag(trt.BuilderFlag.TF32)
-    built_targets = set_targets(trt, config, targets) if is_rtx(trt) else None
+    built_targets = set_targets(trt, config, targets) if capabilities(trt).needs_targets else None
     cache_path = Path(timing_cache) if timing_cache is not None else None
     if load_timing_cache(trt, config, cache_path, logger) is None:
         cache_path = None
@@ -446,7 +446,7 @@ def build_plan(trt: ModuleType, define, *, weights=None, input_name: str | None 
                          precision=precision, fp32_io=fp32_io, batch=batch, extra_outputs=extra_outputs,
                          small=small, network_name=network_name, debug_tensors=debug_tensors,
                          debug_unfused=debug_unfused, quant=quant)
-    if is_rtx(trt) or cross_check:  # fp8: sm89 and newer (TensorRT-RTX cannot compile FP8 for sm86)
+    if capabilities(trt).needs_targets or cross_check:  # fp8: sm89 and newer (TensorRT-RTX cannot compile FP8 for sm86)
         targets = targets_for_precision(precision, targets)
     serialize = dict(batch=check_batch(batch), workspace=workspace, timing_cache=timing_cache, progress=progress,
                      tf32=tf32, targets=targets)

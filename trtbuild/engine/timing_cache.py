@@ -12,7 +12,7 @@ import logging
 from pathlib import Path
 from types import ModuleType
 
-from trtbuild.backend import backend_name, is_rtx
+from trtbuild.backend import backend_name, capabilities
 
 from .errors import BuildError, TimingCacheError
 
@@ -27,7 +27,7 @@ def load_timing_cache(trt: ModuleType, config, path: Path | None, logger=None):
     overwritten. A real cache made by another device or TensorRT version is replaced (warning)."""
     if path is None:
         return None
-    if is_rtx(trt):
+    if not capabilities(trt).has_timing_cache:
         log.warning("timing cache %s not used: TensorRT-RTX documents its timing cache as deprecated and unused "
                     "(engines are tuned just in time on the GPU that runs them, and a runtime cache kept by the "
                     "application replaces it); the file is left untouched", path)

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from trtbuild.backend import is_reference, is_rtx, product_name, trt_of
+from trtbuild.backend import capabilities, is_reference, product_name, trt_of
 
 from trtbuild.ops.involution import involution_output_size
 
@@ -68,7 +68,7 @@ def _find_creator(trt):
     """The registered Involution creator of ``trt`` or None. Never called for TensorRT-RTX. On real
     TensorRT the registry's creator list is scanned first, so an absent plugin is not reported as an
     error in TensorRT's log (get_creator logs one)."""
-    if is_rtx(trt):
+    if not capabilities(trt).has_plugins:
         raise _no_plugins(trt, "plugin lookup")
     registry = trt.get_plugin_registry()
     if not is_reference(trt):
@@ -89,7 +89,7 @@ def load_plugin_library(trt, path: str | os.PathLike | None = None):
     the reference plugin and returns None. Raises FileNotFoundError / RuntimeError saying what to do,
     and BuilderError on TensorRT-RTX (no plugins; its registry is not touched).
     """
-    if is_rtx(trt):
+    if not capabilities(trt).has_plugins:
         raise _no_plugins(trt, "load_plugin_library")
     if is_reference(trt):
         from trtbuild.ops.involution_reference_plugin import register_reference_involution
@@ -119,7 +119,7 @@ def plugin_available(trt, load: bool = False) -> bool:
     creator is registered. ``load=True`` first tries to load the default library
     (:func:`default_plugin_library_path`) if that file exists; a library that fails to load is
     logged as a warning and counts as unavailable."""
-    if is_rtx(trt):
+    if not capabilities(trt).has_plugins:
         return False
     if is_reference(trt):
         return True
@@ -143,7 +143,7 @@ def resolve_impl(trt, impl: str, name: str, load: bool = False) -> str:
     ``name``) before anything is added or looked up."""
     if impl not in IMPLS:
         raise BuilderError(f"layer '{name}': impl={impl!r} is not one of {', '.join(map(repr, IMPLS))}")
-    if impl == "plugin" and is_rtx(trt):
+    if impl == "plugin" and not capabilities(trt).has_plugins:
         raise _no_plugins(trt, f"layer '{name}'")
     if impl != "auto":
         return impl
@@ -193,7 +193,7 @@ def involution_plugin(network, x, w, kernel_size: int, stride: int, padding: int
     On real TensorRT call :func:`load_plugin_library` first. TensorRT-RTX has no plugins: BuilderError.
     """
     trt = trt_of(network)
-    if is_rtx(trt):
+    if not capabilities(trt).has_plugins:
         raise _no_plugins(trt, f"layer '{name}'")
     k = _check_int(kernel_size, 1, "kernel_size", name)
     s = _check_int(stride, 1, "stride", name)

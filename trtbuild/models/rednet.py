@@ -28,7 +28,7 @@ from __future__ import annotations
 import re
 
 
-from trtbuild.backend import is_rtx, product_name, trt_of
+from trtbuild.backend import capabilities, product_name, trt_of
 from trtbuild.layers.basic import global_avg_pool, max_pool, read_linear, relu
 from trtbuild.layers.batchnorm import batchnorm
 from trtbuild.layers.common import BuilderError
@@ -106,7 +106,7 @@ def build_rednet(network, wm, x, involution_impl: str = "auto", quant=None) -> d
     trt = trt_of(network)
     if involution_impl not in IMPLS:
         raise BuilderError(f"rednet: involution_impl={involution_impl!r} is not one of {', '.join(map(repr, IMPLS))}")
-    if involution_impl == "plugin" and is_rtx(trt):
+    if involution_impl == "plugin" and not capabilities(trt).has_plugins:
         raise BuilderError(f"rednet: {product_name(trt)} supports no plugins, so involution_impl='plugin' cannot be "
                            "built; use involution_impl='composed' (or 'auto')")
     impl = resolve_impl(trt, involution_impl, "rednet", load=True)

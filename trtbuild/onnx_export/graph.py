@@ -61,6 +61,7 @@ class GraphBuilder:
         self.initializers: list[onnx.TensorProto] = []
         self.domains: dict[str, int] = {}
         self.layer = None
+        self.writes_graph_output = False
         self._final: set[str] = set()  # output names of the layer being lowered
         self._values: set[str] = set()
         self._node_names: set[str] = set()
@@ -95,9 +96,12 @@ class GraphBuilder:
         prefix = self.layer.name if self.layer is not None else "trtbuild"
         return self._unique(f"{prefix}/{what}", self._values)
 
-    def begin_layer(self, layer, outputs: list[str]) -> None:
+    def begin_layer(self, layer, outputs: list[str], writes_graph_output: bool = False) -> None:
+        """`writes_graph_output`: one of the layer's outputs is a graph output (a constant is then a
+        node, not an initializer)."""
         self.layer = layer
         self._final = set(outputs)
+        self.writes_graph_output = writes_graph_output
 
     # -- nodes ----------------------------------------------------------------------------
     def add(self, op: str, inputs: list[str], outputs: list[str] | str | None = None, domain: str = "",

@@ -14,16 +14,15 @@ import math
 import numpy as np
 from onnx import TensorProto
 
-from trtbuild.reference.enums import (ActivationType, DataType, ElementWiseOperation, ReduceOperation, ScaleMode,
-                                      UnaryOperation)
+from trtbuild.reference.enums import (ActivationType, DataType, ElementWiseOperation, LayerType, ReduceOperation,
+                                      ScaleMode, UnaryOperation)
+from trtbuild.reference.ops import lowers
+from trtbuild.reference.ops.common import axes_of
 
 from .graph import GraphBuilder, onnx_type
 
 
-def _bits(mask: int, rank: int) -> list[int]:
-    return [i for i in range(rank) if mask >> i & 1]
-
-
+@lowers(LayerType.SCALE)
 def lower_scale(g: GraphBuilder, layer, ins, outs):
     """y = (x * scale + shift) ** power, each term only if its weights are non-empty."""
     x = layer.get_input(0)
@@ -62,10 +61,11 @@ def reduce_node(g: GraphBuilder, op: str, x: str, axes: list[int], keepdims: boo
     return g.add(op, [x], out, axes=list(axes), keepdims=int(keepdims))
 
 
+@lowers(LayerType.REDUCE)
 def lower_reduce(g: GraphBuilder, layer, ins, outs):
     x = layer.get_input(0)
     op, keep = ReduceOperation(layer._params["op"]), bool(layer._params["keep_dims"])
-    axes = _bits(layer._params["axes"], len(x.shape))
+    axes = axes_of(layer._params["axes"], len(x.shape))
     dt = x.dtype
     if op == ReduceOperation.AVG and dt in (DataType.INT32, DataType.INT64):
         # integer mean rounds down (floor), as TensorRT's integer division does for the reference
@@ -97,6 +97,7 @@ _ELEMENTWISE = {
 }
 
 
+@lowers(LayerType.ELEMENTWISE)
 def lower_elementwise(g: GraphBuilder, layer, ins, outs):
     op = ElementWiseOperation(layer._params["op"])
     dt = layer.get_input(0).dtype
@@ -121,6 +122,7 @@ _UNARY = {
 }
 
 
+@lowers(LayerType.UNARY)
 def lower_unary(g: GraphBuilder, layer, ins, outs):
     g.add(_UNARY[UnaryOperation(layer._params["op"])], ins, outs)
 
@@ -129,6 +131,7 @@ def _const(g, value, rank):
     return g.const(np.full([1] * rank, value, dtype=np.float32), TensorProto.FLOAT, "const")
 
 
+@lowers(LayerType.ACTIVATION)
 def lower_activation(g: GraphBuilder, layer, ins, outs):
     """One ONNX op where ONNX defines the same function, else a FLOAT decomposition."""
     x = layer.get_input(0)
@@ -176,26 +179,30 @@ def lower_activation(g: GraphBuilder, layer, ins, outs):
     g.from_float(y, outs[0], dt)
 
 
+@lowers(LayerType.SOFTMAX)
 def lower_softmax(g: GraphBuilder, layer, ins, outs):
-    axes = _bits(layer._params["axes"], len(layer.get_input(0).shape))
+    axes = axes_of(layer._params["axes"], len(layer.get_input(0).shape))
     g.add("Softmax", ins, outs, axis=axes[0])
 
 
+@lowers(LayerType.CAST)
 def lower_cast(g: GraphBuilder, layer, ins, outs):
     g.add("Cast", ins, outs, to=onnx_type(DataType(layer._params["to_type"]), layer.name))
 
 
+@lowers(LayerType.IDENTITY)
 def lower_identity(g: GraphBuilder, layer, ins, outs):
     g.add("Identity", ins, outs)
 
 
-def lower_constant(g: GraphBuilder, layer, ins, outs, as_initializer: bool = True):
+@lowers(LayerType.CONSTANT)
+def lower_constant(g: GraphBuilder, layer, ins, outs):
     """An initializer named as the constant's output tensor (through an Identity node when the
     tensor is also a graph output, since a graph output cannot be an initializer)."""
     w = layer._weights["weights"]
     arr = w.numpy().reshape(tuple(layer._params["shape"]))
     etype = onnx_type(w.dtype, layer.name)
-    if as_initializer:
+    if not g.writes_graph_output:
         g.const(arr, etype, name=outs[0])
     else:
         g.add("Identity", [g.const(arr, etype, "value")], outs)

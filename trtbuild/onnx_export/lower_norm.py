@@ -16,12 +16,10 @@ from __future__ import annotations
 from onnx import TensorProto
 
 from trtbuild.reference.enums import LayerType
+from trtbuild.reference.ops import lowers
+from trtbuild.reference.ops.common import axes_of
 
 from .graph import GraphBuilder, onnx_type
-
-
-def _bits(mask: int, rank: int) -> list[int]:
-    return [i for i in range(rank) if mask >> i & 1]
 
 
 def _param_as(g: GraphBuilder, tensor, name: str, shape, elem_type=None) -> str:
@@ -35,11 +33,12 @@ def _param_as(g: GraphBuilder, tensor, name: str, shape, elem_type=None) -> str:
     return g.to_float(value, tensor.dtype) if elem_type == TensorProto.FLOAT else value
 
 
+@lowers(LayerType.NORMALIZATION)
 def lower_normalization(g: GraphBuilder, layer, ins, outs):
     x, scale, bias = (layer.get_input(i) for i in range(3))
     p = layer._params
     shape, rank = tuple(x.shape), len(x.shape)
-    axes, groups, eps = _bits(p["axes"], rank), p["num_groups"], float(p["epsilon"])
+    axes, groups, eps = axes_of(p["axes"], rank), p["num_groups"], float(p["epsilon"])
     sshape = tuple(scale.shape)
     if groups > 1:
         _group_norm(g, layer, ins, outs, groups, eps, bool(p["is_v2"]))

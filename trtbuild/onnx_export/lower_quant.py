@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from trtbuild.reference.enums import DataType
+from trtbuild.reference.enums import DataType, LayerType
+from trtbuild.reference.ops import lowers
 
 from .graph import GraphBuilder, onnx_type
 
@@ -41,6 +42,7 @@ def _check_fp8(g: GraphBuilder, dtype) -> None:
         g.require_opset(FP8_OPSET, "FP8 (FLOAT8E4M3FN) quantization")
 
 
+@lowers(LayerType.QUANTIZE)
 def lower_quantize(g: GraphBuilder, layer, ins, outs):
     to = DataType(layer._params["to_type"])
     _check_fp8(g, to)
@@ -51,6 +53,7 @@ def lower_quantize(g: GraphBuilder, layer, ins, outs):
     g.add("QuantizeLinear", [x, scale, zero], outs, axis=axis)
 
 
+@lowers(LayerType.DEQUANTIZE)
 def lower_dequantize(g: GraphBuilder, layer, ins, outs):
     _check_fp8(g, layer.get_input(0).dtype)
     scale, axis = _scale(g, layer, ins[1])
@@ -62,8 +65,6 @@ def lower_dequantize(g: GraphBuilder, layer, ins, outs):
 
 def uses_fp8(network) -> bool:
     """Whether a Q/DQ layer of `network` quantizes to or from FP8 (the export then needs opset 19)."""
-    from trtbuild.reference.enums import LayerType
-
     for layer in network._layers:
         if layer._TYPE == LayerType.QUANTIZE and DataType(layer._params["to_type"]) == DataType.FP8:
             return True

@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 from onnx import TensorProto, numpy_helper
 
-from trtbuild.reference.enums import MatrixOperation, SampleMode
+from trtbuild.reference.enums import LayerType, MatrixOperation, SampleMode
+from trtbuild.reference.ops import lowers
 from trtbuild.reference.sampling import sample_indices
 
 from .graph import GraphBuilder, onnx_type
@@ -14,6 +15,7 @@ from .graph import GraphBuilder, onnx_type
 INT64_MIN = -(2 ** 63)
 
 
+@lowers(LayerType.SHUFFLE)
 def lower_shuffle(g: GraphBuilder, layer, ins, outs):
     """Transpose -> Reshape -> Transpose, skipping identities. zero_is_placeholder=True is ONNX
     Reshape's allowzero=0 (0 copies the input dimension); a literal 0 needs allowzero=1."""
@@ -43,10 +45,12 @@ def lower_shuffle(g: GraphBuilder, layer, ins, outs):
         cur = g.add(op, inputs, outs if i == len(steps) - 1 else None, **attrs)
 
 
+@lowers(LayerType.CONCATENATION)
 def lower_concatenation(g: GraphBuilder, layer, ins, outs):
     g.add("Concat", ins, outs, axis=layer._params["axis"])
 
 
+@lowers(LayerType.SLICE)
 def lower_slice(g: GraphBuilder, layer, ins, outs):
     """STRICT_BOUNDS with non-zero strides -> Slice; other modes -> Gather with constant indices per
     dim (WRAP/CLAMP/REFLECT/FILL need the dims known at export time), FILL adds a Where with 0."""
@@ -94,6 +98,7 @@ def lower_slice(g: GraphBuilder, layer, ins, outs):
         cur = g.add("Where", [mask, cur, zero], outs if i == len(masks) - 1 else None)
 
 
+@lowers(LayerType.PADDING)
 def lower_padding(g: GraphBuilder, layer, ins, outs):
     """Pad (constant 0) on the trailing dims; negative padding crops, written as a Slice first."""
     p = layer._params
@@ -115,6 +120,7 @@ def lower_padding(g: GraphBuilder, layer, ins, outs):
         g.add("Identity", ins, outs)
 
 
+@lowers(LayerType.MATRIX_MULTIPLY)
 def lower_matrix_multiply(g: GraphBuilder, layer, ins, outs):
     """MatMul; TRANSPOSE swaps the last two dims first, VECTOR operands are unsqueezed to matrices
     and the extra dims squeezed from the product."""
@@ -166,6 +172,7 @@ def plugin_attributes(layer) -> dict:
     return attrs
 
 
+@lowers(LayerType.PLUGIN_V3)
 def lower_plugin_v3(g: GraphBuilder, layer, ins, outs):
     """A node in a custom domain: op_type = the creator's name. TensorRT's ONNX parser imports an
     op it does not know through the plugin registry (op_type = plugin name, attributes

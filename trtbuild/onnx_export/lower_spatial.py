@@ -13,8 +13,9 @@ import math
 import numpy as np
 from onnx import TensorProto
 
-from trtbuild.reference.enums import PaddingMode, PoolingType
-from trtbuild.reference.execute_window import deconv_crop
+from trtbuild.reference.enums import LayerType, PaddingMode, PoolingType
+from trtbuild.reference.ops import lowers
+from trtbuild.reference.ops.convolution import deconv_crop
 
 from .graph import GraphBuilder, onnx_type
 
@@ -79,6 +80,7 @@ def _unfold(g: GraphBuilder, layer, y, outs):
         g.add("Reshape", [y, g.ints([d if d >= 0 else -1 for d in layer.get_output(0).shape])], outs)
 
 
+@lowers(LayerType.CONVOLUTION)
 def lower_convolution(g: GraphBuilder, layer, ins, outs):
     """Conv with the kernel reshaped from flat KCRS to [K, C/groups, *kernel]."""
     p, x, ks, stride, dil = _conv_common(g, layer)
@@ -100,6 +102,7 @@ def lower_convolution(g: GraphBuilder, layer, ins, outs):
     _unfold(g, layer, y, outs)
 
 
+@lowers(LayerType.DECONVOLUTION)
 def lower_deconvolution(g: GraphBuilder, layer, ins, outs):
     """ConvTranspose with the kernel reshaped from flat CKRS to [C, K/groups, *kernel]; TensorRT's
     pre/post padding (or the SAME_* crop) trims the full transposed-convolution output, exactly as
@@ -120,6 +123,7 @@ def lower_deconvolution(g: GraphBuilder, layer, ins, outs):
     _unfold(g, layer, y, outs)
 
 
+@lowers(LayerType.POOLING)
 def lower_pooling(g: GraphBuilder, layer, ins, outs):
     """MaxPool / AveragePool with explicit pads; MAX_AVERAGE_BLEND = (1-b)*max + b*avg in FLOAT.
 
@@ -205,6 +209,7 @@ def _avg_rescale(pads, sizes, ws, stride, out_sizes):
     return (math.prod(ws) / np.maximum(count, 1)).astype(np.float32)
 
 
+@lowers(LayerType.LRN)
 def lower_lrn(g: GraphBuilder, layer, ins, outs):
     """ONNX LRN: y = x / (bias + alpha/size * sum of squares over `size` channels) ** beta — the same
     alpha/size convention as TensorRT's ILRNLayer, so alpha passes through unchanged. TensorRT

@@ -11,6 +11,9 @@ result is rounded to that type as a kernel computing in that type would:
   sum, average pooling's window sum, softmax's denominator) accumulates sequentially in the
   tensor's type, rounding after each add, in index order (no pairwise or fp32 accumulator).
 
+Each layer type's pessimistic model is the `pessimistic` function of its module under
+trtbuild/reference/ops; this module holds the rounding and the sequential accumulations they share.
+
 Not modelled (they keep fp32 accumulation, rounded at the output): convolution, deconvolution and
 matrix multiply. FLOAT (and integer) layers are identical under both models.
 
@@ -126,93 +129,12 @@ def window_sum(r):
     return total
 
 
-# --- pessimistic layer bodies (inputs already float32; r rounds to the output type) ---
+def __getattr__(name):
+    """`lrn(p, x, r)`: LRN's pessimistic body (x in float32), importable from here as the model's tests
+    use it; each layer type's pessimistic model is the `pessimistic` function of its module under
+    trtbuild/reference/ops."""
+    if name == "lrn":
+        from .ops.lrn import pessimistic_lrn
 
-
-def reduce(p, x, r, bits):
-    from .enums import ReduceOperation
-
-    axes, op, keep = bits(p["axes"], x.dim()), ReduceOperation(p["op"]), p["keep_dims"]
-    if op == ReduceOperation.SUM:
-        return seq_sum(x, axes, keep, r)
-    if op == ReduceOperation.AVG:
-        return seq_mean(x, axes, keep, r)
-    if op == ReduceOperation.PROD:
-        return seq_prod(x, axes, keep, r)
-    return None  # MAX/MIN are exact
-
-
-def scale(p, w, x, r, weights_like):
-    from .enums import ScaleMode
-
-    axis, mode = p["channel_axis"] % x.dim(), ScaleMode(p["mode"])
-    shape = {ScaleMode.UNIFORM: [1] * x.dim(),
-             ScaleMode.CHANNEL: [x.shape[axis] if i == axis else 1 for i in range(x.dim())],
-             ScaleMode.ELEMENTWISE: [1] * axis + list(x.shape[axis:])}[mode]
-    sc, sh, pw = (weights_like(w[k], x) for k in ("scale", "shift", "power"))
-    y = x
-    if sc is not None:
-        y = r(y * sc.reshape(shape))
-    if sh is not None:
-        y = r(y + sh.reshape(shape))
-    if pw is not None:
-        y = r(torch.pow(y, pw.reshape(shape)))
-    return y
-
-
-def normalization(p, x, scale_t, bias, r, bits):
-    axes, g, eps = bits(p["axes"], x.dim()), p["num_groups"], p["epsilon"]
-    shape = x.shape
-    if g > 1:
-        n, c = x.shape[:2]
-        x = x.reshape(n, g, c // g, *x.shape[2:])
-        axes = list(range(2, x.dim()))
-    mean = seq_mean(x, axes, True, r)
-    d = r(x - mean)
-    var = seq_mean(r(d * d), axes, True, r)
-    std = r(torch.sqrt(r(var + eps)))
-    y = r(d / std)
-    if g > 1 and not p["is_v2"]:
-        ps = [1, g] + [1] * (x.dim() - 2)
-        return r(r(y * scale_t.reshape(ps)) + bias.reshape(ps)).reshape(shape)
-    y = y.reshape(shape)
-    return r(r(y * scale_t) + bias)
-
-
-def lrn(p, x, r):
-    n, axis = p["window_size"], x.dim() - 3
-    sq = torch.nn.functional.pad(r(x * x).movedim(axis, -1), (n // 2, n // 2))
-    ws = seq_sum(sq.unfold(-1, n, 1), [-1], False, r).movedim(-1, axis)
-    base = r(p["k"] + r(ws * (p["alpha"] / n)))
-    return r(x / r(torch.pow(base, p["beta"])))
-
-
-def softmax(x, dim, r):
-    e = r(torch.exp(r(x - x.amax(dim=dim, keepdim=True))))
-    return r(e / seq_sum(e, [dim], True, r))
-
-
-def activation(p, x, r):
-    """Multi-step activations with each step rounded; None for single-step ones (output rounding
-    is exact rounding of the one operation)."""
-    from .enums import ActivationType as A
-
-    t, a, b = A(p["type"]), p["alpha"], p["beta"]
-    if t in (A.ELU, A.SELU):
-        y = torch.where(x >= 0, x, r(a * r(r(torch.exp(x)) - 1)))
-        return r(b * y) if t == A.SELU else y
-    if t == A.SOFTSIGN:
-        return r(x / r(1 + x.abs()))
-    if t == A.SOFTPLUS:
-        bx = r(b * x)
-        return r(a * r(torch.clamp_min(bx, 0) + r(torch.log1p(r(torch.exp(-bx.abs()))))))
-    if t == A.HARD_SIGMOID:
-        return torch.clamp(r(r(a * x) + b), 0, 1)
-    if t == A.SCALED_TANH:
-        return r(a * r(torch.tanh(r(b * x))))
-    if t == A.GELU_ERF:
-        return r(r(0.5 * x) * r(1 + r(torch.erf(r(x / math.sqrt(2))))))
-    if t == A.GELU_TANH:
-        inner = r(math.sqrt(2 / math.pi) * r(x + r(0.044715 * r(r(x * x) * x))))
-        return r(r(0.5 * x) * r(1 + r(torch.tanh(inner))))
-    return None
+        return pessimistic_lrn
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
