@@ -79,7 +79,11 @@ class ForwardCapture:
     def _targets(self) -> list[tuple[str, nn.Module]]:
         if self.options.names is None:
             return [(name, sub) for name, sub in self.module.named_modules() if name]
-        modules = dict(self.module.named_modules())
+        if isinstance(self.options.names, str):
+            raise TypeError(f"CaptureOptions.names must be a sequence of submodule names, not the string "
+                            f"{self.options.names!r}")
+        # remove_duplicate=False: a submodule reachable under two names (self.b = self.a) answers to both
+        modules = dict(self.module.named_modules(remove_duplicate=False))
         unknown = [n for n in self.options.names if n not in modules]
         if unknown:
             raise ValueError(f"{type(self.module).__name__} has no submodule named {', '.join(map(repr, unknown))}")

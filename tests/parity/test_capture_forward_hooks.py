@@ -98,3 +98,26 @@ def test_bad_names_and_options_are_refused_in_one_sentence(net):
     assert _hooks(net) == 0
     with pytest.raises(ValueError, match=r"^keep must be 'calls', 'first' or 'none', not 'all'$"):
         CaptureOptions(keep="all")
+
+
+def test_a_shared_submodule_answers_to_each_of_its_names():
+    """`self.b = self.a`: PyTorch lists the module once, but the user may name either attribute."""
+
+    class Shared(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = nn.Linear(3, 3)
+            self.b = self.a
+
+        def forward(self, x):
+            return self.b(x)
+
+    model, x = Shared(), torch.ones(1, 3)
+    result, capture = capture_forward(model, x, options=CaptureOptions(names=["b"], keep="first"))
+    torch.testing.assert_close(capture.first["b"], result)
+
+
+def test_a_string_of_names_is_refused():
+    with pytest.raises(TypeError, match="sequence of submodule names, not the string 'conv1'"):
+        with ForwardCapture(nn.Sequential(), CaptureOptions(names="conv1")):
+            pass

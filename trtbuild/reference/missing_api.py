@@ -11,7 +11,7 @@ other path; it is also a NotImplementedError, so the CLI reports it as one line 
 from __future__ import annotations
 
 #: The add_* methods of TensorRT 11.4's INetworkDefinition (10.16 has all of them but add_attention_v2;
-#: TensorRT-RTX 1.7 all but add_plugin and add_plugin_v2).
+#: TensorRT-RTX 1.7 all but add_plugin, add_plugin_v2 and add_plugin_v3).
 TENSORRT_ADD_METHODS = frozenset({
     "add_activation", "add_assertion", "add_attention", "add_attention_v2", "add_cast", "add_concatenation",
     "add_constant", "add_convolution_nd", "add_cumulative", "add_deconvolution_nd", "add_dequantize",
