@@ -52,10 +52,16 @@ def register(cls, infer, run, pessimistic=None) -> LayerOp:
 
 
 def _load() -> None:
+    # the flag is set before the imports because an op module may look the registry up while it loads; a
+    # failed import clears it again, so the next lookup raises the real ImportError instead of finding nothing
     if not _loaded[0]:
         _loaded[0] = True
-        for name in MODULES:
-            importlib.import_module(f"{__package__}.{name}")
+        try:
+            for name in MODULES:
+                importlib.import_module(f"{__package__}.{name}")
+        except BaseException:
+            _loaded[0] = False
+            raise
 
 
 def op_for(ltype) -> LayerOp | None:
