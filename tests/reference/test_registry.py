@@ -39,3 +39,15 @@ def test_an_unregistered_type_is_refused_naming_the_layer():
     assert op_for(trt.LayerType.PLUGIN) is None
     with pytest.raises(trt.NetworkError, match="layer 'r': layer type PLUGIN is not supported"):
         infer_layer(trt.LayerType.PLUGIN, {}, {}, [(1,)], [trt.DataType.FLOAT], "r")
+
+
+def test_a_failed_op_module_import_is_raised_on_every_lookup(monkeypatch):
+    """A broken op module must not leave the registry half-filled and silent: each lookup raises its error."""
+    from trtbuild.reference.ops import registry
+
+    monkeypatch.setattr(registry, "_loaded", [False])
+    monkeypatch.setattr(registry, "_OPS", {})
+    monkeypatch.setattr(registry, "MODULES", ["no_such_op_module"])
+    for _ in range(2):
+        with pytest.raises(ModuleNotFoundError, match="no_such_op_module"):
+            registry.op_for(registry.LayerType.CONSTANT)
