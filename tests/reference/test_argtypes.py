@@ -77,6 +77,8 @@ NETWORK = {
     "add_identity": lambda t, e: (e["x"],),
     "add_quantize": lambda t, e: (e["x"], e["scale"], t.DataType.INT8),
     "add_dequantize": lambda t, e: (e["q"], e["scale"], t.DataType.FLOAT),
+    "add_squeeze": lambda t, e: (e["x"], e["axes"]),
+    "add_unsqueeze": lambda t, e: (e["x"], e["axes"]),
     "get_layer": lambda t, e: (0,),
     "get_input": lambda t, e: (0,),
     "get_output": lambda t, e: (0,),
@@ -121,6 +123,7 @@ def _env(trt) -> dict:
            "s": network.add_input("s", trt.float32, (1, 4, 1, 1)),
            "b": network.add_input("b", trt.float32, (1, 4, 1, 1)),
            "scale": network.add_input("scale", trt.float32, ()), "q": network.add_input("q", trt.int8, (1, 4))}
+    env["axes"] = network.add_constant((1,), np.array([0], np.int64)).get_output(0)
     env["layer"] = network.add_identity(x)
     env["out"] = env["layer"].get_output(0)
     network.mark_output(env["out"])

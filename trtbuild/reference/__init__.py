@@ -25,6 +25,7 @@ from .layers import (IActivationLayer, ICastLayer, IConcatenationLayer, IConstan
                      INormalizationLayer, IPaddingLayer, IPluginV3Layer, IPoolingLayer, IReduceLayer, IScaleLayer,
                      IShuffleLayer, ISliceLayer, ISoftMaxLayer, IUnaryLayer)
 from .layers import IDequantizeLayer, IQuantizeLayer
+from .layers import ISqueezeLayer, IUnsqueezeLayer
 from .debug import IDebugListener
 from .network import INetworkDefinition
 from .plugins import (IPluginCreatorV3One, IPluginRegistry, IPluginV3, PluginField, PluginFieldCollection,
@@ -46,6 +47,7 @@ __all__ = [
     "IDeconvolutionLayer", "IElementWiseLayer", "IIdentityLayer", "ILRNLayer", "IMatrixMultiplyLayer",
     "INormalizationLayer", "IPaddingLayer", "IPluginV3Layer", "IPoolingLayer", "IReduceLayer", "IScaleLayer",
     "IShuffleLayer", "ISliceLayer", "IQuantizeLayer", "IDequantizeLayer", "ISoftMaxLayer", "IUnaryLayer",
+    "ISqueezeLayer", "IUnsqueezeLayer",
     "INetworkDefinition",
     "IPluginCreatorV3One", "IPluginRegistry", "IPluginV3", "PluginField", "PluginFieldCollection",
     "get_plugin_registry", "ICudaEngine", "IExecutionContext", "Runtime", "IDebugListener",

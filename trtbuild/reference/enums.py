@@ -215,10 +215,14 @@ class LayerType(TrtEnum):
     CONSTANT = 19
     IDENTITY = 20
     SLICE = 22
+    PARAMETRIC_RELU = 24
+    SELECT = 30
     QUANTIZE = 32
     DEQUANTIZE = 33
     NORMALIZATION = 45
     PLUGIN_V3 = 46
+    SQUEEZE = 47
+    UNSQUEEZE = 48
 
 
 class PluginFieldType(TrtEnum):

@@ -27,13 +27,15 @@ from .ops.scale import IScaleLayer
 from .ops.shuffle import IShuffleLayer
 from .ops.slice import ISliceLayer
 from .ops.softmax import ISoftMaxLayer
+from .ops.squeeze import ISqueezeLayer
 from .ops.unary import IUnaryLayer
+from .ops.unsqueeze import IUnsqueezeLayer
 
 __all__ = ["ILayer", "IActivationLayer", "ICastLayer", "IConcatenationLayer", "IConstantLayer", "IConvolutionLayer",
            "IDeconvolutionLayer", "IElementWiseLayer", "IIdentityLayer", "ILRNLayer", "IMatrixMultiplyLayer",
            "INormalizationLayer", "IPaddingLayer", "IPluginV3Layer", "IPoolingLayer", "IQuantizeLayer",
            "IDequantizeLayer", "IReduceLayer", "IScaleLayer", "IShuffleLayer", "ISliceLayer", "ISoftMaxLayer",
-           "IUnaryLayer", "check_params"]
+           "IUnaryLayer", "check_params", "ISqueezeLayer", "IUnsqueezeLayer"]
 
 
 def __getattr__(name):

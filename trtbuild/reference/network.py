@@ -412,6 +412,13 @@ class INetworkDefinition(NetworkDebugMarks):
         return self._add(L.IDequantizeLayer, [input, scale], {"axis": -1, "to_type": int(DataType(output_type))},
                          eager=False)
 
+    def add_squeeze(self, input: ITensor, axes: ITensor | None = None) -> L.ISqueezeLayer:
+        """TensorRT 11.4: without axes, every statically unit dimension is removed."""
+        return self._add(L.ISqueezeLayer, [input] + ([] if axes is None else [axes]), {"axes": None})
+
+    def add_unsqueeze(self, input: ITensor, axes: ITensor) -> L.IUnsqueezeLayer:
+        return self._add(L.IUnsqueezeLayer, [input, axes], {"axes": None})
+
     def add_plugin_v3(self, inputs: Sequence[ITensor],
                       shape_inputs: Sequence[ITensor], plugin: IPluginV3) -> L.IPluginV3Layer:
         from .plugins import IPluginV3

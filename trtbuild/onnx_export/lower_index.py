@@ -1,0 +1,36 @@
+"""Lowering of the indexing and selection layers: Squeeze, Unsqueeze (ONNX Squeeze/Unsqueeze, axes
+from the layer's constant axes)."""
+
+from __future__ import annotations
+
+from trtbuild.reference.enums import LayerType
+from trtbuild.reference.ops import lowers
+
+from .graph import GraphBuilder
+
+
+def _axes_node(g: GraphBuilder, op: str, x: str, axes: list[int], outs):
+    """Squeeze/Unsqueeze with `axes`: an INT64 input from opset 13, an attribute before."""
+    if g.opset >= 13:
+        g.add(op, [x, g.ints(axes, "axes")], outs)
+    else:
+        g.add(op, [x], outs, axes=list(axes))
+
+
+@lowers(LayerType.SQUEEZE)
+def lower_squeeze(g: GraphBuilder, layer, ins, outs):
+    """Without axes, TensorRT removes the statically unit dimensions: named explicitly, so a dynamic
+    dimension is kept as there."""
+    layer._infer()  # resolves the constant axes into params
+    shape = tuple(layer.get_input(0).shape)
+    axes = layer._params["axes"]
+    if axes is None:
+        axes = [i for i, d in enumerate(shape) if d == 1]
+    _axes_node(g, "Squeeze", ins[0], [a % len(shape) for a in axes], outs)
+
+
+@lowers(LayerType.UNSQUEEZE)
+def lower_unsqueeze(g: GraphBuilder, layer, ins, outs):
+    layer._infer()
+    rank = len(layer.get_input(0).shape) + len(layer._params["axes"])
+    _axes_node(g, "Unsqueeze", ins[0], [a % rank for a in layer._params["axes"]], outs)
