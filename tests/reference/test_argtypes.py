@@ -79,6 +79,7 @@ NETWORK = {
     "add_dequantize": lambda t, e: (e["q"], e["scale"], t.DataType.FLOAT),
     "add_squeeze": lambda t, e: (e["x"], e["axes"]),
     "add_unsqueeze": lambda t, e: (e["x"], e["axes"]),
+    "add_parametric_relu": lambda t, e: (e["x"], e["s"]),
     "get_layer": lambda t, e: (0,),
     "get_input": lambda t, e: (0,),
     "get_output": lambda t, e: (0,),

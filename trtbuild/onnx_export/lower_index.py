@@ -1,5 +1,5 @@
-"""Lowering of the indexing and selection layers: Squeeze, Unsqueeze (ONNX Squeeze/Unsqueeze, axes
-from the layer's constant axes)."""
+"""Lowering of the layers added for TensorRT 11's indexing and selection: Squeeze, Unsqueeze (ONNX
+Squeeze/Unsqueeze, axes from the layer's constant axes), ParametricReLU (PRelu)."""
 
 from __future__ import annotations
 
@@ -34,3 +34,9 @@ def lower_unsqueeze(g: GraphBuilder, layer, ins, outs):
     layer._infer()
     rank = len(layer.get_input(0).shape) + len(layer._params["axes"])
     _axes_node(g, "Unsqueeze", ins[0], [a % rank for a in layer._params["axes"]], outs)
+
+
+@lowers(LayerType.PARAMETRIC_RELU)
+def lower_parametric_relu(g: GraphBuilder, layer, ins, outs):
+    """ONNX PRelu broadcasts the slope unidirectionally to the input, as TensorRT does."""
+    g.add("PRelu", ins[:2], outs)

@@ -18,6 +18,7 @@ from .ops.lrn import ILRNLayer
 from .ops.matrix_multiply import IMatrixMultiplyLayer
 from .ops.normalization import INormalizationLayer
 from .ops.padding import IPaddingLayer
+from .ops.parametric_relu import IParametricReLULayer
 from .ops.plugin_v3 import IPluginV3Layer
 from .ops.pooling import IPoolingLayer
 from .ops.qdq import IDequantizeLayer, IQuantizeLayer
@@ -35,7 +36,8 @@ __all__ = ["ILayer", "IActivationLayer", "ICastLayer", "IConcatenationLayer", "I
            "IDeconvolutionLayer", "IElementWiseLayer", "IIdentityLayer", "ILRNLayer", "IMatrixMultiplyLayer",
            "INormalizationLayer", "IPaddingLayer", "IPluginV3Layer", "IPoolingLayer", "IQuantizeLayer",
            "IDequantizeLayer", "IReduceLayer", "IScaleLayer", "IShuffleLayer", "ISliceLayer", "ISoftMaxLayer",
-           "IUnaryLayer", "check_params", "ISqueezeLayer", "IUnsqueezeLayer"]
+           "IUnaryLayer", "check_params", "ISqueezeLayer", "IUnsqueezeLayer",
+           "IParametricReLULayer"]
 
 
 def __getattr__(name):

@@ -419,6 +419,9 @@ class INetworkDefinition(NetworkDebugMarks):
     def add_unsqueeze(self, input: ITensor, axes: ITensor) -> L.IUnsqueezeLayer:
         return self._add(L.IUnsqueezeLayer, [input, axes], {"axes": None})
 
+    def add_parametric_relu(self, input: ITensor, slopes: ITensor) -> L.IParametricReLULayer:
+        return self._add(L.IParametricReLULayer, [input, slopes], {})
+
     def add_plugin_v3(self, inputs: Sequence[ITensor],
                       shape_inputs: Sequence[ITensor], plugin: IPluginV3) -> L.IPluginV3Layer:
         from .plugins import IPluginV3
