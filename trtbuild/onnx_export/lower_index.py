@@ -1,5 +1,6 @@
 """Lowering of the layers added for TensorRT 11's indexing and selection: Squeeze, Unsqueeze (ONNX
-Squeeze/Unsqueeze, axes from the layer's constant axes), ParametricReLU (PRelu)."""
+Squeeze/Unsqueeze, axes from the layer's constant axes), ParametricReLU (PRelu),
+Select (Where)."""
 
 from __future__ import annotations
 
@@ -40,3 +41,9 @@ def lower_unsqueeze(g: GraphBuilder, layer, ins, outs):
 def lower_parametric_relu(g: GraphBuilder, layer, ins, outs):
     """ONNX PRelu broadcasts the slope unidirectionally to the input, as TensorRT does."""
     g.add("PRelu", ins[:2], outs)
+
+
+@lowers(LayerType.SELECT)
+def lower_select(g: GraphBuilder, layer, ins, outs):
+    """ONNX Where broadcasts its three inputs multidirectionally, as TensorRT's select does."""
+    g.add("Where", ins[:3], outs)

@@ -26,7 +26,7 @@ from .layers import (IActivationLayer, ICastLayer, IConcatenationLayer, IConstan
                      IShuffleLayer, ISliceLayer, ISoftMaxLayer, IUnaryLayer)
 from .layers import IDequantizeLayer, IQuantizeLayer
 from .layers import ISqueezeLayer, IUnsqueezeLayer
-from .layers import IParametricReLULayer
+from .layers import IParametricReLULayer, ISelectLayer
 from .debug import IDebugListener
 from .network import INetworkDefinition
 from .plugins import (IPluginCreatorV3One, IPluginRegistry, IPluginV3, PluginField, PluginFieldCollection,
@@ -49,7 +49,7 @@ __all__ = [
     "INormalizationLayer", "IPaddingLayer", "IPluginV3Layer", "IPoolingLayer", "IReduceLayer", "IScaleLayer",
     "IShuffleLayer", "ISliceLayer", "IQuantizeLayer", "IDequantizeLayer", "ISoftMaxLayer", "IUnaryLayer",
     "ISqueezeLayer", "IUnsqueezeLayer",
-    "IParametricReLULayer",
+    "IParametricReLULayer", "ISelectLayer",
     "INetworkDefinition",
     "IPluginCreatorV3One", "IPluginRegistry", "IPluginV3", "PluginField", "PluginFieldCollection",
     "get_plugin_registry", "ICudaEngine", "IExecutionContext", "Runtime", "IDebugListener",

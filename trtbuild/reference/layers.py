@@ -25,6 +25,7 @@ from .ops.qdq import IDequantizeLayer, IQuantizeLayer
 from .ops.reduce import IReduceLayer
 from .ops.registry import registered
 from .ops.scale import IScaleLayer
+from .ops.select import ISelectLayer
 from .ops.shuffle import IShuffleLayer
 from .ops.slice import ISliceLayer
 from .ops.softmax import ISoftMaxLayer
@@ -37,7 +38,7 @@ __all__ = ["ILayer", "IActivationLayer", "ICastLayer", "IConcatenationLayer", "I
            "INormalizationLayer", "IPaddingLayer", "IPluginV3Layer", "IPoolingLayer", "IQuantizeLayer",
            "IDequantizeLayer", "IReduceLayer", "IScaleLayer", "IShuffleLayer", "ISliceLayer", "ISoftMaxLayer",
            "IUnaryLayer", "check_params", "ISqueezeLayer", "IUnsqueezeLayer",
-           "IParametricReLULayer"]
+           "IParametricReLULayer", "ISelectLayer"]
 
 
 def __getattr__(name):

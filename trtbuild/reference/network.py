@@ -422,6 +422,9 @@ class INetworkDefinition(NetworkDebugMarks):
     def add_parametric_relu(self, input: ITensor, slopes: ITensor) -> L.IParametricReLULayer:
         return self._add(L.IParametricReLULayer, [input, slopes], {})
 
+    def add_select(self, condition: ITensor, then_input: ITensor, else_input: ITensor) -> L.ISelectLayer:
+        return self._add(L.ISelectLayer, [condition, then_input, else_input], {})
+
     def add_plugin_v3(self, inputs: Sequence[ITensor],
                       shape_inputs: Sequence[ITensor], plugin: IPluginV3) -> L.IPluginV3Layer:
         from .plugins import IPluginV3
