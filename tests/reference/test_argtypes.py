@@ -81,6 +81,8 @@ NETWORK = {
     "add_unsqueeze": lambda t, e: (e["x"], e["axes"]),
     "add_parametric_relu": lambda t, e: (e["x"], e["s"]),
     "add_select": lambda t, e: (e["cond"], e["x"], e["s"]),
+    "add_gather": lambda t, e: (e["x"], e["idx"], 1),
+    "add_gather_v2": lambda t, e: (e["x"], e["idx"], t.GatherMode.DEFAULT),
     "get_layer": lambda t, e: (0,),
     "get_input": lambda t, e: (0,),
     "get_output": lambda t, e: (0,),
@@ -126,6 +128,7 @@ def _env(trt) -> dict:
            "b": network.add_input("b", trt.float32, (1, 4, 1, 1)),
            "scale": network.add_input("scale", trt.float32, ()), "q": network.add_input("q", trt.int8, (1, 4))}
     env["cond"] = network.add_input("cond", trt.bool, (1, 4, 6, 1))
+    env["idx"] = network.add_input("idx", trt.int32, (2,))
     env["axes"] = network.add_constant((1,), np.array([0], np.int64)).get_output(0)
     env["layer"] = network.add_identity(x)
     env["out"] = env["layer"].get_output(0)

@@ -1,13 +1,15 @@
 """Lowering of the layers added for TensorRT 11's indexing and selection: Squeeze, Unsqueeze (ONNX
 Squeeze/Unsqueeze, axes from the layer's constant axes), ParametricReLU (PRelu),
-Select (Where)."""
+Select (Where), Gather (Gather, GatherElements, GatherND)."""
 
 from __future__ import annotations
 
-from trtbuild.reference.enums import LayerType
+from onnx import TensorProto
+
+from trtbuild.reference.enums import DataType, GatherMode, LayerType
 from trtbuild.reference.ops import lowers
 
-from .graph import GraphBuilder
+from .graph import GraphBuilder, OnnxExportError
 
 
 def _axes_node(g: GraphBuilder, op: str, x: str, axes: list[int], outs):
@@ -47,3 +49,23 @@ def lower_parametric_relu(g: GraphBuilder, layer, ins, outs):
 def lower_select(g: GraphBuilder, layer, ins, outs):
     """ONNX Where broadcasts its three inputs multidirectionally, as TensorRT's select does."""
     g.add("Where", ins[:3], outs)
+
+
+@lowers(LayerType.GATHER)
+def lower_gather(g: GraphBuilder, layer, ins, outs):
+    """DEFAULT -> Gather, ELEMENT -> GatherElements, ND -> GatherND with batch_dims = num_elementwise_dims.
+    DEFAULT with num_elementwise_dims = 1 has no single ONNX operator: refused in one sentence."""
+    p = layer._params
+    mode, axis, ned = GatherMode(p["mode"]), p["axis"], p["num_elementwise_dims"]
+    if mode == GatherMode.ELEMENT:
+        g.add("GatherElements", ins[:2], outs, axis=axis)
+    elif mode == GatherMode.ND:
+        idx = ins[1]
+        if layer.get_input(1).dtype != DataType.INT64:  # ONNX GatherND takes INT64 indices only
+            idx = g.add("Cast", [idx], None, to=TensorProto.INT64)
+        g.add("GatherND", [ins[0], idx], outs, batch_dims=ned)
+    elif ned == 0:
+        g.add("Gather", ins[:2], outs, axis=axis)
+    else:
+        raise OnnxExportError(f"layer '{layer.name}': a GatherMode.DEFAULT gather with num_elementwise_dims = 1 has "
+                              "no ONNX equivalent (ONNX Gather has no batch dimensions)")

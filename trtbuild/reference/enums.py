@@ -149,6 +149,12 @@ class SampleMode(TrtEnum):
     REFLECT = 4
 
 
+class GatherMode(TrtEnum):
+    DEFAULT = 0
+    ELEMENT = 1
+    ND = 2
+
+
 class NetworkDefinitionCreationFlag(TrtEnum):
     """Values follow TensorRT 11. TensorRT 10 numbers them one higher (its EXPLICIT_BATCH was 0):
     use the names, never the numbers; the conformance test checks both tables."""
@@ -212,6 +218,7 @@ class LayerType(TrtEnum):
     SHUFFLE = 13
     REDUCE = 14
     MATRIX_MULTIPLY = 17
+    GATHER = 16
     CONSTANT = 19
     IDENTITY = 20
     SLICE = 22

@@ -13,6 +13,7 @@ from .ops.concatenation import IConcatenationLayer
 from .ops.constant import IConstantLayer
 from .ops.convolution import IConvolutionLayer, IDeconvolutionLayer
 from .ops.elementwise import IElementWiseLayer
+from .ops.gather import IGatherLayer
 from .ops.identity import IIdentityLayer
 from .ops.lrn import ILRNLayer
 from .ops.matrix_multiply import IMatrixMultiplyLayer
@@ -38,7 +39,7 @@ __all__ = ["ILayer", "IActivationLayer", "ICastLayer", "IConcatenationLayer", "I
            "INormalizationLayer", "IPaddingLayer", "IPluginV3Layer", "IPoolingLayer", "IQuantizeLayer",
            "IDequantizeLayer", "IReduceLayer", "IScaleLayer", "IShuffleLayer", "ISliceLayer", "ISoftMaxLayer",
            "IUnaryLayer", "check_params", "ISqueezeLayer", "IUnsqueezeLayer",
-           "IParametricReLULayer", "ISelectLayer"]
+           "IParametricReLULayer", "ISelectLayer", "IGatherLayer"]
 
 
 def __getattr__(name):

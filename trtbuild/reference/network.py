@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from .argtypes import api_types
 from .core import Dims, ILogger, ITensor, NetworkError, Weights
-from .enums import (ActivationType, DataType, ElementWiseOperation, LayerType, MatrixOperation,
+from .enums import (ActivationType, DataType, ElementWiseOperation, GatherMode, LayerType, MatrixOperation,
                     NetworkDefinitionCreationFlag, PaddingMode, PoolingType, ReduceOperation, SampleMode, ScaleMode,
                     UnaryOperation)
 from . import layers as L
@@ -424,6 +424,15 @@ class INetworkDefinition(NetworkDebugMarks):
 
     def add_select(self, condition: ITensor, then_input: ITensor, else_input: ITensor) -> L.ISelectLayer:
         return self._add(L.ISelectLayer, [condition, then_input, else_input], {})
+
+    def add_gather(self, input: ITensor, indices: ITensor, axis: int) -> L.IGatherLayer:
+        return self._add(L.IGatherLayer, [input, indices], {"axis": int(axis), "mode": int(GatherMode.DEFAULT),
+                                                            "num_elementwise_dims": 0})
+
+    def add_gather_v2(self, input: ITensor, indices: ITensor, mode: GatherMode) -> L.IGatherLayer:
+        """axis 0 and num_elementwise_dims 0 (TensorRT-RTX 1.7's defaults); set them afterwards."""
+        return self._add(L.IGatherLayer, [input, indices], {"axis": 0, "mode": int(GatherMode(mode)),
+                                                            "num_elementwise_dims": 0}, eager=False)
 
     def add_plugin_v3(self, inputs: Sequence[ITensor],
                       shape_inputs: Sequence[ITensor], plugin: IPluginV3) -> L.IPluginV3Layer:
