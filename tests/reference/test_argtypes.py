@@ -83,6 +83,7 @@ NETWORK = {
     "add_select": lambda t, e: (e["cond"], e["x"], e["s"]),
     "add_gather": lambda t, e: (e["x"], e["idx"], 1),
     "add_gather_v2": lambda t, e: (e["x"], e["idx"], t.GatherMode.DEFAULT),
+    "add_cumulative": lambda t, e: (e["x"], e["axis"], t.CumulativeOperation.SUM, False, True),
     "get_layer": lambda t, e: (0,),
     "get_input": lambda t, e: (0,),
     "get_output": lambda t, e: (0,),
@@ -129,6 +130,7 @@ def _env(trt) -> dict:
            "scale": network.add_input("scale", trt.float32, ()), "q": network.add_input("q", trt.int8, (1, 4))}
     env["cond"] = network.add_input("cond", trt.bool, (1, 4, 6, 1))
     env["idx"] = network.add_input("idx", trt.int32, (2,))
+    env["axis"] = network.add_constant((), np.array(1, np.int32)).get_output(0)
     env["axes"] = network.add_constant((1,), np.array([0], np.int64)).get_output(0)
     env["layer"] = network.add_identity(x)
     env["out"] = env["layer"].get_output(0)

@@ -1,15 +1,16 @@
 """Lowering of the layers added for TensorRT 11's indexing and selection: Squeeze, Unsqueeze (ONNX
 Squeeze/Unsqueeze, axes from the layer's constant axes), ParametricReLU (PRelu),
-Select (Where), Gather (Gather, GatherElements, GatherND)."""
+Select (Where), Gather (Gather, GatherElements, GatherND), Cumulative (CumSum)."""
 
 from __future__ import annotations
 
+import numpy as np
 from onnx import TensorProto
 
 from trtbuild.reference.enums import DataType, GatherMode, LayerType
 from trtbuild.reference.ops import lowers
 
-from .graph import GraphBuilder, OnnxExportError
+from .graph import GraphBuilder, OnnxExportError, onnx_type
 
 
 def _axes_node(g: GraphBuilder, op: str, x: str, axes: list[int], outs):
@@ -69,3 +70,17 @@ def lower_gather(g: GraphBuilder, layer, ins, outs):
     else:
         raise OnnxExportError(f"layer '{layer.name}': a GatherMode.DEFAULT gather with num_elementwise_dims = 1 has "
                               "no ONNX equivalent (ONNX Gather has no batch dimensions)")
+
+
+@lowers(LayerType.CUMULATIVE)
+def lower_cumulative(g: GraphBuilder, layer, ins, outs):
+    """ONNX CumSum with the constant axis; HALF/BF16 summed in FLOAT (as the reference does) and cast back."""
+    layer._infer()  # resolves the constant axis into params
+    dt = layer.get_input(0).dtype
+    axis = g.const(np.asarray(layer._params["axis"], np.int64), TensorProto.INT64, "axis")
+    attrs = {"exclusive": int(layer._params["exclusive"]), "reverse": int(layer._params["reverse"])}
+    if dt in (DataType.HALF, DataType.BF16):
+        y = g.add("CumSum", [g.to_float(ins[0], dt), axis], None, **attrs)
+        g.add("Cast", [y], outs, to=onnx_type(dt, layer.name))
+    else:
+        g.add("CumSum", [ins[0], axis], outs, **attrs)

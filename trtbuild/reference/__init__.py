@@ -27,8 +27,8 @@ from .layers import (IActivationLayer, ICastLayer, IConcatenationLayer, IConstan
 from .layers import IDequantizeLayer, IQuantizeLayer
 from .layers import ISqueezeLayer, IUnsqueezeLayer
 from .layers import IParametricReLULayer, ISelectLayer
-from .layers import IGatherLayer
-from .enums import GatherMode
+from .layers import ICumulativeLayer, IGatherLayer
+from .enums import CumulativeOperation, GatherMode
 from .debug import IDebugListener
 from .network import INetworkDefinition
 from .plugins import (IPluginCreatorV3One, IPluginRegistry, IPluginV3, PluginField, PluginFieldCollection,
@@ -52,7 +52,7 @@ __all__ = [
     "IShuffleLayer", "ISliceLayer", "IQuantizeLayer", "IDequantizeLayer", "ISoftMaxLayer", "IUnaryLayer",
     "ISqueezeLayer", "IUnsqueezeLayer",
     "IParametricReLULayer", "ISelectLayer",
-    "IGatherLayer", "GatherMode",
+    "IGatherLayer", "GatherMode", "ICumulativeLayer", "CumulativeOperation",
     "INetworkDefinition",
     "IPluginCreatorV3One", "IPluginRegistry", "IPluginV3", "PluginField", "PluginFieldCollection",
     "get_plugin_registry", "ICudaEngine", "IExecutionContext", "Runtime", "IDebugListener",

@@ -149,6 +149,10 @@ class SampleMode(TrtEnum):
     REFLECT = 4
 
 
+class CumulativeOperation(TrtEnum):
+    SUM = 0
+
+
 class GatherMode(TrtEnum):
     DEFAULT = 0
     ELEMENT = 1
@@ -230,6 +234,7 @@ class LayerType(TrtEnum):
     PLUGIN_V3 = 46
     SQUEEZE = 47
     UNSQUEEZE = 48
+    CUMULATIVE = 49
 
 
 class PluginFieldType(TrtEnum):

@@ -11,6 +11,7 @@ from .ops.base import ILayer, _is_int, check_params  # noqa: F401 - _is_int: saf
 from .ops.cast import ICastLayer
 from .ops.concatenation import IConcatenationLayer
 from .ops.constant import IConstantLayer
+from .ops.cumulative import ICumulativeLayer
 from .ops.convolution import IConvolutionLayer, IDeconvolutionLayer
 from .ops.elementwise import IElementWiseLayer
 from .ops.gather import IGatherLayer
@@ -39,7 +40,7 @@ __all__ = ["ILayer", "IActivationLayer", "ICastLayer", "IConcatenationLayer", "I
            "INormalizationLayer", "IPaddingLayer", "IPluginV3Layer", "IPoolingLayer", "IQuantizeLayer",
            "IDequantizeLayer", "IReduceLayer", "IScaleLayer", "IShuffleLayer", "ISliceLayer", "ISoftMaxLayer",
            "IUnaryLayer", "check_params", "ISqueezeLayer", "IUnsqueezeLayer",
-           "IParametricReLULayer", "ISelectLayer", "IGatherLayer"]
+           "IParametricReLULayer", "ISelectLayer", "IGatherLayer", "ICumulativeLayer"]
 
 
 def __getattr__(name):

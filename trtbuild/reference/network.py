@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING
 
 from .argtypes import api_types
 from .core import Dims, ILogger, ITensor, NetworkError, Weights
-from .enums import (ActivationType, DataType, ElementWiseOperation, GatherMode, LayerType, MatrixOperation,
+from .enums import (ActivationType, CumulativeOperation, DataType, ElementWiseOperation, GatherMode, LayerType,
+                    MatrixOperation,
                     NetworkDefinitionCreationFlag, PaddingMode, PoolingType, ReduceOperation, SampleMode, ScaleMode,
                     UnaryOperation)
 from . import layers as L
@@ -433,6 +434,11 @@ class INetworkDefinition(NetworkDebugMarks):
         """axis 0 and num_elementwise_dims 0 (TensorRT-RTX 1.7's defaults); set them afterwards."""
         return self._add(L.IGatherLayer, [input, indices], {"axis": 0, "mode": int(GatherMode(mode)),
                                                             "num_elementwise_dims": 0}, eager=False)
+
+    def add_cumulative(self, input: ITensor, axis: ITensor, op: CumulativeOperation, exclusive: bool,
+                       reverse: bool) -> L.ICumulativeLayer:
+        return self._add(L.ICumulativeLayer, [input, axis], {"axis": None, "op": int(CumulativeOperation(op)),
+                                                             "exclusive": bool(exclusive), "reverse": bool(reverse)})
 
     def add_plugin_v3(self, inputs: Sequence[ITensor],
                       shape_inputs: Sequence[ITensor], plugin: IPluginV3) -> L.IPluginV3Layer:

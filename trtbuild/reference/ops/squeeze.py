@@ -16,20 +16,20 @@ from .common import fail, no_uint8
 from .registry import register
 
 
-def constant_axes(layer, index: int = 1) -> list[int] | None:
+def constant_axes(layer, index: int = 1, rank: int = 1, what: str = "axes") -> list[int] | None:
     """The values of the axes tensor at input `index` of `layer` (None where that input is unset); a
-    NetworkError where it is not a 1-D INT32/INT64 constant."""
+    NetworkError where it is not an INT32/INT64 constant of rank `rank` (1, or 0 for a cumulative's axis)."""
     t = layer._inputs[index] if len(layer._inputs) > index else None
     if t is None:
         return None
     prod = getattr(t, "_producer", None)
     if t.dtype not in (DataType.INT32, DataType.INT64):
-        raise NetworkError(f"layer '{layer.name}': the axes tensor has type {t.dtype.name}; TensorRT needs a "
-                           "constant INT32 or INT64 1-D shape tensor")
-    if prod is None or prod._TYPE != LayerType.CONSTANT or len(t.shape) != 1:
-        raise NetworkError(f"layer '{layer.name}': the axes tensor '{t.name}' must be a 1-D constant (the output of "
-                           "add_constant); TensorRT needs axes \"resolvable to a constant Int32 or Int64 1D shape "
-                           "tensor\" and the reference resolves only constants")
+        raise NetworkError(f"layer '{layer.name}': the {what} tensor has type {t.dtype.name}; TensorRT needs a "
+                           f"constant INT32 or INT64 {rank}-D shape tensor")
+    if prod is None or prod._TYPE != LayerType.CONSTANT or len(t.shape) != rank:
+        raise NetworkError(f"layer '{layer.name}': the {what} tensor '{t.name}' must be a {rank}-D constant (the "
+                           f"output of add_constant); TensorRT needs a build-time constant INT32 or INT64 {rank}-D "
+                           "shape tensor and the reference resolves only constants")
     return [int(v) for v in prod._weights["weights"]._array.reshape(-1)]
 
 
