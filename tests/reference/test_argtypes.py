@@ -84,6 +84,7 @@ NETWORK = {
     "add_gather": lambda t, e: (e["x"], e["idx"], 1),
     "add_gather_v2": lambda t, e: (e["x"], e["idx"], t.GatherMode.DEFAULT),
     "add_cumulative": lambda t, e: (e["x"], e["axis"], t.CumulativeOperation.SUM, False, True),
+    "add_one_hot": lambda t, e: (e["idx"], e["values"], e["axis"], -1),
     "get_layer": lambda t, e: (0,),
     "get_input": lambda t, e: (0,),
     "get_output": lambda t, e: (0,),
@@ -131,6 +132,7 @@ def _env(trt) -> dict:
     env["cond"] = network.add_input("cond", trt.bool, (1, 4, 6, 1))
     env["idx"] = network.add_input("idx", trt.int32, (2,))
     env["axis"] = network.add_constant((), np.array(1, np.int32)).get_output(0)
+    env["values"] = network.add_input("values", trt.float32, (2,))
     env["axes"] = network.add_constant((1,), np.array([0], np.int64)).get_output(0)
     env["layer"] = network.add_identity(x)
     env["out"] = env["layer"].get_output(0)

@@ -1,6 +1,7 @@
 """Lowering of the layers added for TensorRT 11's indexing and selection: Squeeze, Unsqueeze (ONNX
 Squeeze/Unsqueeze, axes from the layer's constant axes), ParametricReLU (PRelu),
-Select (Where), Gather (Gather, GatherElements, GatherND), Cumulative (CumSum)."""
+Select (Where), Gather (Gather, GatherElements, GatherND), Cumulative (CumSum),
+OneHot."""
 
 from __future__ import annotations
 
@@ -84,3 +85,20 @@ def lower_cumulative(g: GraphBuilder, layer, ins, outs):
         g.add("Cast", [y], outs, to=onnx_type(dt, layer.name))
     else:
         g.add("CumSum", [ins[0], axis], outs, **attrs)
+
+
+@lowers(LayerType.ONE_HOT)
+def lower_one_hot(g: GraphBuilder, layer, ins, outs):
+    """ONNX OneHot (same index rules: negative from the end, out of range all off), INT64 indices and depth;
+    HALF/BF16 values through FLOAT."""
+    layer._infer()  # resolves the constant depth into params
+    idx = ins[0]
+    if layer.get_input(0).dtype != DataType.INT64:
+        idx = g.add("Cast", [idx], None, to=TensorProto.INT64)
+    depth = g.const(np.asarray(layer._params["depth"], np.int64), TensorProto.INT64, "depth")
+    dt = layer.get_input(1).dtype
+    if dt in (DataType.HALF, DataType.BF16):
+        y = g.add("OneHot", [idx, depth, g.to_float(ins[1], dt)], None, axis=layer._params["axis"])
+        g.add("Cast", [y], outs, to=onnx_type(dt, layer.name))
+    else:
+        g.add("OneHot", [idx, depth, ins[1]], outs, axis=layer._params["axis"])

@@ -27,7 +27,7 @@ from .layers import (IActivationLayer, ICastLayer, IConcatenationLayer, IConstan
 from .layers import IDequantizeLayer, IQuantizeLayer
 from .layers import ISqueezeLayer, IUnsqueezeLayer
 from .layers import IParametricReLULayer, ISelectLayer
-from .layers import ICumulativeLayer, IGatherLayer
+from .layers import ICumulativeLayer, IGatherLayer, IOneHotLayer
 from .enums import CumulativeOperation, GatherMode
 from .debug import IDebugListener
 from .network import INetworkDefinition
@@ -53,6 +53,7 @@ __all__ = [
     "ISqueezeLayer", "IUnsqueezeLayer",
     "IParametricReLULayer", "ISelectLayer",
     "IGatherLayer", "GatherMode", "ICumulativeLayer", "CumulativeOperation",
+    "IOneHotLayer",
     "INetworkDefinition",
     "IPluginCreatorV3One", "IPluginRegistry", "IPluginV3", "PluginField", "PluginFieldCollection",
     "get_plugin_registry", "ICudaEngine", "IExecutionContext", "Runtime", "IDebugListener",

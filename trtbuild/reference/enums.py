@@ -230,6 +230,7 @@ class LayerType(TrtEnum):
     SELECT = 30
     QUANTIZE = 32
     DEQUANTIZE = 33
+    ONE_HOT = 40
     NORMALIZATION = 45
     PLUGIN_V3 = 46
     SQUEEZE = 47

@@ -19,6 +19,7 @@ from .ops.identity import IIdentityLayer
 from .ops.lrn import ILRNLayer
 from .ops.matrix_multiply import IMatrixMultiplyLayer
 from .ops.normalization import INormalizationLayer
+from .ops.one_hot import IOneHotLayer
 from .ops.padding import IPaddingLayer
 from .ops.parametric_relu import IParametricReLULayer
 from .ops.plugin_v3 import IPluginV3Layer
@@ -40,7 +41,8 @@ __all__ = ["ILayer", "IActivationLayer", "ICastLayer", "IConcatenationLayer", "I
            "INormalizationLayer", "IPaddingLayer", "IPluginV3Layer", "IPoolingLayer", "IQuantizeLayer",
            "IDequantizeLayer", "IReduceLayer", "IScaleLayer", "IShuffleLayer", "ISliceLayer", "ISoftMaxLayer",
            "IUnaryLayer", "check_params", "ISqueezeLayer", "IUnsqueezeLayer",
-           "IParametricReLULayer", "ISelectLayer", "IGatherLayer", "ICumulativeLayer"]
+           "IParametricReLULayer", "ISelectLayer", "IGatherLayer", "ICumulativeLayer",
+           "IOneHotLayer"]
 
 
 def __getattr__(name):

@@ -440,6 +440,9 @@ class INetworkDefinition(NetworkDebugMarks):
         return self._add(L.ICumulativeLayer, [input, axis], {"axis": None, "op": int(CumulativeOperation(op)),
                                                              "exclusive": bool(exclusive), "reverse": bool(reverse)})
 
+    def add_one_hot(self, indices: ITensor, values: ITensor, depth: ITensor, axis: int) -> L.IOneHotLayer:
+        return self._add(L.IOneHotLayer, [indices, values, depth], {"axis": int(axis), "depth": None})
+
     def add_plugin_v3(self, inputs: Sequence[ITensor],
                       shape_inputs: Sequence[ITensor], plugin: IPluginV3) -> L.IPluginV3Layer:
         from .plugins import IPluginV3
