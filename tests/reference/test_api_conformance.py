@@ -55,6 +55,10 @@ REQUIRED_AFTER_DEFAULTS = {("INetworkDefinition", "add_scale_nd"): frozenset({"c
 DEFAULT_IN_10_ONLY = {("INetworkDefinition", "add_quantize"): frozenset({"output_type"}),
                       ("INetworkDefinition", "add_dequantize"): frozenset({"output_type"})}
 
+#: Parameters that TensorRT 11 lets callers omit (with a documented default) and TensorRT 10 requires. The
+#: reference follows 11 (add_squeeze without axes removes every statically unit dimension).
+DEFAULT_IN_11_ONLY = {("INetworkDefinition", "add_squeeze"): frozenset({"axes"})}
+
 #: Departures of the reference from the real API, excluded from the bulk checks. Keep it empty:
 #: a departure found here is fixed in trtbuild/reference, not listed.
 KNOWN_DEPARTURES: dict = {}
@@ -125,6 +129,8 @@ def _member_problems(ref, cls: str, member: str, real_api) -> list[str]:
             allow = REQUIRED_AFTER_DEFAULTS.get((cls, member), frozenset())
             if v == "11":
                 allow = allow | DEFAULT_IN_10_ONLY.get((cls, member), frozenset())
+            else:
+                allow = allow | DEFAULT_IN_11_ONLY.get((cls, member), frozenset())
             out += compare.member_problems(cls, member, entry["members"][member], real_class, v, allow)
     return out
 

@@ -77,6 +77,14 @@ NETWORK = {
     "add_identity": lambda t, e: (e["x"],),
     "add_quantize": lambda t, e: (e["x"], e["scale"], t.DataType.INT8),
     "add_dequantize": lambda t, e: (e["q"], e["scale"], t.DataType.FLOAT),
+    "add_squeeze": lambda t, e: (e["x"], e["axes"]),
+    "add_unsqueeze": lambda t, e: (e["x"], e["axes"]),
+    "add_parametric_relu": lambda t, e: (e["x"], e["s"]),
+    "add_select": lambda t, e: (e["cond"], e["x"], e["s"]),
+    "add_gather": lambda t, e: (e["x"], e["idx"], 1),
+    "add_gather_v2": lambda t, e: (e["x"], e["idx"], t.GatherMode.DEFAULT),
+    "add_cumulative": lambda t, e: (e["x"], e["axis"], t.CumulativeOperation.SUM, False, True),
+    "add_one_hot": lambda t, e: (e["idx"], e["values"], e["axis"], -1),
     "get_layer": lambda t, e: (0,),
     "get_input": lambda t, e: (0,),
     "get_output": lambda t, e: (0,),
@@ -121,6 +129,11 @@ def _env(trt) -> dict:
            "s": network.add_input("s", trt.float32, (1, 4, 1, 1)),
            "b": network.add_input("b", trt.float32, (1, 4, 1, 1)),
            "scale": network.add_input("scale", trt.float32, ()), "q": network.add_input("q", trt.int8, (1, 4))}
+    env["cond"] = network.add_input("cond", trt.bool, (1, 4, 6, 1))
+    env["idx"] = network.add_input("idx", trt.int32, (2,))
+    env["axis"] = network.add_constant((), np.array(1, np.int32)).get_output(0)
+    env["values"] = network.add_input("values", trt.float32, (2,))
+    env["axes"] = network.add_constant((1,), np.array([0], np.int64)).get_output(0)
     env["layer"] = network.add_identity(x)
     env["out"] = env["layer"].get_output(0)
     network.mark_output(env["out"])

@@ -25,6 +25,10 @@ from .layers import (IActivationLayer, ICastLayer, IConcatenationLayer, IConstan
                      INormalizationLayer, IPaddingLayer, IPluginV3Layer, IPoolingLayer, IReduceLayer, IScaleLayer,
                      IShuffleLayer, ISliceLayer, ISoftMaxLayer, IUnaryLayer)
 from .layers import IDequantizeLayer, IQuantizeLayer
+from .layers import ISqueezeLayer, IUnsqueezeLayer
+from .layers import IParametricReLULayer, ISelectLayer
+from .layers import ICumulativeLayer, IGatherLayer, IOneHotLayer
+from .enums import CumulativeOperation, GatherMode
 from .debug import IDebugListener
 from .network import INetworkDefinition
 from .plugins import (IPluginCreatorV3One, IPluginRegistry, IPluginV3, PluginField, PluginFieldCollection,
@@ -46,6 +50,10 @@ __all__ = [
     "IDeconvolutionLayer", "IElementWiseLayer", "IIdentityLayer", "ILRNLayer", "IMatrixMultiplyLayer",
     "INormalizationLayer", "IPaddingLayer", "IPluginV3Layer", "IPoolingLayer", "IReduceLayer", "IScaleLayer",
     "IShuffleLayer", "ISliceLayer", "IQuantizeLayer", "IDequantizeLayer", "ISoftMaxLayer", "IUnaryLayer",
+    "ISqueezeLayer", "IUnsqueezeLayer",
+    "IParametricReLULayer", "ISelectLayer",
+    "IGatherLayer", "GatherMode", "ICumulativeLayer", "CumulativeOperation",
+    "IOneHotLayer",
     "INetworkDefinition",
     "IPluginCreatorV3One", "IPluginRegistry", "IPluginV3", "PluginField", "PluginFieldCollection",
     "get_plugin_registry", "ICudaEngine", "IExecutionContext", "Runtime", "IDebugListener",

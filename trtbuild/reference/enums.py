@@ -149,6 +149,16 @@ class SampleMode(TrtEnum):
     REFLECT = 4
 
 
+class CumulativeOperation(TrtEnum):
+    SUM = 0
+
+
+class GatherMode(TrtEnum):
+    DEFAULT = 0
+    ELEMENT = 1
+    ND = 2
+
+
 class NetworkDefinitionCreationFlag(TrtEnum):
     """Values follow TensorRT 11. TensorRT 10 numbers them one higher (its EXPLICIT_BATCH was 0):
     use the names, never the numbers; the conformance test checks both tables."""
@@ -212,13 +222,20 @@ class LayerType(TrtEnum):
     SHUFFLE = 13
     REDUCE = 14
     MATRIX_MULTIPLY = 17
+    GATHER = 16
     CONSTANT = 19
     IDENTITY = 20
     SLICE = 22
+    PARAMETRIC_RELU = 24
+    SELECT = 30
     QUANTIZE = 32
     DEQUANTIZE = 33
+    ONE_HOT = 40
     NORMALIZATION = 45
     PLUGIN_V3 = 46
+    SQUEEZE = 47
+    UNSQUEEZE = 48
+    CUMULATIVE = 49
 
 
 class PluginFieldType(TrtEnum):

@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING
 
 from .argtypes import api_types
 from .core import Dims, ILogger, ITensor, NetworkError, Weights
-from .enums import (ActivationType, DataType, ElementWiseOperation, LayerType, MatrixOperation,
+from .enums import (ActivationType, CumulativeOperation, DataType, ElementWiseOperation, GatherMode, LayerType,
+                    MatrixOperation,
                     NetworkDefinitionCreationFlag, PaddingMode, PoolingType, ReduceOperation, SampleMode, ScaleMode,
                     UnaryOperation)
 from . import layers as L
@@ -411,6 +412,36 @@ class INetworkDefinition(NetworkDebugMarks):
         """TensorRT 10's default output_type (FLOAT); TensorRT 11 requires it."""
         return self._add(L.IDequantizeLayer, [input, scale], {"axis": -1, "to_type": int(DataType(output_type))},
                          eager=False)
+
+    def add_squeeze(self, input: ITensor, axes: ITensor | None = None) -> L.ISqueezeLayer:
+        """TensorRT 11.4: without axes, every statically unit dimension is removed."""
+        return self._add(L.ISqueezeLayer, [input] + ([] if axes is None else [axes]), {"axes": None})
+
+    def add_unsqueeze(self, input: ITensor, axes: ITensor) -> L.IUnsqueezeLayer:
+        return self._add(L.IUnsqueezeLayer, [input, axes], {"axes": None})
+
+    def add_parametric_relu(self, input: ITensor, slopes: ITensor) -> L.IParametricReLULayer:
+        return self._add(L.IParametricReLULayer, [input, slopes], {})
+
+    def add_select(self, condition: ITensor, then_input: ITensor, else_input: ITensor) -> L.ISelectLayer:
+        return self._add(L.ISelectLayer, [condition, then_input, else_input], {})
+
+    def add_gather(self, input: ITensor, indices: ITensor, axis: int) -> L.IGatherLayer:
+        return self._add(L.IGatherLayer, [input, indices], {"axis": int(axis), "mode": int(GatherMode.DEFAULT),
+                                                            "num_elementwise_dims": 0})
+
+    def add_gather_v2(self, input: ITensor, indices: ITensor, mode: GatherMode) -> L.IGatherLayer:
+        """axis 0 and num_elementwise_dims 0 (TensorRT-RTX 1.7's defaults); set them afterwards."""
+        return self._add(L.IGatherLayer, [input, indices], {"axis": 0, "mode": int(GatherMode(mode)),
+                                                            "num_elementwise_dims": 0}, eager=False)
+
+    def add_cumulative(self, input: ITensor, axis: ITensor, op: CumulativeOperation, exclusive: bool,
+                       reverse: bool) -> L.ICumulativeLayer:
+        return self._add(L.ICumulativeLayer, [input, axis], {"axis": None, "op": int(CumulativeOperation(op)),
+                                                             "exclusive": bool(exclusive), "reverse": bool(reverse)})
+
+    def add_one_hot(self, indices: ITensor, values: ITensor, depth: ITensor, axis: int) -> L.IOneHotLayer:
+        return self._add(L.IOneHotLayer, [indices, values, depth], {"axis": int(axis), "depth": None})
 
     def add_plugin_v3(self, inputs: Sequence[ITensor],
                       shape_inputs: Sequence[ITensor], plugin: IPluginV3) -> L.IPluginV3Layer:
