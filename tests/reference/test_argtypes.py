@@ -77,6 +77,7 @@ NETWORK = {
     "add_identity": lambda t, e: (e["x"],),
     "add_quantize": lambda t, e: (e["x"], e["scale"], t.DataType.INT8),
     "add_dequantize": lambda t, e: (e["q"], e["scale"], t.DataType.FLOAT),
+    "add_resize": lambda t, e: (e["x"],),
     "get_layer": lambda t, e: (0,),
     "get_input": lambda t, e: (0,),
     "get_output": lambda t, e: (0,),

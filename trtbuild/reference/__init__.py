@@ -20,11 +20,13 @@ from .enums import (ActivationType, BuilderFlag, DataType, ElementWiseOperation,
                     MemoryPoolType, NetworkDefinitionCreationFlag, PaddingMode, PluginFieldType, PoolingType,
                     ProfilingVerbosity, ReduceOperation, SampleMode, ScaleMode, TensorIOMode, TensorLocation,
                     TensorRTPhase, UnaryOperation)
+from .enums import InterpolationMode, ResizeCoordinateTransformation, ResizeRoundMode, ResizeSelector
 from .layers import (IActivationLayer, ICastLayer, IConcatenationLayer, IConstantLayer, IConvolutionLayer,
                      IDeconvolutionLayer, IElementWiseLayer, IIdentityLayer, ILayer, ILRNLayer, IMatrixMultiplyLayer,
                      INormalizationLayer, IPaddingLayer, IPluginV3Layer, IPoolingLayer, IReduceLayer, IScaleLayer,
                      IShuffleLayer, ISliceLayer, ISoftMaxLayer, IUnaryLayer)
 from .layers import IDequantizeLayer, IQuantizeLayer
+from .layers import IResizeLayer
 from .debug import IDebugListener
 from .network import INetworkDefinition
 from .plugins import (IPluginCreatorV3One, IPluginRegistry, IPluginV3, PluginField, PluginFieldCollection,
@@ -39,6 +41,7 @@ __all__ = [
     "MemoryPoolType", "NetworkDefinitionCreationFlag", "PaddingMode", "PluginFieldType", "PoolingType",
     "ProfilingVerbosity", "ReduceOperation", "SampleMode", "ScaleMode", "TensorIOMode", "TensorLocation",
     "TensorRTPhase", "UnaryOperation",
+    "InterpolationMode", "ResizeCoordinateTransformation", "ResizeRoundMode", "ResizeSelector",
     "Builder", "IBuilderConfig", "IHostMemory", "IOptimizationProfile", "IProgressMonitor", "ITimingCache",
     "Dims", "ILogger", "ITensor", "Logger", "Permutation", "Weights", "nptype",
     "float32", "float16", "bfloat16", "int8", "int32", "int64", "bool", "uint8",
@@ -46,6 +49,7 @@ __all__ = [
     "IDeconvolutionLayer", "IElementWiseLayer", "IIdentityLayer", "ILRNLayer", "IMatrixMultiplyLayer",
     "INormalizationLayer", "IPaddingLayer", "IPluginV3Layer", "IPoolingLayer", "IReduceLayer", "IScaleLayer",
     "IShuffleLayer", "ISliceLayer", "IQuantizeLayer", "IDequantizeLayer", "ISoftMaxLayer", "IUnaryLayer",
+    "IResizeLayer",
     "INetworkDefinition",
     "IPluginCreatorV3One", "IPluginRegistry", "IPluginV3", "PluginField", "PluginFieldCollection",
     "get_plugin_registry", "ICudaEngine", "IExecutionContext", "Runtime", "IDebugListener",

@@ -149,6 +149,30 @@ class SampleMode(TrtEnum):
     REFLECT = 4
 
 
+class InterpolationMode(TrtEnum):
+    NEAREST = 0
+    LINEAR = 1
+    CUBIC = 2
+
+
+class ResizeCoordinateTransformation(TrtEnum):
+    ALIGN_CORNERS = 0
+    ASYMMETRIC = 1
+    HALF_PIXEL = 2
+
+
+class ResizeSelector(TrtEnum):
+    FORMULA = 0
+    UPPER = 1
+
+
+class ResizeRoundMode(TrtEnum):
+    HALF_UP = 0
+    HALF_DOWN = 1
+    FLOOR = 2
+    CEIL = 3
+
+
 class NetworkDefinitionCreationFlag(TrtEnum):
     """Values follow TensorRT 11. TensorRT 10 numbers them one higher (its EXPLICIT_BATCH was 0):
     use the names, never the numbers; the conformance test checks both tables."""
@@ -215,6 +239,7 @@ class LayerType(TrtEnum):
     CONSTANT = 19
     IDENTITY = 20
     SLICE = 22
+    RESIZE = 25
     QUANTIZE = 32
     DEQUANTIZE = 33
     NORMALIZATION = 45

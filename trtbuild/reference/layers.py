@@ -22,6 +22,7 @@ from .ops.plugin_v3 import IPluginV3Layer
 from .ops.pooling import IPoolingLayer
 from .ops.qdq import IDequantizeLayer, IQuantizeLayer
 from .ops.reduce import IReduceLayer
+from .ops.resize import IResizeLayer
 from .ops.registry import registered
 from .ops.scale import IScaleLayer
 from .ops.shuffle import IShuffleLayer
@@ -33,7 +34,8 @@ __all__ = ["ILayer", "IActivationLayer", "ICastLayer", "IConcatenationLayer", "I
            "IDeconvolutionLayer", "IElementWiseLayer", "IIdentityLayer", "ILRNLayer", "IMatrixMultiplyLayer",
            "INormalizationLayer", "IPaddingLayer", "IPluginV3Layer", "IPoolingLayer", "IQuantizeLayer",
            "IDequantizeLayer", "IReduceLayer", "IScaleLayer", "IShuffleLayer", "ISliceLayer", "ISoftMaxLayer",
-           "IUnaryLayer", "check_params"]
+           "IUnaryLayer", "check_params",
+           "IResizeLayer"]
 
 
 def __getattr__(name):

@@ -16,7 +16,8 @@ from ..enums import LayerType
 #: the modules of this package that register layer types
 MODULES = ("constant", "scale", "reduce", "elementwise", "unary", "activation", "softmax", "convolution",
            "pooling", "lrn", "normalization", "shuffle", "concatenation", "slice", "padding", "matrix_multiply",
-           "cast", "identity", "qdq", "plugin_v3")
+           "cast", "identity", "qdq", "plugin_v3",
+           "resize")
 
 
 @dataclass
