@@ -66,3 +66,30 @@ def test_scales_in_fp32_and_fp16(dt):
 def test_trilinear():
     check(lambda net, dt: one(net, dt, (1, 2, 3, 4, 5), resized(
         shape=(1, 2, 5, 7, 4), resize_mode=IM.LINEAR, coordinate_transformation=CT.ALIGN_CORNERS)), dt=F32)
+
+
+@pytest.mark.parametrize("mode", list(IM))
+@pytest.mark.parametrize("ishape,scales", [((2, 3, 4, 5), [1, 2, 1, 1]), ((2, 3, 4, 5), [2, 1, 1, 2]), ((4,), [2.0]),
+                                           ((3, 4), [2, 2]), ((2, 3, 4), [1, 2, 2]), ((2, 3, 4, 5), [1, 2, 2, 2]),
+                                           ((1, 2, 3, 4, 5, 6), [1, 1, 1, 2, 2, 2])])
+def test_any_dims(mode, ishape, scales):
+    """Layouts onnxruntime does not interpolate in one Resize are exported one resized dim at a time."""
+    check(lambda net, dt: one(net, dt, ishape, resized(scales=scales, resize_mode=mode,
+                                                          coordinate_transformation=CT.HALF_PIXEL)), dt=F32,
+          expect_ops=["Resize"])
+
+
+def test_onnxruntime_nearest_rounds_its_float32_coordinate():
+    """The documented difference (docs/onnx.md): 20 -> 12, output 9 maps to 9 * 20 / 12 = 15 exactly (the
+    reference and F.interpolate take 15); onnxruntime divides by the float32 scale 0.6 and takes 14."""
+    import torch
+    import torch.nn.functional as F
+
+    from trtbuild.onnx_export import export_and_run
+    from helpers.onnx_layer_check import build
+
+    net = build(lambda n, dt: one(n, dt, (1, 1, 1, 20), resized(shape=(1, 1, 1, 12))), F32)
+    x = torch.arange(20, dtype=torch.float32).reshape(1, 1, 1, 20)
+    _, ref, got = export_and_run(net, {"x": x})
+    assert ref["y"][0, 0, 0, 9] == 15 == F.interpolate(x, size=(1, 12))[0, 0, 0, 9]
+    assert got["y"][0, 0, 0, 9] == 14
