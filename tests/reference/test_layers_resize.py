@@ -95,6 +95,32 @@ def test_half_types_keep_their_type(refnet, dtype):
     assert tuple(layer.get_output(0).shape) == (1, 1, 4, 4)
 
 
+@pytest.mark.parametrize("ishape,scales,mode,ok", [
+    ((2, 2, 2, 2), [1, 2, 1, 1], IM.LINEAR, True),  # LINEAR reaches the innermost 3 dims, channel included
+    ((2, 2, 2, 2), [2, 1, 1, 1], IM.LINEAR, False),  # ... not the 4th from the end
+    ((2, 2, 2, 2, 2), [1, 2, 1, 1, 1], IM.LINEAR, False),
+    ((2, 2, 2), [2, 2, 2], IM.LINEAR, True),
+    ((2, 2, 2, 2), [2, 2, 2, 2], IM.CUBIC, True),  # TensorRT-RTX 1.7 resizes any dims in CUBIC
+    ((2, 2, 2, 2), [2, 2, 2, 2], IM.NEAREST, True),
+])
+def test_which_dims_each_mode_resizes(refnet, ishape, scales, mode, ok):
+    layer = refnet.network.add_resize(refnet.input("x", ishape))
+    layer.scales, layer.resize_mode = scales, mode
+    if ok:
+        x = randn(*ishape)
+        y = refnet.run({"x": x}, y=layer.get_output(0))["y"]
+        assert tuple(y.shape) == tuple(int(d * s) for d, s in zip(ishape, scales))
+    else:
+        with pytest.raises(NetworkError, match="innermost 3 dims"):
+            tuple(layer.get_output(0).shape)
+
+
+def test_empty_dims(refnet):
+    x = randn(2, 3, 4)
+    y = resize(refnet, x, shape=(2, 0, 4), resize_mode=IM.LINEAR)
+    assert tuple(y.shape) == (2, 0, 4)
+
+
 @pytest.mark.parametrize("what", ["int32", "rank_of_scales", "rank_of_shape", "negative_scale", "negative_dim",
                                   "linear_4_dims"])
 def test_rejected(refnet, what):

@@ -18,8 +18,9 @@ from .registry import register
 
 CT, RM = ResizeCoordinateTransformation, ResizeRoundMode
 
-#: the most dims LINEAR and CUBIC resize at once (TensorRT-RTX 1.7 refuses 4; NEAREST takes any number)
-_MAX_INTERPOLATED_DIMS = 3
+#: LINEAR resizes only dims among the innermost 3 (TensorRT-RTX 1.7: "Linear resize mode only supports resize up
+#: to last 3 dimensions"); NEAREST and, on TensorRT-RTX 1.7, CUBIC resize any dims
+_LINEAR_DIMS = 3
 
 
 class IResizeLayer(ILayer):
@@ -84,17 +85,27 @@ def infer(p, w, shapes, dtypes, name, plugin):
             fail(name, f"output shape {out} has rank {len(out)}, the input {x} rank {len(x)}; they must be equal")
         if any(d < 0 for d in out):
             fail(name, f"output shape {out}: every dim must be >= 0")
-    resized = [i for i, (a, b) in enumerate(zip(x, out)) if a != b]
+    if p["scales"] is not None:
+        resized = [i for i, sc in enumerate(p["scales"]) if sc != 1]
+    else:
+        # a dynamic dim counts as resized only once known (TensorRT-RTX 1.7 builds a LINEAR resize of a
+        # dynamic batch dim to a static size)
+        resized = [i for i, (a, b) in enumerate(zip(x, out)) if a >= 0 and a != b]
+    for i in resized:
+        if x[i] == 0 and out[i] != 0:
+            fail(name, f"dim {i} of the input {x} is empty and cannot be resized to {out[i]}")
     mode = InterpolationMode(p["resize_mode"])
-    if mode != InterpolationMode.NEAREST and len(resized) > _MAX_INTERPOLATED_DIMS:
-        fail(name, f"{mode.name} resizes {len(resized)} dims {tuple(resized)} of {x} -> {out}; TensorRT "
-                   f"interpolates at most {_MAX_INTERPOLATED_DIMS} dims at once")
+    if mode == InterpolationMode.LINEAR and any(i < len(x) - _LINEAR_DIMS for i in resized):
+        fail(name, f"LINEAR resizes dims {tuple(resized)} of {x} -> {out}; TensorRT's linear resize reaches only "
+                   f"the innermost {_LINEAR_DIMS} dims")
     return [out], [dtype]
 
 
 def _source(p, n_in: int, n_out: int) -> np.ndarray:
     """The input coordinate (float64) each output index maps back to."""
     i = np.arange(n_out, dtype=np.float64)
+    if n_out == 0 or n_in == 0:
+        return i
     ct = CT(p["coordinate_transformation"])
     if p["selector_for_single_pixel"] == ResizeSelector.UPPER and n_out < 2:
         return np.zeros(n_out)
