@@ -391,3 +391,39 @@ def constant_case(rng):
 
     return single("constant", f"constant shape={shape_str(shape)} weights={w}" + (f" then {then}" if then else ""),
                   build)
+
+
+def resize_case(rng):
+    rank = pick(rng, {1: 1, 2: 2, 3: 3, 4: 8, 5: 3})
+    shape = [rng.randint(1, 5) for _ in range(rank)]
+    dtype = some_dtype(rng, 0.8)
+    dynamic = rng.random() < 0.15 and rank > 1
+    xshape = dyn(shape, dynamic)
+    n = rank + (rng.choice([-1, 1]) if rng.random() < 0.05 else 0)
+    resized = rng.sample(range(rank), min(rank, pick(rng, {1: 3, 2: 6, 3: 2, 4: 1})))
+    if rng.random() < 0.5:
+        out = ("scales", [rng.choice([0.5, 1.5, 2.0, 3.0, 0.0, -1.0] if rng.random() < 0.05 else [0.5, 1.5, 2.0, 3.0])
+                          if i in resized else 1.0 for i in range(n)])
+    else:
+        out = ("shape", tuple((rng.randint(-1 if rng.random() < 0.05 else 0, 9) if i in resized
+                               else (shape[i] if i < rank else 1)) for i in range(n)))
+    attrs = [("resize_mode", ("InterpolationMode", rng.choice(["NEAREST", "LINEAR", "CUBIC"])))]
+    for key, cls, names in [("coordinate_transformation", "ResizeCoordinateTransformation",
+                             ["ALIGN_CORNERS", "ASYMMETRIC", "HALF_PIXEL"]),
+                            ("selector_for_single_pixel", "ResizeSelector", ["FORMULA", "UPPER"]),
+                            ("nearest_rounding", "ResizeRoundMode", ["HALF_UP", "HALF_DOWN", "FLOOR", "CEIL"])]:
+        if rng.random() < 0.5:
+            attrs.append((key, (cls, rng.choice(names))))
+    if rng.random() < 0.3:
+        attrs.append(("cubic_coeff", rng.choice([-0.75, -0.5, -1.0])))
+    if rng.random() < 0.3:
+        attrs.append(("exclude_outside", rng.random() < 0.5))
+
+    def build(trt, net):
+        layer = net.add_resize(net.add_input("x", dt(trt, dtype), xshape))
+        setattr(layer, *out)
+        _apply(trt, layer, attrs)
+        return [layer.get_output(0)]
+
+    return single("resize", f"resize x={shape_str(xshape)} {dtype} {out[0]}={out[1]} {_attr_str(attrs)}", build,
+                  dynamic)

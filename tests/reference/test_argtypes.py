@@ -85,6 +85,7 @@ NETWORK = {
     "add_gather_v2": lambda t, e: (e["x"], e["idx"], t.GatherMode.DEFAULT),
     "add_cumulative": lambda t, e: (e["x"], e["axis"], t.CumulativeOperation.SUM, False, True),
     "add_one_hot": lambda t, e: (e["idx"], e["values"], e["axis"], -1),
+    "add_resize": lambda t, e: (e["x"],),
     "get_layer": lambda t, e: (0,),
     "get_input": lambda t, e: (0,),
     "get_output": lambda t, e: (0,),

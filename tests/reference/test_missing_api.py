@@ -54,20 +54,20 @@ def test_the_cli_reports_a_missing_method_in_one_line(tmp_path, monkeypatch, cap
         import torch
 
 
-        def upsample(network, weights, x):
-            return {"out": network.add_resize(x).get_output(0)}
+        def boxes(network, weights, x):
+            return {"out": network.add_nms(x, x, x).get_output(0)}
 
 
         def make_model():
-            return torch.nn.Upsample(scale_factor=2)
+            return torch.nn.Identity()
     """))
     monkeypatch.chdir(tmp_path)
-    code = main(["build", "up.py:upsample", "--torch", "up.py:make_model", "--input", "input:1x3x8x8",
+    code = main(["build", "up.py:boxes", "--torch", "up.py:make_model", "--input", "input:1x3x8x8",
                  "--backend", "reference", "-o", str(tmp_path / "up.engine")])
     err = capsys.readouterr().err
     assert code == 1 and "Traceback" not in err
     assert err.strip().splitlines() == [
-        "trtbuild: error: INetworkDefinition.add_resize is TensorRT API that trtbuild's reference backend does not "
+        "trtbuild: error: INetworkDefinition.add_nms is TensorRT API that trtbuild's reference backend does not "
         "implement yet: build this network with `--backend tensorrt-rtx` (TensorRT-RTX's builder has it and needs no "
         "GPU) or with TensorRT itself"]
     assert not (tmp_path / "up.engine").exists()

@@ -46,6 +46,7 @@ FAMILIES = {
     "shuffle": (SS.shuffle_case, 300), "slice": (SS.slice_case, 300), "concatenation": (SS.concat_case, 200),
     "matrix_multiply": (SS.matmul_case, 300), "softmax": (SS.softmax_case, 120),
     "normalization": (SS.normalization_case, 300),
+    "resize": (S.resize_case, 200),
 }
 SEED = 0
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from trtbuild.reference.ops import op_for
 
-from . import lower_index, lower_math, lower_norm, lower_quant, lower_shape, lower_spatial  # noqa: F401 - they register
+from . import lower_index, lower_math, lower_norm, lower_quant, lower_shape, lower_spatial  # noqa: F401 - register
+from . import lower_resize  # noqa: F401 - registers
 from .graph import GraphBuilder, OnnxExportError
 
 

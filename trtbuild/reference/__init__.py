@@ -20,6 +20,7 @@ from .enums import (ActivationType, BuilderFlag, DataType, ElementWiseOperation,
                     MemoryPoolType, NetworkDefinitionCreationFlag, PaddingMode, PluginFieldType, PoolingType,
                     ProfilingVerbosity, ReduceOperation, SampleMode, ScaleMode, TensorIOMode, TensorLocation,
                     TensorRTPhase, UnaryOperation)
+from .enums import InterpolationMode, ResizeCoordinateTransformation, ResizeRoundMode, ResizeSelector
 from .layers import (IActivationLayer, ICastLayer, IConcatenationLayer, IConstantLayer, IConvolutionLayer,
                      IDeconvolutionLayer, IElementWiseLayer, IIdentityLayer, ILayer, ILRNLayer, IMatrixMultiplyLayer,
                      INormalizationLayer, IPaddingLayer, IPluginV3Layer, IPoolingLayer, IReduceLayer, IScaleLayer,
@@ -29,6 +30,7 @@ from .layers import ISqueezeLayer, IUnsqueezeLayer
 from .layers import IParametricReLULayer, ISelectLayer
 from .layers import ICumulativeLayer, IGatherLayer, IOneHotLayer
 from .enums import CumulativeOperation, GatherMode
+from .layers import IResizeLayer
 from .debug import IDebugListener
 from .network import INetworkDefinition
 from .plugins import (IPluginCreatorV3One, IPluginRegistry, IPluginV3, PluginField, PluginFieldCollection,
@@ -43,6 +45,7 @@ __all__ = [
     "MemoryPoolType", "NetworkDefinitionCreationFlag", "PaddingMode", "PluginFieldType", "PoolingType",
     "ProfilingVerbosity", "ReduceOperation", "SampleMode", "ScaleMode", "TensorIOMode", "TensorLocation",
     "TensorRTPhase", "UnaryOperation",
+    "InterpolationMode", "ResizeCoordinateTransformation", "ResizeRoundMode", "ResizeSelector",
     "Builder", "IBuilderConfig", "IHostMemory", "IOptimizationProfile", "IProgressMonitor", "ITimingCache",
     "Dims", "ILogger", "ITensor", "Logger", "Permutation", "Weights", "nptype",
     "float32", "float16", "bfloat16", "int8", "int32", "int64", "bool", "uint8",
@@ -54,6 +57,7 @@ __all__ = [
     "IParametricReLULayer", "ISelectLayer",
     "IGatherLayer", "GatherMode", "ICumulativeLayer", "CumulativeOperation",
     "IOneHotLayer",
+    "IResizeLayer",
     "INetworkDefinition",
     "IPluginCreatorV3One", "IPluginRegistry", "IPluginV3", "PluginField", "PluginFieldCollection",
     "get_plugin_registry", "ICudaEngine", "IExecutionContext", "Runtime", "IDebugListener",

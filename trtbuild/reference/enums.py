@@ -159,6 +159,30 @@ class GatherMode(TrtEnum):
     ND = 2
 
 
+class InterpolationMode(TrtEnum):
+    NEAREST = 0
+    LINEAR = 1
+    CUBIC = 2
+
+
+class ResizeCoordinateTransformation(TrtEnum):
+    ALIGN_CORNERS = 0
+    ASYMMETRIC = 1
+    HALF_PIXEL = 2
+
+
+class ResizeSelector(TrtEnum):
+    FORMULA = 0
+    UPPER = 1
+
+
+class ResizeRoundMode(TrtEnum):
+    HALF_UP = 0
+    HALF_DOWN = 1
+    FLOOR = 2
+    CEIL = 3
+
+
 class NetworkDefinitionCreationFlag(TrtEnum):
     """Values follow TensorRT 11. TensorRT 10 numbers them one higher (its EXPLICIT_BATCH was 0):
     use the names, never the numbers; the conformance test checks both tables."""
@@ -227,6 +251,7 @@ class LayerType(TrtEnum):
     IDENTITY = 20
     SLICE = 22
     PARAMETRIC_RELU = 24
+    RESIZE = 25
     SELECT = 30
     QUANTIZE = 32
     DEQUANTIZE = 33

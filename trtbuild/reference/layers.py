@@ -26,6 +26,7 @@ from .ops.plugin_v3 import IPluginV3Layer
 from .ops.pooling import IPoolingLayer
 from .ops.qdq import IDequantizeLayer, IQuantizeLayer
 from .ops.reduce import IReduceLayer
+from .ops.resize import IResizeLayer
 from .ops.registry import registered
 from .ops.scale import IScaleLayer
 from .ops.select import ISelectLayer
@@ -42,7 +43,7 @@ __all__ = ["ILayer", "IActivationLayer", "ICastLayer", "IConcatenationLayer", "I
            "IDequantizeLayer", "IReduceLayer", "IScaleLayer", "IShuffleLayer", "ISliceLayer", "ISoftMaxLayer",
            "IUnaryLayer", "check_params", "ISqueezeLayer", "IUnsqueezeLayer",
            "IParametricReLULayer", "ISelectLayer", "IGatherLayer", "ICumulativeLayer",
-           "IOneHotLayer"]
+           "IOneHotLayer", "IResizeLayer"]
 
 
 def __getattr__(name):

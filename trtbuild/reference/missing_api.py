@@ -1,11 +1,11 @@
 """TensorRT network-definition methods that the reference backend does not implement.
 
-A user porting a model calls `network.add_resize(...)` the way TensorRT's documentation shows. On the reference
-backend a plain AttributeError ("'INetworkDefinition' object has no attribute 'add_resize'. Did you mean:
-'add_reduce'?") reads like a typo and ends the CLI with a traceback. This module turns it into one sentence that
-names the method and says which backend builds it. The error is an AttributeError, so `hasattr(network, name)`
-stays False and code that probes for a layer (a builder choosing IAttention where the backend has it) takes its
-other path; it is also a NotImplementedError, so the CLI reports it as one line instead of a traceback.
+A user porting a model calls `network.add_topk(...)` the way TensorRT's documentation shows. On the reference
+backend a plain AttributeError ("'INetworkDefinition' object has no attribute 'add_topk'") reads like a
+typo and ends the CLI with a traceback. This module turns it into one sentence that names the method and says
+which backend builds it. The error is an AttributeError, so `hasattr(network, name)` stays False and code that
+probes for a layer (a builder choosing IAttention where the backend has it) takes its other path; it is also a
+NotImplementedError, so the CLI reports it as one line instead of a traceback.
 """
 
 from __future__ import annotations

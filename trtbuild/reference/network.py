@@ -15,6 +15,7 @@ from .enums import (ActivationType, CumulativeOperation, DataType, ElementWiseOp
 from . import layers as L
 from .quantize import validate as validate_quantization
 from .debug import NetworkDebugMarks
+from .enums import InterpolationMode, ResizeCoordinateTransformation, ResizeRoundMode, ResizeSelector
 from .missing_api import TENSORRT_ADD_METHODS, missing_method
 
 if TYPE_CHECKING:  # the annotations' names; argtypes.api_types resolves them itself
@@ -385,6 +386,13 @@ class INetworkDefinition(NetworkDebugMarks):
     def add_padding_nd(self, input: ITensor, pre_padding: Dims, post_padding: Dims) -> L.IPaddingLayer:
         return self._add(L.IPaddingLayer, [input], {"pre_padding_nd": tuple(Dims(pre_padding)),
                                                      "post_padding_nd": tuple(Dims(post_padding))})
+
+    def add_resize(self, input: ITensor) -> L.IResizeLayer:
+        return self._add(L.IResizeLayer, [input], {
+            "shape": tuple(input.shape), "scales": None, "resize_mode": int(InterpolationMode.NEAREST),
+            "coordinate_transformation": int(ResizeCoordinateTransformation.ASYMMETRIC),
+            "selector_for_single_pixel": int(ResizeSelector.FORMULA), "nearest_rounding": int(ResizeRoundMode.FLOOR),
+            "cubic_coeff": -0.75, "exclude_outside": False}, eager=False)
 
     def add_matrix_multiply(self, input0: ITensor, op0: MatrixOperation,
                             input1: ITensor, op1: MatrixOperation) -> L.IMatrixMultiplyLayer:

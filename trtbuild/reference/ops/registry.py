@@ -17,7 +17,7 @@ from ..enums import LayerType
 MODULES = ("constant", "scale", "reduce", "elementwise", "unary", "activation", "softmax", "convolution",
            "pooling", "lrn", "normalization", "shuffle", "concatenation", "slice", "padding", "matrix_multiply",
            "cast", "identity", "qdq", "plugin_v3", "squeeze", "unsqueeze",
-           "parametric_relu", "select", "gather", "cumulative", "one_hot")
+           "parametric_relu", "select", "gather", "cumulative", "one_hot", "resize")
 
 
 @dataclass
