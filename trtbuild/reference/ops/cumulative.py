@@ -11,7 +11,7 @@ from ..enums import CumulativeOperation, DataType, LayerType
 from .base import ILayer, param
 from .common import f32, fail
 from .registry import register
-from .squeeze import constant_axes
+from .squeeze import copy_constant_input
 
 
 class ICumulativeLayer(ILayer):
@@ -22,11 +22,7 @@ class ICumulativeLayer(ILayer):
     reverse = param("reverse", "bool")
 
     def _infer(self):
-        axis = constant_axes(self, 1, rank=0, what="axis")
-        axis = None if axis is None else axis[0]
-        if self._params.get("axis", 0) != axis:
-            self._params["axis"] = axis
-            self._cache = None
+        copy_constant_input(self, 1, "axis", rank=0, what="axis")
         return super()._infer()
 
 

@@ -11,7 +11,7 @@ from ..enums import DataType, LayerType
 from .base import ILayer, param
 from .common import fail, no_uint8
 from .registry import register
-from .squeeze import constant_axes
+from .squeeze import copy_constant_input
 
 
 class IOneHotLayer(ILayer):
@@ -24,11 +24,7 @@ class IOneHotLayer(ILayer):
         return "OneHot"
 
     def _infer(self):
-        depth = constant_axes(self, 2, rank=0, what="depth")
-        depth = None if depth is None else depth[0]
-        if self._params.get("depth", 0) != depth:
-            self._params["depth"] = depth
-            self._cache = None
+        copy_constant_input(self, 2, "depth", rank=0, what="depth")
         return super()._infer()
 
 

@@ -33,16 +33,23 @@ def constant_axes(layer, index: int = 1, rank: int = 1, what: str = "axes") -> l
     return [int(v) for v in prod._weights["weights"]._array.reshape(-1)]
 
 
+def copy_constant_input(layer, index: int, key: str, rank: int = 1, what: str = "axes") -> None:
+    """Copy the constant at input `index` into params[key] (its values, or its one value where `rank` is 0), so
+    that a plan is inferred and run without the constant tensor; the cached inference is dropped if it changed."""
+    values = constant_axes(layer, index, rank, what)
+    value = values[0] if values is not None and rank == 0 else values
+    if layer._params.get(key, 0) != value:
+        layer._params[key] = value
+        layer._cache = None
+
+
 class AxesInput(ILayer):
     """A layer whose input 1 holds constant axes, copied into params["axes"] before inference."""
 
     _MAX_INPUTS = 2
 
     def _infer(self):
-        axes = constant_axes(self)
-        if self._params.get("axes", 0) != axes:
-            self._params["axes"] = axes
-            self._cache = None
+        copy_constant_input(self, 1, "axes")
         return super()._infer()
 
 
