@@ -7,10 +7,10 @@ from __future__ import annotations
 import enum
 
 import pytest
-import torch
 
 from helpers.markers import markers_for
 from helpers.refnet import RtxNet, import_rtx, rtx_missing_summary
+from trtbuild.reference.tf32 import no_tf32
 
 #: session fixtures shared by several folders
 pytest_plugins = ["helpers.calibrated_resnet"]
@@ -21,12 +21,8 @@ def _true_fp32():
     """Every test computes its expected values in true fp32: PyTorch lets cuDNN convolutions use TF32 on
     CUDA by default (about 5e-4 relative error, against tolerances of 1e-5), while TensorRT uses TF32 only
     where BuilderFlag.TF32 asks for it. TF32 off for cuDNN and matmuls, the settings restored after the test."""
-    saved = torch.get_float32_matmul_precision(), torch.backends.cudnn.allow_tf32
-    torch.set_float32_matmul_precision("highest")
-    torch.backends.cudnn.allow_tf32 = False
-    yield
-    torch.set_float32_matmul_precision(saved[0])
-    torch.backends.cudnn.allow_tf32 = saved[1]
+    with no_tf32():
+        yield
 
 
 @pytest.fixture
