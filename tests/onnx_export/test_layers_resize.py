@@ -8,6 +8,7 @@ import pytest
 import trtbuild.reference as trt
 
 from helpers.onnx_layer_check import BOTH, F32, check, one
+from helpers.resize_layer import add_resize
 from helpers.onnx_rtx import rtx_parses_every_export  # noqa: F401  (autouse: TensorRT-RTX parses every export)
 
 IM = trt.InterpolationMode
@@ -17,16 +18,7 @@ RM = trt.ResizeRoundMode
 
 
 def resized(shape=None, scales=None, **attrs):
-    def add(net, x):
-        layer = net.add_resize(x)
-        if scales is not None:
-            layer.scales = scales
-        if shape is not None:
-            layer.shape = shape
-        for k, v in attrs.items():
-            setattr(layer, k, v)
-        return layer
-    return add
+    return lambda net, x: add_resize(net, x, shape, scales, **attrs)
 
 
 @pytest.mark.parametrize("rounding", list(RM))

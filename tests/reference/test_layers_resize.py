@@ -16,6 +16,7 @@ import trtbuild.reference as trt
 from trtbuild.reference import NetworkError
 
 from helpers.refnet import RefNet, close
+from helpers.resize_layer import add_resize
 
 IM = trt.InterpolationMode
 CT = trt.ResizeCoordinateTransformation
@@ -30,13 +31,7 @@ def randn(*shape) -> torch.Tensor:
 
 def resize(refnet, x: torch.Tensor, shape=None, scales=None, **attrs) -> torch.Tensor:
     """Run one resize layer on `x` (shape or scales, attributes by name), checking the inferred shape."""
-    layer = refnet.network.add_resize(refnet.input("x", tuple(x.shape)))
-    if scales is not None:
-        layer.scales = scales
-    if shape is not None:
-        layer.shape = shape
-    for k, v in attrs.items():
-        setattr(layer, k, v)
+    layer = add_resize(refnet.network, refnet.input("x", tuple(x.shape)), shape, scales, **attrs)
     out = refnet.run({"x": x}, y=layer.get_output(0))["y"]
     assert tuple(out.shape) == tuple(layer.get_output(0).shape)
     return out
