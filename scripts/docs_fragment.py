@@ -26,6 +26,8 @@ import shlex
 import sys
 from pathlib import Path
 
+from trtbuild.files.atomic import atomic_write_bytes
+
 ROOT = Path(__file__).resolve().parents[1]
 FRAGMENTS = ROOT / "docs" / "benchmarks"
 
@@ -79,6 +81,18 @@ class _Tee(io.TextIOBase):
             stream.flush()
 
 
+def not_a_fragment(path: Path) -> str | None:
+    """Why `path` may not be replaced by a fragment (None where it may): only a fragment, which starts with
+    an HTML comment naming its command, is replaced; any other existing file, or a directory, is the user's."""
+    if path.is_dir():
+        return "is a directory"
+    if path.exists():
+        with open(path, "rb") as f:
+            if not f.read(4) == b"<!--":
+                return "exists and is not a benchmark fragment, so it is not overwritten"
+    return None
+
+
 def run_writing_fragment(main, name: str, markdown: bool = False, with_stderr: bool = False) -> int:
     """Call ``main()``; with ``--fragment [PATH]`` on the command line, also write what it printed to
     PATH (default docs/benchmarks/NAME.md) once it returns 0. `main`'s own parser must accept
@@ -88,6 +102,10 @@ def run_writing_fragment(main, name: str, markdown: bool = False, with_stderr: b
     path = pre.parse_known_args()[0].fragment
     if path is None:
         return main()
+    refusal = not_a_fragment(path)
+    if refusal:  # before the run: a long benchmark must not end in a refusal
+        print(f"{Path(sys.argv[0]).name}: error: --fragment {path}: {refusal}", file=sys.stderr)
+        return 2
     out, err = io.StringIO(), io.StringIO()
     real_out, real_err = sys.stdout, sys.stderr
     sys.stdout = _Tee(real_out, out)
@@ -102,6 +120,6 @@ def run_writing_fragment(main, name: str, markdown: bool = False, with_stderr: b
     command = shlex.join(["python", os.path.relpath(sys.argv[0], ROOT), *sys.argv[1:]])
     text = render(command, out.getvalue(), err.getvalue(), datetime.date.today().isoformat(), machine(), markdown)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
+    atomic_write_bytes(path, text.encode())
     print(f"wrote {path}")
     return 0

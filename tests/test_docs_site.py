@@ -206,3 +206,12 @@ def test_fragment_records_command_date_machine_and_output(tmp_path, monkeypatch,
     assert docs_fragment.run_writing_fragment(lambda: 1, "bench_x") == 1 and not (tmp_path / "failed.md").exists()
     monkeypatch.setattr(sys, "argv", ["bench_x.py"])
     assert docs_fragment.run_writing_fragment(main, "bench_x") == 0 and list(tmp_path.iterdir()) == [out]
+    mine = tmp_path / "notes.md"
+    mine.write_text("# my notes\n")
+    ran = []
+    monkeypatch.setattr(sys, "argv", ["bench_x.py", "--fragment", str(mine)])
+    assert docs_fragment.run_writing_fragment(lambda: ran.append(1) or 0, "bench_x") == 2
+    assert mine.read_text() == "# my notes\n" and not ran  # refused before the benchmark ran
+    assert "--fragment " + str(mine) + ": exists and is not a benchmark fragment" in capsys.readouterr().err
+    monkeypatch.setattr(sys, "argv", ["bench_x.py", "--fragment", str(out)])
+    assert docs_fragment.run_writing_fragment(main, "bench_x") == 0  # a fragment is replaced
