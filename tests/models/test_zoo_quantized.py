@@ -428,13 +428,16 @@ class _MobileBlock(nn.Module):
 def _mobile_network(model, quant, swapped=False, names=("stem", "relu")):
     from helpers.refnet import RefNet
 
+    refnet = RefNet()
+    return refnet, _mobile_layers(refnet.network, refnet.input("x", (2, 3, 6, 6)), model, quant, swapped, names)
+
+
+def _mobile_layers(net, x, model, quant, swapped=False, names=("stem", "relu")):
+    """The block's layers on `net` (any backend) from input `x`; returns the add's output."""
     from trtbuild.layers.basic import relu
     from trtbuild.layers.planned import planned_add, planned_conv, planned_conv_bn
 
     wm = WeightMap.from_module(model)
-    refnet = RefNet()
-    net = refnet.network
-    x = refnet.input("x", (2, 3, 6, 6))
     y = relu(net, planned_conv(net, x, wm.get("stem.weight"), wm.get("stem.bias"), names[0], quant, "stem",
                                padding=1), names[1])
     b = planned_conv_bn(net, y, wm, "block.conv.0", "block.conv.1", "block.conv.0", quant, padding=1, kernel=3)
@@ -442,8 +445,28 @@ def _mobile_network(model, quant, swapped=False, names=("stem", "relu")):
         b = net.add_identity(b)
         b.name = b.get_output(0).name = "mystery"
         b = b.get_output(0)
-    out = planned_add(net, b, y, "block.add", quant) if swapped else planned_add(net, y, b, "block.add", quant)
-    return refnet, out
+    return planned_add(net, b, y, "block.add", quant) if swapped else planned_add(net, y, b, "block.add", quant)
+
+
+@pytest.mark.parametrize("swapped", [False, True], ids=["pytorch_order", "swapped"])
+def test_the_int8_residual_block_is_built_by_tensorrt_rtx_with_the_same_layers(swapped, rtxnet):
+    """The same Q/DQ placement is accepted by NVIDIA's builder, layer for layer."""
+    from trtbuild.quant import QuantPlan, calibrate
+
+    model = _MobileBlock().eval()
+    calib = calibrate(model, [torch.randn(4, 3, 6, 6, generator=torch.Generator().manual_seed(0))], "max",
+                      model_name="mobile")
+    refnet, _ = _mobile_network(model, QuantPlan.build(calib, "int8"), swapped)
+    x = rtxnet.network.add_input("x", rtxnet.trt.float32, (2, 3, 6, 6))
+    out = _mobile_layers(rtxnet.network, x, model, QuantPlan.build(calib, "int8"), swapped)
+    rtxnet.network.mark_output(out)
+    assert rtxnet.build() is not None, rtxnet.errors
+
+    def layers(network):  # name, output dtype and shape (TensorRT's get_layer returns the base ILayer)
+        return [(layer.name, layer.get_output(0).dtype.name, tuple(layer.get_output(0).shape))
+                for layer in map(network.get_layer, range(network.num_layers))]
+
+    assert layers(rtxnet.network) == layers(refnet.network)
 
 
 @pytest.mark.parametrize("swapped", [False, True], ids=["pytorch_order", "swapped"])
