@@ -1,13 +1,22 @@
 """Dispatch: each TensorRT layer type's lowering is registered on its entry of the reference's layer
-registry (`trtbuild.reference.ops.lowers`) by the lower_* modules; see docs/onnx.md for the table."""
+registry (`trtbuild.reference.ops.lowers`) by the lower_* modules of this package, every one of which is
+imported here (a new lowering is a new lower_* module); see docs/onnx.md for the table."""
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
+from pathlib import Path
+
 from trtbuild.reference.ops import op_for
 
-from . import lower_index, lower_math, lower_norm, lower_quant, lower_shape, lower_spatial  # noqa: F401 - register
-from . import lower_resize  # noqa: F401 - registers
 from .graph import GraphBuilder, OnnxExportError
+
+#: the modules that register lowerings
+LOWERING_MODULES = tuple(m.name for m in pkgutil.iter_modules([str(Path(__file__).parent)])
+                         if m.name.startswith("lower_"))
+for _module in LOWERING_MODULES:
+    importlib.import_module(f"{__package__}.{_module}")
 
 
 def lower_layer(g: GraphBuilder, layer, constant_is_output: bool = False) -> None:

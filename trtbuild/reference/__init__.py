@@ -21,16 +21,10 @@ from .enums import (ActivationType, BuilderFlag, DataType, ElementWiseOperation,
                     ProfilingVerbosity, ReduceOperation, SampleMode, ScaleMode, TensorIOMode, TensorLocation,
                     TensorRTPhase, UnaryOperation)
 from .enums import InterpolationMode, ResizeCoordinateTransformation, ResizeRoundMode, ResizeSelector
-from .layers import (IActivationLayer, ICastLayer, IConcatenationLayer, IConstantLayer, IConvolutionLayer,
-                     IDeconvolutionLayer, IElementWiseLayer, IIdentityLayer, ILayer, ILRNLayer, IMatrixMultiplyLayer,
-                     INormalizationLayer, IPaddingLayer, IPluginV3Layer, IPoolingLayer, IReduceLayer, IScaleLayer,
-                     IShuffleLayer, ISliceLayer, ISoftMaxLayer, IUnaryLayer)
-from .layers import IDequantizeLayer, IQuantizeLayer
-from .layers import ISqueezeLayer, IUnsqueezeLayer
-from .layers import IParametricReLULayer, ISelectLayer
-from .layers import ICumulativeLayer, IGatherLayer, IOneHotLayer
-from .enums import CumulativeOperation, GatherMode
-from .layers import IResizeLayer
+from .enums import (AttentionNormalizationOp, BoundingBoxFormat, CumulativeOperation, FillOperation, GatherMode,
+                    KVCacheMode, LoopOutput, MoEActType, ScatterMode, TopKOperation, TripLimit)
+from .layers import PUBLIC as _LAYER_API
+from .layers import ILayer
 from .debug import IDebugListener
 from .network import INetworkDefinition
 from .plugins import (IPluginCreatorV3One, IPluginRegistry, IPluginV3, PluginField, PluginFieldCollection,
@@ -38,6 +32,9 @@ from .plugins import (IPluginCreatorV3One, IPluginRegistry, IPluginV3, PluginFie
 from .runtime import ICudaEngine, IExecutionContext, Runtime
 
 __version__ = REFERENCE_VERSION
+
+# every layer class (one module per layer type under ops/, found there) and the op modules' other API
+globals().update(_LAYER_API)
 
 #: The TensorRT API this module mirrors (checked by the conformance test). NetworkError is ours.
 __all__ = [
@@ -49,15 +46,9 @@ __all__ = [
     "Builder", "IBuilderConfig", "IHostMemory", "IOptimizationProfile", "IProgressMonitor", "ITimingCache",
     "Dims", "ILogger", "ITensor", "Logger", "Permutation", "Weights", "nptype",
     "float32", "float16", "bfloat16", "int8", "int32", "int64", "bool", "uint8",
-    "ILayer", "IActivationLayer", "ICastLayer", "IConcatenationLayer", "IConstantLayer", "IConvolutionLayer",
-    "IDeconvolutionLayer", "IElementWiseLayer", "IIdentityLayer", "ILRNLayer", "IMatrixMultiplyLayer",
-    "INormalizationLayer", "IPaddingLayer", "IPluginV3Layer", "IPoolingLayer", "IReduceLayer", "IScaleLayer",
-    "IShuffleLayer", "ISliceLayer", "IQuantizeLayer", "IDequantizeLayer", "ISoftMaxLayer", "IUnaryLayer",
-    "ISqueezeLayer", "IUnsqueezeLayer",
-    "IParametricReLULayer", "ISelectLayer",
-    "IGatherLayer", "GatherMode", "ICumulativeLayer", "CumulativeOperation",
-    "IOneHotLayer",
-    "IResizeLayer",
+    "AttentionNormalizationOp", "BoundingBoxFormat", "CumulativeOperation", "FillOperation", "GatherMode",
+    "KVCacheMode", "LoopOutput", "MoEActType", "ScatterMode", "TopKOperation", "TripLimit",
+    "ILayer", *_LAYER_API,
     "INetworkDefinition",
     "IPluginCreatorV3One", "IPluginRegistry", "IPluginV3", "PluginField", "PluginFieldCollection",
     "get_plugin_registry", "ICudaEngine", "IExecutionContext", "Runtime", "IDebugListener",

@@ -245,22 +245,48 @@ class LayerType(TrtEnum):
     PADDING = 12
     SHUFFLE = 13
     REDUCE = 14
-    MATRIX_MULTIPLY = 17
+    TOPK = 15
     GATHER = 16
+    MATRIX_MULTIPLY = 17
+    RAGGED_SOFTMAX = 18
     CONSTANT = 19
     IDENTITY = 20
+    PLUGIN_V2 = 21
     SLICE = 22
+    SHAPE = 23
     PARAMETRIC_RELU = 24
     RESIZE = 25
+    TRIP_LIMIT = 26
+    RECURRENCE = 27
+    ITERATOR = 28
+    LOOP_OUTPUT = 29
     SELECT = 30
+    FILL = 31
     QUANTIZE = 32
     DEQUANTIZE = 33
+    CONDITION = 34
+    CONDITIONAL_INPUT = 35
+    CONDITIONAL_OUTPUT = 36
+    SCATTER = 37
+    EINSUM = 38
+    ASSERTION = 39
     ONE_HOT = 40
+    NON_ZERO = 41
+    GRID_SAMPLE = 42
+    NMS = 43
+    REVERSE_SEQUENCE = 44
     NORMALIZATION = 45
     PLUGIN_V3 = 46
     SQUEEZE = 47
     UNSQUEEZE = 48
     CUMULATIVE = 49
+    DYNAMIC_QUANTIZE = 50
+    ATTENTION_INPUT = 51
+    ATTENTION_OUTPUT = 52
+    ROTARY_EMBEDDING = 53
+    KV_CACHE_UPDATE = 54
+    MOE = 55
+    DIST_COLLECTIVE = 56
 
 
 class PluginFieldType(TrtEnum):
@@ -286,3 +312,63 @@ class ProfilingVerbosity(TrtEnum):
     LAYER_NAMES_ONLY = 0
     NONE = 1
     DETAILED = 2
+
+
+class AttentionNormalizationOp(TrtEnum):
+    NONE = 0
+    SOFTMAX = 1
+
+
+class BoundingBoxFormat(TrtEnum):
+    CORNER_PAIRS = 0
+    CENTER_SIZES = 1
+
+
+class FillOperation(TrtEnum):
+    LINSPACE = 0
+    RANDOM_UNIFORM = 1
+    RANDOM_NORMAL = 2
+
+
+class KVCacheMode(TrtEnum):
+    LINEAR = 0
+
+
+class LoopOutput(TrtEnum):
+    LAST_VALUE = 0
+    CONCATENATE = 1
+    REVERSE = 2
+
+
+class MoEActType(TrtEnum):
+    NONE = 0
+    SILU = 1
+
+
+class ScatterMode(TrtEnum):
+    ELEMENT = 0
+    ND = 1
+
+
+class TopKOperation(TrtEnum):
+    MAX = 0
+    MIN = 1
+
+
+class TripLimit(TrtEnum):
+    COUNT = 0
+    WHILE = 1
+
+
+# TensorRT 11 only (IAttention's query/key-value layouts and causal mask kinds); TensorRT 10.16 lacks them
+
+
+class AttentionIOForm(TrtEnum):
+    PADDED_BHND = 0
+    PACKED_NHD = 1
+
+
+class CausalMaskKind(TrtEnum):
+    NONE = 0
+    UPPER_LEFT = 1
+    LOWER_RIGHT = 2

@@ -8,15 +8,15 @@ from typing import TYPE_CHECKING
 
 from .argtypes import api_types
 from .core import Dims, ILogger, ITensor, NetworkError, Weights
-from .enums import (ActivationType, CumulativeOperation, DataType, ElementWiseOperation, GatherMode, LayerType,
+from .enums import (ActivationType, DataType, ElementWiseOperation, LayerType,
                     MatrixOperation,
                     NetworkDefinitionCreationFlag, PaddingMode, PoolingType, ReduceOperation, SampleMode, ScaleMode,
                     UnaryOperation)
 from . import layers as L
 from .quantize import validate as validate_quantization
 from .debug import NetworkDebugMarks
-from .enums import InterpolationMode, ResizeCoordinateTransformation, ResizeRoundMode, ResizeSelector
 from .missing_api import TENSORRT_ADD_METHODS, missing_method
+from .ops.registry import network_methods
 
 if TYPE_CHECKING:  # the annotations' names; argtypes.api_types resolves them itself
     from .plugins import IPluginV3
@@ -55,7 +55,18 @@ QUANTIZED_INPUT = ("holds quantized values that only Q/DQ layers interpret (Tens
                    "between its quantize and dequantize layers and has no storage for 4-bit types")
 
 
+def _with_layer_methods(cls):
+    """Attach the add_* methods that the op modules define (trtbuild/reference/ops: a layer type is one
+    module, its network method included); a name the class defines itself is an error, not an override."""
+    for name, fn in network_methods().items():
+        if name in vars(cls):
+            raise RuntimeError(f"INetworkDefinition.{name} is defined by the network and by a layer type's module")
+        setattr(cls, name, fn)
+    return cls
+
+
 @api_types
+@_with_layer_methods
 class INetworkDefinition(NetworkDebugMarks):
     """A strongly typed network under construction."""
 
@@ -387,13 +398,6 @@ class INetworkDefinition(NetworkDebugMarks):
         return self._add(L.IPaddingLayer, [input], {"pre_padding_nd": tuple(Dims(pre_padding)),
                                                      "post_padding_nd": tuple(Dims(post_padding))})
 
-    def add_resize(self, input: ITensor) -> L.IResizeLayer:
-        return self._add(L.IResizeLayer, [input], {
-            "shape": tuple(input.shape), "scales": None, "resize_mode": int(InterpolationMode.NEAREST),
-            "coordinate_transformation": int(ResizeCoordinateTransformation.ASYMMETRIC),
-            "selector_for_single_pixel": int(ResizeSelector.FORMULA), "nearest_rounding": int(ResizeRoundMode.FLOOR),
-            "cubic_coeff": -0.75, "exclude_outside": False}, eager=False)
-
     def add_matrix_multiply(self, input0: ITensor, op0: MatrixOperation,
                             input1: ITensor, op1: MatrixOperation) -> L.IMatrixMultiplyLayer:
         return self._add(L.IMatrixMultiplyLayer, [input0, input1], {"op0": int(MatrixOperation(op0)),
@@ -420,36 +424,6 @@ class INetworkDefinition(NetworkDebugMarks):
         """TensorRT 10's default output_type (FLOAT); TensorRT 11 requires it."""
         return self._add(L.IDequantizeLayer, [input, scale], {"axis": -1, "to_type": int(DataType(output_type))},
                          eager=False)
-
-    def add_squeeze(self, input: ITensor, axes: ITensor | None = None) -> L.ISqueezeLayer:
-        """TensorRT 11.4: without axes, every statically unit dimension is removed."""
-        return self._add(L.ISqueezeLayer, [input] + ([] if axes is None else [axes]), {"axes": None})
-
-    def add_unsqueeze(self, input: ITensor, axes: ITensor) -> L.IUnsqueezeLayer:
-        return self._add(L.IUnsqueezeLayer, [input, axes], {"axes": None})
-
-    def add_parametric_relu(self, input: ITensor, slopes: ITensor) -> L.IParametricReLULayer:
-        return self._add(L.IParametricReLULayer, [input, slopes], {})
-
-    def add_select(self, condition: ITensor, then_input: ITensor, else_input: ITensor) -> L.ISelectLayer:
-        return self._add(L.ISelectLayer, [condition, then_input, else_input], {})
-
-    def add_gather(self, input: ITensor, indices: ITensor, axis: int) -> L.IGatherLayer:
-        return self._add(L.IGatherLayer, [input, indices], {"axis": int(axis), "mode": int(GatherMode.DEFAULT),
-                                                            "num_elementwise_dims": 0})
-
-    def add_gather_v2(self, input: ITensor, indices: ITensor, mode: GatherMode) -> L.IGatherLayer:
-        """axis 0 and num_elementwise_dims 0 (TensorRT-RTX 1.7's defaults); set them afterwards."""
-        return self._add(L.IGatherLayer, [input, indices], {"axis": 0, "mode": int(GatherMode(mode)),
-                                                            "num_elementwise_dims": 0}, eager=False)
-
-    def add_cumulative(self, input: ITensor, axis: ITensor, op: CumulativeOperation, exclusive: bool,
-                       reverse: bool) -> L.ICumulativeLayer:
-        return self._add(L.ICumulativeLayer, [input, axis], {"axis": None, "op": int(CumulativeOperation(op)),
-                                                             "exclusive": bool(exclusive), "reverse": bool(reverse)})
-
-    def add_one_hot(self, indices: ITensor, values: ITensor, depth: ITensor, axis: int) -> L.IOneHotLayer:
-        return self._add(L.IOneHotLayer, [indices, values, depth], {"axis": int(axis), "depth": None})
 
     def add_plugin_v3(self, inputs: Sequence[ITensor],
                       shape_inputs: Sequence[ITensor], plugin: IPluginV3) -> L.IPluginV3Layer:

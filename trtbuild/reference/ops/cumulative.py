@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import torch
 
+from ..core import ITensor
 from ..enums import CumulativeOperation, DataType, LayerType
 from .base import ILayer, param
 from .common import f32, fail
@@ -59,4 +60,10 @@ def run(p, w, inputs, plugin):
     return [y.flip(axis) if p["reverse"] else y]
 
 
-register(ICumulativeLayer, infer, run)
+def add_cumulative(self, input: ITensor, axis: ITensor, op: CumulativeOperation, exclusive: bool,
+                   reverse: bool) -> ICumulativeLayer:
+    return self._add(ICumulativeLayer, [input, axis], {"axis": None, "op": int(CumulativeOperation(op)),
+                                                     "exclusive": bool(exclusive), "reverse": bool(reverse)})
+
+
+register(ICumulativeLayer, infer, run, adds=(add_cumulative,))

@@ -18,6 +18,7 @@ import math
 
 import torch
 
+from ..core import ITensor
 from ..enums import DataType, GatherMode, LayerType
 from .base import ILayer, param
 from .common import fail, no_uint8
@@ -114,4 +115,15 @@ def run(p, w, inputs, plugin):
     return [g.reshape(tuple(idx.shape[:-1]) + tuple(x.shape[ned + q:]))]
 
 
-register(IGatherLayer, infer, run)
+def add_gather(self, input: ITensor, indices: ITensor, axis: int) -> IGatherLayer:
+    return self._add(IGatherLayer, [input, indices], {"axis": int(axis), "mode": int(GatherMode.DEFAULT),
+                                                    "num_elementwise_dims": 0})
+
+
+def add_gather_v2(self, input: ITensor, indices: ITensor, mode: GatherMode) -> IGatherLayer:
+    """axis 0 and num_elementwise_dims 0 (TensorRT-RTX 1.7's defaults); set them afterwards."""
+    return self._add(IGatherLayer, [input, indices], {"axis": 0, "mode": int(GatherMode(mode)),
+                                                    "num_elementwise_dims": 0}, eager=False)
+
+
+register(IGatherLayer, infer, run, adds=(add_gather, add_gather_v2))

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import torch
 
+from ..core import ITensor
 from ..enums import DataType, LayerType
 from .base import ILayer, param
 from .common import fail, no_uint8
@@ -59,4 +60,8 @@ def run(p, w, inputs, plugin):
     return [y.movedim(-1, _axis("", p["axis"], idx.dim() + 1))]
 
 
-register(IOneHotLayer, infer, run)
+def add_one_hot(self, indices: ITensor, values: ITensor, depth: ITensor, axis: int) -> IOneHotLayer:
+    return self._add(IOneHotLayer, [indices, values, depth], {"axis": int(axis), "depth": None})
+
+
+register(IOneHotLayer, infer, run, adds=(add_one_hot,))

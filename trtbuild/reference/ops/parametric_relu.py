@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import torch
 
+from ..core import ITensor
 from ..enums import LayerType
 from .base import ILayer
 from .common import f32, fail, need_float, same_types
@@ -40,4 +41,8 @@ def run(p, w, inputs, plugin):
     return [torch.where(x >= 0, x, x * s)]
 
 
-register(IParametricReLULayer, infer, run)
+def add_parametric_relu(self, input: ITensor, slopes: ITensor) -> IParametricReLULayer:
+    return self._add(IParametricReLULayer, [input, slopes], {})
+
+
+register(IParametricReLULayer, infer, run, adds=(add_parametric_relu,))

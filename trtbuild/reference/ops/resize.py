@@ -9,7 +9,7 @@ import math
 import numpy as np
 import torch
 
-from ..core import Dims, NetworkError
+from ..core import Dims, ITensor, NetworkError
 from ..enums import (InterpolationMode, LayerType, ResizeCoordinateTransformation, ResizeRoundMode,
                      ResizeSelector)
 from .base import ILayer, param, setter_value
@@ -194,4 +194,12 @@ def run(p, w, inputs, plugin):
     return [resize(p, x, output_shape(p, tuple(x.shape))).contiguous()]
 
 
-register(IResizeLayer, infer, run)
+def add_resize(self, input: ITensor) -> IResizeLayer:
+    return self._add(IResizeLayer, [input], {
+        "shape": tuple(input.shape), "scales": None, "resize_mode": int(InterpolationMode.NEAREST),
+        "coordinate_transformation": int(ResizeCoordinateTransformation.ASYMMETRIC),
+        "selector_for_single_pixel": int(ResizeSelector.FORMULA), "nearest_rounding": int(ResizeRoundMode.FLOOR),
+        "cubic_coeff": -0.75, "exclude_outside": False}, eager=False)
+
+
+register(IResizeLayer, infer, run, adds=(add_resize,))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import torch
 
+from ..core import ITensor
 from ..enums import DataType, LayerType
 from .base import ILayer
 from .common import broadcast, fail, no_uint8, same_types
@@ -31,4 +32,8 @@ def run(p, w, inputs, plugin):
     return [torch.where(c.bool(), a, b)]
 
 
-register(ISelectLayer, infer, run)
+def add_select(self, condition: ITensor, then_input: ITensor, else_input: ITensor) -> ISelectLayer:
+    return self._add(ISelectLayer, [condition, then_input, else_input], {})
+
+
+register(ISelectLayer, infer, run, adds=(add_select,))

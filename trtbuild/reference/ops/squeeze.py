@@ -9,7 +9,7 @@ other layers.
 
 from __future__ import annotations
 
-from ..core import NetworkError
+from ..core import ITensor, NetworkError
 from ..enums import DataType, LayerType
 from .base import ILayer
 from .common import fail, no_uint8
@@ -92,4 +92,9 @@ def run(p, w, inputs, plugin):
     return [x.reshape([d for i, d in enumerate(x.shape) if i not in {a % x.dim() for a in axes}])]
 
 
-register(ISqueezeLayer, infer, run)
+def add_squeeze(self, input: ITensor, axes: ITensor | None = None) -> ISqueezeLayer:
+    """TensorRT 11.4: without axes, every statically unit dimension is removed."""
+    return self._add(ISqueezeLayer, [input] + ([] if axes is None else [axes]), {"axes": None})
+
+
+register(ISqueezeLayer, infer, run, adds=(add_squeeze,))

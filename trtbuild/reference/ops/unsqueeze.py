@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from ..core import Dims
+from ..core import Dims, ITensor
 from ..enums import LayerType
 from .common import fail, no_uint8
 from .registry import register
@@ -35,4 +35,8 @@ def run(p, w, inputs, plugin):
     return [x.reshape(_out_shape("", tuple(x.shape), p["axes"]))]
 
 
-register(IUnsqueezeLayer, infer, run)
+def add_unsqueeze(self, input: ITensor, axes: ITensor) -> IUnsqueezeLayer:
+    return self._add(IUnsqueezeLayer, [input, axes], {"axes": None})
+
+
+register(IUnsqueezeLayer, infer, run, adds=(add_unsqueeze,))
