@@ -11,6 +11,7 @@ import trtbuild.reference as trt
 from trtbuild.backend import BackendError, load_trt
 from trtbuild.parity.compare import robust_rel_error as rel_error  # noqa: F401 - re-exported for the tests
 from trtbuild.engine import Engine, new_network as _engine_network, serialize_network
+from helpers.refnet import concrete
 
 _LOGGERS: dict[int, object] = {}  # builder id -> its logger (kept alive for TensorRT, which holds a pointer)
 
@@ -88,7 +89,7 @@ def run_builder_at(fn, xs: list[torch.Tensor], *args, input_shape, trt_module=tr
 
 
 def layer_names(network) -> list[str]:
-    return [network.get_layer(i).name for i in range(network.num_layers)]
+    return [concrete(network.get_layer(i)).name for i in range(network.num_layers)]
 
 
 def assert_close(actual: torch.Tensor, expected: torch.Tensor, rtol: float, atol: float, what: str = ""):
@@ -106,7 +107,7 @@ def assert_named_under(network, name: str, y) -> None:
     """Every layer (and its outputs) is named `name`/..., and the result tensor is named `name`."""
     assert network.num_layers > 0
     for i in range(network.num_layers):
-        layer = network.get_layer(i)
+        layer = concrete(network.get_layer(i))
         assert layer.name.startswith(name + "/"), f"layer {i} is named {layer.name!r}, not under {name!r}"
         for j in range(layer.num_outputs):
             t = layer.get_output(j)

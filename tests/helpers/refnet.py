@@ -176,3 +176,14 @@ def add_profile(refnet, shapes: dict):
             profile.set_shape(name, mn, opt, mx)
         net.config.add_optimization_profile(profile)
 
+
+
+def concrete(layer):
+    """A reference layer from get_layer (an ILayer view, as TensorRT's bindings return) as its own class, the way
+    TensorRT users downcast (`layer.__class__ = trt.IConvolutionLayer`, Polygraphy's layer class map); anything
+    else (a TensorRT-RTX layer, None) unchanged."""
+    from trtbuild.reference.ops import op_for
+
+    if isinstance(layer, trt.ILayer) and type(layer) is trt.ILayer:
+        layer.__class__ = op_for(layer.type).cls
+    return layer

@@ -15,6 +15,7 @@ from trtbuild.engine.quick import run_network
 from trtbuild.weights import WeightMap
 
 from helpers.builder_cases import POOL_CASES
+from helpers.refnet import concrete
 
 GEN = torch.Generator().manual_seed(0)
 
@@ -68,9 +69,9 @@ def test_conv_matches_torch(nsp, stride, padding, dilation, groups):
                                                        dilation, groups)
     close(y, ref)
     if nsp == 1:  # TensorRT has no 1-D kernels: a 2-D convolution on (N, C, L, 1) between two shuffles
-        assert [net.get_layer(i).name for i in range(net.num_layers)] == ["c/2d", "c/conv2d", "c"]
+        assert [concrete(net.get_layer(i)).name for i in range(net.num_layers)] == ["c/2d", "c/conv2d", "c"]
     else:
-        assert net.num_layers == 1 and net.get_layer(0).name == "c"
+        assert net.num_layers == 1 and concrete(net.get_layer(0)).name == "c"
 
 
 def test_conv_without_bias_and_fp16():
@@ -78,7 +79,7 @@ def test_conv_without_bias_and_fp16():
     w = npr(6, 4, 3, 3)
     ref = F.conv2d(x, torch.from_numpy(w), None, 1, 1)
     y, net = run(lambda n, t: basic.conv(n, t, w, None, "c", padding=1), x.half(), half=True)
-    assert net.get_layer(0).kernel.dtype == trt.DataType.HALF
+    assert concrete(net.get_layer(0)).kernel.dtype == trt.DataType.HALF
     fp16_close(y, ref)
     y32, _ = run(lambda n, t: basic.conv(n, t, w, None, "c", padding=1), x)
     close(y32, ref)
@@ -190,7 +191,7 @@ def test_adaptive_avg_pool_matches_torch(hw, out):
     x = rand(2, 3, *hw)
     y, net = run(lambda n, t: basic.adaptive_avg_pool(n, t, out, "ap"), x)
     close(y, F.adaptive_avg_pool2d(x, out), atol=1e-6, rtol=1e-5)
-    kinds = [type(net.get_layer(i)) for i in range(net.num_layers)]  # IPoolingLayer.type is a PoolingType
+    kinds = [type(concrete(net.get_layer(i))) for i in range(net.num_layers)]  # IPoolingLayer.type is a PoolingType
     if hw == (6, 6):
         assert kinds == [trt.IIdentityLayer]
     elif hw == (12, 12):
@@ -220,7 +221,7 @@ def test_linear_flattens_and_adds_bias():
     w, b = npr(5, 12), npr(5)
     y, net = run(lambda n, t: basic.linear(n, t, w, b, "fc"), x)
     close(y, F.linear(x.flatten(1), torch.from_numpy(w), torch.from_numpy(b)))
-    names = [net.get_layer(i).name for i in range(net.num_layers)]
+    names = [concrete(net.get_layer(i)).name for i in range(net.num_layers)]
     assert names == ["fc/flatten", "fc/weight", "fc/matmul", "fc/bias", "fc"]
 
 
@@ -268,7 +269,7 @@ def test_conv_bn_folds_into_one_layer(bias, groups, stride):
     with torch.no_grad():
         ref = m(x)
     close(y, ref)
-    assert net.num_layers == 1 and isinstance(net.get_layer(0), trt.IConvolutionLayer)
+    assert net.num_layers == 1 and isinstance(concrete(net.get_layer(0)), trt.IConvolutionLayer)
     assert [k for k in wm.unused() if not k.endswith("num_batches_tracked")] == []
 
 
@@ -280,7 +281,7 @@ def test_conv_bn_relu_fp16():
     with torch.no_grad():
         ref = F.relu(m(x))
     fp16_close(y, ref)
-    assert [net.get_layer(i).name for i in range(net.num_layers)] == ["conv", "conv/relu"]
+    assert [concrete(net.get_layer(i)).name for i in range(net.num_layers)] == ["conv", "conv/relu"]
 
 
 def test_read_conv_weight_infers_groups_from_flat_storage():

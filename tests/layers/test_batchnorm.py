@@ -13,6 +13,7 @@ from trtbuild.layers.batchnorm import batchnorm, batchnorm_batch_stats
 from trtbuild.layers.common import BuilderError
 
 from helpers.builder_cases import BATCHNORM_CASES as CASES
+from helpers.refnet import concrete
 
 
 def _bn(cls, c=6, seed=0, affine=True, eps=1e-5):
@@ -74,7 +75,9 @@ def test_eval_is_one_channel_scale_with_folded_weights():
     y = batchnorm(network, x, *_params(m), "layer1.0.bn1")
     assert network.num_layers == 1
     layer = network.get_layer(0)
-    assert isinstance(layer, trt.IScaleLayer) and layer.mode == trt.ScaleMode.CHANNEL and layer.channel_axis == 1
+    assert layer.type == trt.LayerType.SCALE
+    layer.__class__ = trt.IScaleLayer  # get_layer returns an ILayer, as TensorRT's does: downcast it
+    assert layer.mode == trt.ScaleMode.CHANNEL and layer.channel_axis == 1
     gamma, beta, mean, var, eps = (np.asarray(v, dtype=np.float64) for v in _params(m))
     scale = gamma / np.sqrt(var + eps)  # folded by hand, in float64, as the issue asks
     np.testing.assert_allclose(layer.scale.numpy(), scale.astype(np.float32), rtol=0, atol=0)
@@ -88,8 +91,8 @@ def test_fp16_weights_by_strategy(strategy, weight_type):
     _, network = new_network()
     x = network.add_input("x", trt.DataType.HALF, (1, 6, 4, 4))
     y = batchnorm(network, x, *_params(m), "bn", strategy=strategy)
-    scales = [network.get_layer(i) for i in range(network.num_layers)
-              if isinstance(network.get_layer(i), trt.IScaleLayer)]
+    scales = [concrete(network.get_layer(i)) for i in range(network.num_layers)
+              if isinstance(concrete(network.get_layer(i)), trt.IScaleLayer)]
     assert len(scales) == 1 and scales[0].scale.numpy().dtype == weight_type
     assert y.dtype == trt.DataType.HALF
 

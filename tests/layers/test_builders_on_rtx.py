@@ -367,9 +367,8 @@ def _tensor(t) -> tuple:
 
 
 def layer_kind(layer) -> str:
-    """The LayerType name. TensorRT's get_layer returns a plain ILayer (`.type`: LayerType); the
-    reference's returns the subclass, whose `.type` is an ActivationType / PoolingType for those two."""
-    return type(layer)._TYPE.name if isinstance(layer, ref.ILayer) else layer.type.name
+    """The LayerType name: get_layer returns a plain ILayer on both backends, whose `.type` is the LayerType."""
+    return layer.type.name
 
 
 def layer_walk(network) -> list[tuple]:

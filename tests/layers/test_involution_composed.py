@@ -27,7 +27,7 @@ from trtbuild.models import registry
 from trtbuild.ops.involution import involution_output_size, involution_reference
 from trtbuild.weights import WeightMap
 
-from helpers.refnet import RtxNet
+from helpers.refnet import RtxNet, concrete
 from helpers.involution_naive import naive_involution
 from helpers.model_checks import capture_module_outputs, check_fp16, check_fp32
 
@@ -99,7 +99,7 @@ def half_bound(x, w, case):
 
 
 def layers(network):
-    return [network.get_layer(i) for i in range(network.num_layers)]
+    return [concrete(network.get_layer(i)) for i in range(network.num_layers)]
 
 
 # ---------------------------------------------------------------------------- reference backend
@@ -350,7 +350,7 @@ def tensor_table(network) -> dict[str, tuple]:
         t = network.get_input(i)
         table[t.name] = (tuple(int(d) for d in t.shape), t.dtype.name)
     for i in range(network.num_layers):
-        layer = network.get_layer(i)
+        layer = concrete(network.get_layer(i))
         for j in range(layer.num_outputs):
             t = layer.get_output(j)
             table[t.name] = (tuple(int(d) for d in t.shape), t.dtype.name)

@@ -17,6 +17,7 @@ from trtbuild.ops.involution_reference_plugin import register_reference_involuti
 from trtbuild.weights import WeightMap
 
 from helpers.involution_naive import naive_involution
+from helpers.refnet import concrete
 
 GEN = torch.Generator().manual_seed(0)
 
@@ -61,7 +62,7 @@ def test_plugin_network_matches_reference_fp32(case):
     expected = naive_involution(x.double(), w.double(), k, s, p, d, g).float()
     assert y.dtype == torch.float32 and y.shape == expected.shape
     torch.testing.assert_close(y, expected, atol=1e-5, rtol=1e-5)
-    layer = net.get_layer(0)
+    layer = concrete(net.get_layer(0))
     assert net.num_layers == 1 and layer.name == "inv"
     fields = {k_: int(v[0]) for k_, v in layer.plugin._fields.items()}
     assert fields == dict(kernel_size=k, stride=s, padding=p, dilation=d, groups=g)

@@ -11,6 +11,7 @@ from helpers.layer_harness import assert_close, assert_named_under, layer_names,
 from trtbuild.layers.common import BuilderError
 from trtbuild.layers.l2norm import l2norm
 from trtbuild.models.pytorch import L2Norm
+from helpers.refnet import concrete
 
 
 def _module(weight: np.ndarray, eps=1e-10):
@@ -65,13 +66,13 @@ def test_naive_is_the_tensorrtx_composition_and_layers_are_named():
     builder, network = new_network()
     x = network.add_input("x", trt.DataType.FLOAT, (1, 8, 2, 2))
     y = l2norm(network, x, np.ones(8), "conv4_3_norm", strategy="naive")
-    types = [network.get_layer(i).type for i in range(network.num_layers)]
+    types = [concrete(network.get_layer(i)).type for i in range(network.num_layers)]
     assert types == [trt.LayerType.SCALE, trt.LayerType.REDUCE, trt.LayerType.UNARY, trt.LayerType.SCALE,
                      trt.LayerType.ELEMENTWISE, trt.LayerType.SCALE]
-    sq, red = network.get_layer(0), network.get_layer(1)
+    sq, red = concrete(network.get_layer(0)), concrete(network.get_layer(1))
     assert sq.power.numpy().tolist() == [2.0] and red.axes == 1 << 1 and red.keep_dims
-    assert network.get_layer(3).shift.numpy().tolist() == [pytest.approx(1e-10)]  # eps is there
-    assert network.get_layer(5).mode == trt.ScaleMode.CHANNEL
+    assert concrete(network.get_layer(3)).shift.numpy().tolist() == [pytest.approx(1e-10)]  # eps is there
+    assert concrete(network.get_layer(5)).mode == trt.ScaleMode.CHANNEL
     assert layer_names(network)[:3] == ["conv4_3_norm/sq", "conv4_3_norm/sumsq", "conv4_3_norm/norm"]
     assert_named_under(network, "conv4_3_norm", y)
 

@@ -13,6 +13,7 @@ from trtbuild.layers.common import BuilderError
 from trtbuild.layers.lrn import lrn, native_lrn_allowed
 
 from helpers.builder_cases import LRN_SHAPES as SHAPES
+from helpers.refnet import concrete
 
 
 def _x(shape, seed=0):
@@ -70,7 +71,7 @@ def test_auto_picks_native_when_allowed(size, k, native):
     _, network = new_network()
     x = network.add_input("x", trt.DataType.FLOAT, (1, 20, 3, 3))
     lrn(network, x, size, 1e-4, 0.75, k, "n")
-    layers = [network.get_layer(i) for i in range(network.num_layers)]  # IPoolingLayer.type is the PoolingType
+    layers = [concrete(network.get_layer(i)) for i in range(network.num_layers)]  # IPoolingLayer.type: PoolingType
     assert any(isinstance(layer, trt.ILRNLayer) for layer in layers) == native
     assert any(isinstance(layer, trt.IPoolingLayer) for layer in layers) == (not native)
 
@@ -146,8 +147,8 @@ def test_native_lrn_layer_always_sees_nchw(shape):
     _, network = new_network()
     x = network.add_input("x", trt.DataType.FLOAT, shape)
     y = lrn(network, x, 3, 1e-4, 0.75, 1.0, "n", impl="native")
-    (layer,) = [network.get_layer(i) for i in range(network.num_layers)
-                if isinstance(network.get_layer(i), trt.ILRNLayer)]
+    (layer,) = [concrete(network.get_layer(i)) for i in range(network.num_layers)
+                if isinstance(concrete(network.get_layer(i)), trt.ILRNLayer)]
     in_shape = tuple(layer.get_input(0).shape)
     assert len(in_shape) == 4 and in_shape[:2] == shape[:2]
     assert tuple(y.shape) == shape

@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 
 import trtbuild.reference as trt
-from helpers.refnet import RefNet, RtxNet
+from helpers.refnet import RefNet, RtxNet, concrete
 from trtbuild.layers.common import BuilderError
 from trtbuild.layers.quantize import qadd, qconv, qlinear, quantize_dequantize, quantized_weights
 
@@ -87,11 +87,11 @@ def test_layers_are_named_and_the_last_layer_has_no_qdq():
     net = RefNet()
     x = net.input("x", (1, 3, 5, 5))
     y = qconv(net.network, x, np.ones((4, 3, 3, 3), np.float32), None, "c", 2.0)
-    names = [net.network.get_layer(i).name for i in range(net.network.num_layers)]
+    names = [concrete(net.network.get_layer(i)).name for i in range(net.network.num_layers)]
     assert names == ["c/input_q/scale", "c/input_q/quantize", "c/input_q", "c/weight_q/scale", "c/weight_q/int8",
                      "c/weight_q", "c"]
     assert y.name == "c" and y.dtype == trt.float32
-    kinds = [net.network.get_layer(i).type for i in range(net.network.num_layers)]
+    kinds = [concrete(net.network.get_layer(i)).type for i in range(net.network.num_layers)]
     assert kinds[-1] == trt.LayerType.CONVOLUTION  # nothing quantizes the output
 
 
@@ -99,7 +99,7 @@ def test_quantized_int8_weights_are_stored_as_int8():
     net = RefNet()
     w = np.array([[0.5, -1.0, 0.25], [3.0, 1.5, -0.75]], np.float32)  # scales 1/127 and 3/127
     t = quantized_weights(net.network, w, "w")
-    const = net.network.get_layer(1)
+    const = concrete(net.network.get_layer(1))
     assert const.name == "w/int8" and const.weights.dtype == trt.DataType.INT8
     # 0.5 * 127 = 63.5 -> 64, -127, 31.75 -> 32; 127, 63.5 -> 64, -31.75 -> -32. 63.5 rounds to 64 half to even
     # and half up alike: the ties that tell the rules apart are in the tests below
@@ -110,7 +110,7 @@ def test_quantized_int8_weights_are_stored_as_int8():
 def _int8_weights(w) -> list:
     net = RefNet()
     quantized_weights(net.network, np.asarray(w, np.float32), "w")
-    return net.network.get_layer(1).weights.numpy().reshape(np.shape(w)).tolist()
+    return concrete(net.network.get_layer(1)).weights.numpy().reshape(np.shape(w)).tolist()
 
 
 def test_int8_weights_round_exact_ties_half_to_even():

@@ -15,6 +15,7 @@ from trtbuild.engine.quick import run_network
 from trtbuild.weights import WeightMap, WeightsError
 
 from helpers.builder_cases import REPVGG_CASES as CASES, make_repvgg_block, repvgg_weights
+from helpers.refnet import concrete
 
 
 def run_block(wm, x, stride, groups, builder=repvgg_block, half=False, prefix="blk"):
@@ -39,9 +40,9 @@ def test_fused_block_matches_training_form(c_in, c_out, stride, groups):
     with torch.no_grad():
         ref = block(x)
     torch.testing.assert_close(y, ref, atol=1e-5, rtol=1e-5)
-    kinds = [type(net.get_layer(i)) for i in range(net.num_layers)]
+    kinds = [type(concrete(net.get_layer(i))) for i in range(net.num_layers)]
     assert kinds == [trt.IConvolutionLayer, trt.IActivationLayer]
-    conv = net.get_layer(0)
+    conv = concrete(net.get_layer(0))
     assert tuple(conv.kernel_size_nd) == (3, 3) and conv.num_groups == groups and tuple(conv.stride_nd) == (stride,) * 2
     assert [k for k in wm.unused() if not k.endswith("num_batches_tracked")] == []
 
@@ -52,7 +53,7 @@ def test_fused_block_fp16():
     y, net = run_block(repvgg_weights(block), x, 1, 2, half=True)
     with torch.no_grad():
         ref = block(x)
-    assert net.get_layer(0).kernel.dtype == trt.DataType.HALF
+    assert concrete(net.get_layer(0)).kernel.dtype == trt.DataType.HALF
     err = (y - ref).abs().max().item()
     assert err <= 1e-2 * ref.abs().max().item()
     assert F.cosine_similarity(y.flatten(), ref.flatten(), dim=0).item() > 0.999
@@ -95,7 +96,7 @@ def test_unfused_block_matches_and_keeps_three_branches(c_in, c_out, stride, gro
     y, net = run_block(repvgg_weights(block), x, stride, groups, builder=repvgg_block_unfused)
     with torch.no_grad():
         torch.testing.assert_close(y, block(x), atol=1e-5, rtol=1e-5)
-    convs = [net.get_layer(i) for i in range(net.num_layers) if isinstance(net.get_layer(i), trt.IConvolutionLayer)]
+    convs = [layer for layer in map(concrete, net) if isinstance(layer, trt.IConvolutionLayer)]
     assert sorted(tuple(c.kernel_size_nd) for c in convs) == [(1, 1), (3, 3)]
-    adds = [net.get_layer(i).name for i in range(net.num_layers) if isinstance(net.get_layer(i), trt.IElementWiseLayer)]
+    adds = [layer.name for layer in map(concrete, net) if isinstance(layer, trt.IElementWiseLayer)]
     assert "b/add" in adds and ("b/add_identity" in adds) == (block.rbr_identity is not None)

@@ -20,6 +20,7 @@ from trtbuild.engine.quick import run_spec
 from trtbuild.weights import WeightMap
 
 from helpers.model_checks import capture_module_outputs, check_fp16, check_fp32
+from helpers.refnet import concrete
 
 ZOO = ["alexnet", "vgg16_ssd", "vgg16_refinedet", "resnet18", "resnet50", "repvgg_a0"]
 
@@ -85,7 +86,7 @@ def test_batchnorm_is_folded_one_conv_per_block(name):
     builder = trt.Builder(trt.Logger())
     network = builder.create_network(1 << int(trt.NetworkDefinitionCreationFlag.STRONGLY_TYPED))
     build_spec_network(network, spec, WeightMap.from_module(model), "fp32", small=True)
-    layers = [network.get_layer(i) for i in range(network.num_layers)]
+    layers = [concrete(network.get_layer(i)) for i in range(network.num_layers)]
     convs = [layer for layer in layers if isinstance(layer, trt.IConvolutionLayer)]
     assert not any(isinstance(layer, (trt.IScaleLayer, trt.INormalizationLayer)) for layer in layers)
     if name == "repvgg_a0":  # three conv branches per block fused into one 3x3 conv
@@ -120,7 +121,7 @@ def test_layer_names_follow_torch_modules():
 
     network = trt.Builder(trt.Logger()).create_network(1 << int(trt.NetworkDefinitionCreationFlag.STRONGLY_TYPED))
     build_spec_network(network, spec, WeightMap.from_module(model), "fp32", small=True)
-    names = {network.get_layer(i).name for i in range(network.num_layers)}
+    names = {concrete(network.get_layer(i)).name for i in range(network.num_layers)}
     assert {"conv1", "maxpool", "layer1.0.conv1", "layer2.0.downsample", "layer4.1", "fc"} <= names
     convs = {n for n in names if re.fullmatch(r"layer\d\.\d\.conv\d", n)}
     assert len(convs) == 16

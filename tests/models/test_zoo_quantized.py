@@ -23,6 +23,8 @@ from trtbuild.parity.check import check_model_parity, make_inputs
 from trtbuild.quant import CalibrationFileError, calibrate_data, random_source, write_calibration
 from trtbuild.weights import WeightMap
 
+from helpers.refnet import concrete
+
 MODELS = ["alexnet", "vgg16_ssd", "vgg16_refinedet", "resnet18", "resnet50", "repvgg_a0", "rednet"]
 #: cosine similarity to the fp32 PyTorch outputs every quantized build must reach (README)
 MIN_COSINE = 0.99
@@ -182,7 +184,7 @@ def _network(name, precision, quant):
     defined = definition_step(_spec(name), weights=WeightMap.from_module(model), precision=precision, small=True,
                               quant=quant)(ref_trt)
     net = defined.network
-    return {net.get_layer(i).name: net.get_layer(i) for i in range(net.num_layers)}
+    return {layer.name: concrete(layer) for layer in map(net.get_layer, range(net.num_layers))}
 
 
 def _is(layer, kind):  # by class: IActivationLayer.type is its ActivationType, as in TensorRT

@@ -19,6 +19,7 @@ from trtbuild.models.registry import ModelSpec
 from trtbuild.parity import check_model_parity
 from trtbuild.parity.automap import automap_spec
 from trtbuild.weights import WeightMap
+from helpers.refnet import concrete
 
 # Tensors of the hand-written layer_map that no torch module of the same name produces (hand data):
 # AlexNet's flatten is compared with the Dropout classifier.0, which has no layer of its name.
@@ -120,7 +121,7 @@ def test_a_network_whose_names_match_no_module_is_refused_in_one_sentence():
 
 def _rename_all(net, outputs):
     for i in range(net.num_layers):
-        layer = net.get_layer(i)
+        layer = concrete(net.get_layer(i))
         layer.name = f"layer_{i}"
         for j in range(layer.num_outputs):
             layer.get_output(j).name = f"t_{i}_{j}"

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -58,3 +59,23 @@ def test_parametric_relu_refuses_slopes_that_do_not_broadcast(refnet, x_shape, s
 def test_parametric_relu_refuses_types(refnet, x_dt, s_dt, words):
     with pytest.raises(trt.NetworkError, match=words):
         refnet.network.add_parametric_relu(refnet.input("x", (2, 3), x_dt), refnet.input("s", (1, 3), s_dt))
+
+
+def test_slopes_against_a_dynamic_dimension_build_and_the_run_checks_them(refnet):
+    """TensorRT-RTX builds slopes of size 2 against a -1 input dimension (the output keeps the input's -1); so
+    does the reference, which runs it where the run's size matches and refuses, naming the layer, where not."""
+    from helpers.refnet import add_profile, run_plan
+
+    slopes = np.array([0.5, 0.25], np.float32).reshape(2, 1, 1)
+    s = refnet.network.add_constant(slopes.shape, trt.Weights(slopes)).get_output(0)
+    layer = refnet.network.add_parametric_relu(refnet.input("x", (-1, 1, 3)), s)
+    layer.name = "prelu"
+    assert tuple(layer.get_output(0).shape) == (-1, 1, 3)
+    add_profile(refnet, {"x": ((1, 1, 3), (2, 1, 3), (3, 1, 3))})
+    refnet.network.mark_output(layer.get_output(0))
+    plan = refnet.build()
+    assert plan is not None
+    x = -torch.ones(2, 1, 3)
+    close(run_plan(plan, {"x": x})[layer.get_output(0).name], x * torch.from_numpy(slopes))
+    with pytest.raises(trt.NetworkError, match=r"layer 'prelu': slopes of shape \(2, 1, 1\) do not broadcast"):
+        run_plan(plan, {"x": torch.zeros(3, 1, 3)})

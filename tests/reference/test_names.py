@@ -16,6 +16,7 @@ import pytest
 
 import trtbuild.reference as reference
 from trtbuild.engine.build import new_network
+from helpers.refnet import concrete
 
 A = "(Unnamed Layer* {}) [Identity]"
 OUT = A + "_output"
@@ -23,8 +24,8 @@ OUT = A + "_output"
 
 def _names(network):
     return {"inputs": [network.get_input(i).name for i in range(network.num_inputs)],
-            "layers": [(network.get_layer(k).name, [network.get_layer(k).get_output(j).name
-                                                    for j in range(network.get_layer(k).num_outputs)])
+            "layers": [(concrete(network.get_layer(k)).name, [concrete(network.get_layer(k)).get_output(j).name
+                                                    for j in range(concrete(network.get_layer(k)).num_outputs)])
                        for k in range(network.num_layers)]}
 
 
@@ -209,7 +210,7 @@ def test_later_outputs_are_named_output_space_index():
         layer = network.add_plugin_v3([x], [], plugin)
         names.append([layer.get_output(j).name for j in range(2)])
         _ident(network, x).get_output(0).name = "(Unnamed Layer* 0) [PluginV3]_output (1)"
-        first = network.get_layer(0)
+        first = concrete(network.get_layer(0))
         names.append([first.get_output(j).name for j in range(2)])
         first.get_output(0).name = "v"
         _ident(network, x).get_output(0).name = "(Unnamed Layer* 0) [PluginV3]_output_2"

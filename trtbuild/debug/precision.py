@@ -280,7 +280,7 @@ def _layers_left_in(precision: str, spec, wm, module, small: bool, plan) -> list
     weights = wm if wm is not None else WeightMap.from_module(module)
     network = definition_step(spec, weights=weights, precision=precision, small=small, quant=plan)(ref_trt).network
     layers = [network.get_layer(i) for i in range(network.num_layers)]
-    return [layer.name for layer in layers if type(layer).__name__ != "ICastLayer"  # .type: an ActivationType...
+    return [layer.name for layer in layers if layer.type != ref_trt.LayerType.CAST  # get_layer gives ILayer views
             and any(layer.get_output(j).dtype == reduced for j in range(layer.num_outputs))]
 
 

@@ -90,11 +90,7 @@ def _shape(t) -> tuple:
 
 
 def _layer_kind(layer) -> str:
-    """POOLING, CONVOLUTION, ...: from the class where it is a layer subclass (the reference's
-    get_layer returns one, and there `.type` may be a PoolingType), else ILayer.type (LayerType)."""
-    cls = type(layer).__name__
-    if cls.startswith("I") and cls.endswith("Layer") and cls != "ILayer":
-        return cls[1:-len("Layer")].upper()
+    """POOLING, CONVOLUTION, ...: ILayer.type, the LayerType (get_layer returns an ILayer on every backend)."""
     kind = getattr(layer, "type", None)
     return getattr(kind, "name", str(kind).split(".")[-1])
 

@@ -56,6 +56,8 @@ def plugins_used(trt: ModuleType, network) -> list[dict]:
         layer = network.get_layer(i)
         if layer.type not in kinds:
             continue
+        if layer.type == getattr(trt.LayerType, "PLUGIN_V3", None) and hasattr(trt, "IPluginV3Layer"):
+            layer.__class__ = trt.IPluginV3Layer  # get_layer gives an ILayer: downcast, as TensorRT's bindings need
         name, version, namespace = _identity(layer)
         key = (name, version, namespace)
         if key not in found:

@@ -39,12 +39,8 @@ def _producers(network) -> dict:
 
 
 def _kind(layer) -> str:
-    """CONVOLUTION, MATRIX_MULTIPLY, ...: from the layer's class where it is a subclass (the
-    reference's get_layer returns one, whose ``.type`` may be an ActivationType or PoolingType that
-    compares equal to an unrelated LayerType), else ILayer.type (TensorRT's get_layer)."""
-    cls = type(layer).__name__
-    if cls.startswith("I") and cls.endswith("Layer") and cls != "ILayer":
-        return {"Convolution": "CONVOLUTION", "MatrixMultiply": "MATRIX_MULTIPLY"}.get(cls[1:-len("Layer")], cls)
+    """CONVOLUTION, MATRIX_MULTIPLY, ...: ILayer.type, the LayerType (get_layer returns an ILayer on every
+    backend)."""
     kind = layer.type
     return getattr(kind, "name", str(kind).split(".")[-1])
 

@@ -162,6 +162,7 @@ class INetworkDefinition(NetworkDebugMarks):
         self._set_tensor_name(tensor, name, True)
 
     def _rename_layer(self, layer, name: str) -> None:
+        layer = layer._self  # the layer, where a get_layer view renames it
         name = _name_argument(self, name, "ILayer::setName")
         if name is None:
             return None
@@ -236,8 +237,10 @@ class INetworkDefinition(NetworkDebugMarks):
     def num_outputs(self) -> int:
         return len(self._outputs)
 
-    def get_layer(self, index: int):
-        return self._layers[index]
+    def get_layer(self, index: int) -> L.ILayer:
+        """An ILayer view of the layer (see ILayer._as_base): TensorRT returns the base class here, and None for
+        an index out of range (TensorRT-RTX 1.7)."""
+        return self._layers[index]._as_base() if 0 <= index < len(self._layers) else None
 
     def get_input(self, index: int) -> ITensor:
         return self._inputs[index]
@@ -249,10 +252,10 @@ class INetworkDefinition(NetworkDebugMarks):
         return len(self._layers)
 
     def __getitem__(self, index: int):
-        return self._layers[index]
+        return self._layers[index]._as_base()
 
     def __iter__(self):
-        return iter(list(self._layers))
+        return iter([layer._as_base() for layer in self._layers])
 
     def mark_output(self, tensor: ITensor) -> None:
         """A network input, or a tensor already an output: TensorRT logs an API usage error and changes

@@ -139,6 +139,18 @@ class ILayer:
         network._name_outputs(self)
         self._metadata = ""
         self._cache = None
+        self._TYPE = type(self)._TYPE  # in the shared state, so that a base-class view (get_layer) has its type
+        self._self = self  # the layer itself, for a view
+
+    def _as_base(self) -> ILayer:
+        """What TensorRT's INetworkDefinition.get_layer returns: an object of the base class ILayer (its `type`
+        is the LayerType, even where the subclass's `type` is an ActivationType or PoolingType), sharing this
+        layer's state, so that a rename or set_input through it reaches the layer, and `view.__class__ =
+        trt.IActivationLayer` gives the subclass's attributes, as with TensorRT's bindings. A new object per call,
+        as there: it is not `==` to the layer add_* returned."""
+        view = object.__new__(ILayer)
+        view.__dict__ = self.__dict__
+        return view
 
     @classmethod
     def _type_label(cls) -> str:

@@ -29,8 +29,8 @@ def infer(p, w, shapes, dtypes, name, plugin):
     if len(s) != len(x):
         fail(name, f"slopes of shape {s} have rank {len(s)} but the input {x} has rank {len(x)}; TensorRT needs "
                    "equal ranks (reshape the slopes with add_shuffle)")
-    for i, (a, b) in enumerate(zip(x, s)):
-        if b != 1 and b != a:
+    for i, (a, b) in enumerate(zip(x, s)):  # a dynamic input dim is checked when the run gives its size
+        if b not in (1, a) and a != -1:
             fail(name, f"slopes of shape {s} do not broadcast to the input {x} at dimension {i}: each slopes "
                        "dimension must equal the input's or be 1")
     return [x], [dtypes[0]]
