@@ -92,6 +92,41 @@ REFERENCE_STRICTER: list[Stricter] = [
             network.add_input("bias", trt.float32, (1, 1, 1)), 0b11).get_output(0))),
 ]
 
+@dataclass(frozen=True)
+class NoRtxKernel:
+    """A layer type TensorRT 10/11 documents and builds that TensorRT-RTX 1.7 defines (add_*, shapes, dtypes)
+    but cannot build: its builder fails with "[<label>] has no runners that implement it" for every target. The
+    reference accepts and runs it (the rule's exception: real TensorRT accepts it); the twin still compares
+    every shape and dtype, and accepts that one build failure. `example(network, trt)` makes such a network;
+    tests check that TensorRT-RTX still refuses it (tests/reference/test_layers_non_zero.py)."""
+
+    label: str
+    docs: str
+    example: Callable
+
+
+#: Layer types with no TensorRT-RTX 1.7 kernel (data-dependent shapes; also listed in docs/rtx_differences.md).
+RTX_NO_KERNEL: list[NoRtxKernel] = [
+    NoRtxKernel(
+        "NonZero", 'INonZeroLayer (TensorRT 10 and 11): "Computes the indices of the input tensor where the value is '
+        'non-zero. ... The output shape is always {D, C}"; TensorRT\'s ONNX operator support lists NonZero',
+        lambda network, trt: network.mark_output(network.add_non_zero(
+            network.add_input("x", trt.float32, (3, 4))).get_output(0))),
+    NoRtxKernel(
+        "NMS", 'INMSLayer (TensorRT 10 and 11): "A non-maximum suppression layer ... This layer implements NMS per '
+        'batch item and per class"; TensorRT\'s ONNX operator support lists NonMaxSuppression',
+        lambda network, trt: network.mark_output(network.add_nms(
+            network.add_input("b", trt.float32, (1, 5, 4)), network.add_input("s", trt.float32, (1, 5, 2)),
+            network.add_input("m", trt.int32, ())).get_output(0))),
+]
+
+
+def no_rtx_kernel(errors: list[str]) -> list[str]:
+    """`errors` less TensorRT-RTX's "has no runners" failures of the RTX_NO_KERNEL layer types."""
+    labels = "|".join(re.escape(k.label) for k in RTX_NO_KERNEL)
+    return [e for e in errors if not re.search(rf"\[({labels})\] has no runners that implement it", e)]
+
+
 #: RTX logs a CUDA error alongside most errors on a machine without a GPU; it is noise here.
 _NOISE = re.compile(r"catchCudaError|CUDA driver version is insufficient")
 
@@ -296,6 +331,8 @@ class Twin:
             rtx_plan = self.rtxnet.builder.build_serialized_network(self.rtxnet.network, self.rtxnet.config)
         if rtx_plan is None and not errs:
             errs.append("build_serialized_network returned None")
+        if plan is not None and errs and not no_rtx_kernel(errs):  # only layers TensorRT-RTX has no kernel for
+            errs = []
         if plan is None:
             self.ref_rejected = True
             ref_message = (self.refnet.logger.errors or ["build failed"])[-1]

@@ -29,6 +29,7 @@ from .debug import IDebugListener
 from .network import INetworkDefinition
 from .plugins import (IPluginCreatorV3One, IPluginRegistry, IPluginV3, PluginField, PluginFieldCollection,
                       get_plugin_registry)
+from .output_allocator import IOutputAllocator
 from .runtime import ICudaEngine, IExecutionContext, Runtime
 
 __version__ = REFERENCE_VERSION
@@ -52,4 +53,5 @@ __all__ = [
     "INetworkDefinition",
     "IPluginCreatorV3One", "IPluginRegistry", "IPluginV3", "PluginField", "PluginFieldCollection",
     "get_plugin_registry", "ICudaEngine", "IExecutionContext", "Runtime", "IDebugListener",
+    "IOutputAllocator",
 ]
