@@ -103,6 +103,7 @@ class NoRtxKernel:
     label: str
     docs: str
     example: Callable
+    onnx_op: str = ""  # the ONNX operator TensorRT-RTX's parser imports as this layer (its layer is named after it)
 
 
 #: Layer types with no TensorRT-RTX 1.7 kernel (data-dependent shapes; also listed in docs/rtx_differences.md).
@@ -117,14 +118,16 @@ RTX_NO_KERNEL: list[NoRtxKernel] = [
         'batch item and per class"; TensorRT\'s ONNX operator support lists NonMaxSuppression',
         lambda network, trt: network.mark_output(network.add_nms(
             network.add_input("b", trt.float32, (1, 5, 4)), network.add_input("s", trt.float32, (1, 5, 2)),
-            network.add_input("m", trt.int32, ())).get_output(0))),
+            network.add_input("m", trt.int32, ())).get_output(0)), "NonMaxSuppression"),
 ]
 
 
 def no_rtx_kernel(errors: list[str]) -> list[str]:
     """`errors` less TensorRT-RTX's "has no runners" failures of the RTX_NO_KERNEL layer types."""
     labels = "|".join(re.escape(k.label) for k in RTX_NO_KERNEL)
-    return [e for e in errors if not re.search(rf"\[({labels})\] has no runners that implement it", e)]
+    ops = "|".join(re.escape(k.onnx_op) for k in RTX_NO_KERNEL if k.onnx_op)
+    pattern = rf"(\[({labels})\]|/({ops})_\d+) has no runners that implement it"
+    return [e for e in errors if not re.search(pattern, e)]
 
 
 #: RTX logs a CUDA error alongside most errors on a machine without a GPU; it is noise here.

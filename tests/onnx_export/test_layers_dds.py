@@ -32,7 +32,7 @@ def test_non_zero(dt, torch_dt, indices_type, rtx_export_outcomes):
 
     model = check(define, feeds=lambda net: {"x": _sparse(shape, torch_dt)}, expect_ops=("NonZero",))
     assert [d.dim_value for d in model.graph.output[0].type.tensor_type.shape.dim][:1] == [3]
-    assert rtx_export_outcomes == ["parsed, no RTX kernel"]
+    assert rtx_export_outcomes == ["no RTX importer"]
 
 
 def test_non_zero_empty():
@@ -40,3 +40,77 @@ def test_non_zero_empty():
         return {"y": net.add_non_zero(net.add_input("x", trt.float32, (2, 3))).get_output(0)}
 
     check(define, feeds=lambda net: {"x": np.zeros((2, 3), np.float32)}, expect_ops=("NonZero",))
+
+
+def _nms_define(n=8, c=3, batch=2, iou=None, score=None, center=False, indices_type=None, dt=trt.float32,
+                max_out=3, max_dtype=np.int32, limit=None):
+    def define(net, _):
+        b, s = net.add_input("b", dt, (batch, n, 4)), net.add_input("s", dt, (batch, n, c))
+        arr = np.array(max_out, max_dtype)
+        m = net.add_constant((), trt.Weights(arr)).get_output(0)
+        layer = net.add_nms(b, s, m) if indices_type is None else net.add_nms(b, s, m, indices_type)
+        for index, value in ((3, iou), (4, score)):
+            if value is not None:
+                v = np.array(value, np.float32)
+                layer.set_input(index, net.add_constant((), trt.Weights(v)).get_output(0))
+        if center:
+            layer.bounding_box_format = trt.BoundingBoxFormat.CENTER_SIZES
+        if limit is not None:
+            layer.topk_box_limit = limit
+        return {"sel": layer.get_output(0), "cnt": layer.get_output(1)}
+    return define
+
+
+def _nms_feeds(n=8, c=3, batch=2, center=False, dtype=torch.float32, seed=5):
+    from helpers.nms_expected import random_boxes
+
+    gen = torch.Generator().manual_seed(seed)
+    return lambda net: {"b": random_boxes(gen, batch, n, center=center).to(dtype),
+                        "s": torch.rand(batch, n, c, generator=gen).to(dtype)}
+
+
+@pytest.mark.parametrize("iou, score", [(None, None), (0.3, None), (0.5, 0.4), (1.0, -1.0)])
+@pytest.mark.parametrize("center", [False, True], ids=["corner_pairs", "center_sizes"])
+def test_nms(iou, score, center, rtx_export_outcomes):
+    model = check(_nms_define(iou=iou, score=score, center=center), feeds=_nms_feeds(center=center),
+                  expect_ops=("NonMaxSuppression", "TopK"))
+    assert rtx_export_outcomes == ["parsed, no RTX kernel"]
+    nms_node = next(n for n in model.graph.node if n.op_type == "NonMaxSuppression")
+    assert [a.i for a in nms_node.attribute if a.name == "center_point_box"] == [int(center)]
+
+
+@pytest.mark.parametrize("dt, torch_dt", [(trt.float16, torch.float16), (trt.bfloat16, torch.bfloat16)])
+def test_nms_half_and_bf16(dt, torch_dt):
+    check(_nms_define(iou=0.4, dt=dt), feeds=_nms_feeds(dtype=torch_dt), expect_ops=("NonMaxSuppression",))
+
+
+@pytest.mark.parametrize("max_out, max_dtype", [(0, np.int32), (1, np.int64), (100, np.int32)])
+def test_nms_indices_int64_and_limits(max_out, max_dtype):
+    check(_nms_define(iou=0.5, indices_type=trt.int64, max_out=max_out, max_dtype=max_dtype, limit=48),
+          feeds=_nms_feeds(), expect_ops=("NonMaxSuppression",))
+
+
+def test_nms_equal_scores_keep_the_reference_order():
+    """Equal scores across classes and boxes: the TopK re-sort keeps ONNX's class-then-box order, the reference's."""
+    boxes = torch.tensor([[[0.0, 0, 1, 1], [2, 0, 3, 1], [4, 0, 5, 1]]])
+    scores = torch.full((1, 3, 2), 0.5)
+    scores[0, 1, 0] = 0.7
+    check(_nms_define(n=3, c=2, batch=1, max_out=5), feeds=lambda net: {"b": boxes, "s": scores})
+
+
+def test_nms_without_an_onnx_form():
+    from trtbuild.onnx_export import OnnxExportError, export_onnx
+    from helpers.onnx_layer_check import build
+
+    with pytest.raises(OnnxExportError, match=r"topk_box_limit 10 can drop candidates of the 8 x 3 \(box, class\) "
+                                              "scores, which ONNX NonMaxSuppression has no form of"):
+        export_onnx(build(_nms_define(limit=10), trt.float32), None)
+
+    def per_class(net, _):
+        b, s = net.add_input("b", trt.float32, (1, 5, 2, 4)), net.add_input("s", trt.float32, (1, 5, 2))
+        layer = net.add_nms(b, s, net.add_constant((), trt.Weights(np.array(2, np.int32))).get_output(0))
+        return {"sel": layer.get_output(0)}
+
+    with pytest.raises(OnnxExportError, match=r"\(NMS\): boxes per class \(batch, boxes, classes, 4\) have no ONNX "
+                                              "NonMaxSuppression form"):
+        export_onnx(build(per_class, trt.float32), None)

@@ -13,7 +13,7 @@ box already selected for that class is less than or equal to the IoU threshold, 
 max_output_boxes_per_class are selected. Rows come by increasing batch, then decreasing score. TensorRT leaves
 the order of equal scores unspecified; here they come by class, then box index (onnxruntime's order), so runs
 repeat. Boxes are CORNER_PAIRS (any two diagonal corners) or CENTER_SIZES (x, y, width, height); IoU is computed
-in float32 and counts as 0 where the boxes do not overlap or a box has no area (a negative width or height).
+in float32 and counts as 0 where the boxes do not overlap or a box has no area.
 """
 
 from __future__ import annotations
@@ -47,6 +47,19 @@ class INMSLayer(ILayer):
     def _type_label(cls) -> str:
         return "NMS"
 
+    def _infer(self):
+        """A constant max_output_boxes_per_class is known at build time, where TensorRT refuses a negative one
+        (its output would have a negative length); it is kept in params for inference only."""
+        t = self._inputs[2] if len(self._inputs) > 2 else None
+        prod = getattr(t, "_producer", None)
+        value = None
+        if prod is not None and prod._TYPE == LayerType.CONSTANT and prod._weights["weights"].size == 1:
+            value = int(prod._weights["weights"]._array.reshape(-1)[0])
+        if self._params.get("max_output_constant") != value:
+            self._params["max_output_constant"] = value
+            self._cache = None
+        return super()._infer()
+
 
 def _scalar(name, shape, dtype, what, types):
     if dtype not in types:
@@ -77,6 +90,8 @@ def infer(p, w, shapes, dtypes, name, plugin):
     if len(b) == 4:
         _same(name, "the number of classes", b[2], s[2])
     _scalar(name, shapes[2], dtypes[2], "max_output_boxes_per_class tensor", (DataType.INT32, DataType.INT64))
+    if (p.get("max_output_constant") or 0) < 0:
+        fail(name, f"max_output_boxes_per_class is the constant {p['max_output_constant']}; it must be >= 0")
     for i, what in ((3, "IoU threshold (input 3)"), (4, "score threshold (input 4)")):
         if len(shapes) > i and shapes[i] is not None:
             _scalar(name, shapes[i], dtypes[i], what, (DataType.FLOAT,))
@@ -87,7 +102,7 @@ def infer(p, w, shapes, dtypes, name, plugin):
 def _corners(boxes: torch.Tensor, fmt: BoundingBoxFormat) -> torch.Tensor:
     """(..., 4) boxes as (x_min, y_min, x_max, y_max)."""
     if fmt == BoundingBoxFormat.CENTER_SIZES:
-        xy, half = boxes[..., :2], boxes[..., 2:] / 2  # a negative size is a box without area, as in onnxruntime
+        xy, half = boxes[..., :2], boxes[..., 2:] / 2
         return torch.cat([xy - half, xy + half], -1)
     a, b = boxes[..., :2], boxes[..., 2:]
     return torch.cat([torch.minimum(a, b), torch.maximum(a, b)], -1)
@@ -97,15 +112,14 @@ def _iou(box: torch.Tensor, others: torch.Tensor) -> torch.Tensor:
     """IoU of one (4,) box with each of (K, 4); 0 without overlap or area."""
     lo, hi = torch.maximum(box[:2], others[:, :2]), torch.minimum(box[2:], others[:, 2:])
     inter = (hi - lo).clamp(min=0).prod(-1)
-    area = lambda t: (t[..., 2:] - t[..., :2]).prod(-1)  # noqa: E731
-    a, b = area(box), area(others)
+    a, b = (box[2:] - box[:2]).prod(-1), (others[:, 2:] - others[:, :2]).prod(-1)
     union = a + b - inter
     ok = (inter > 0) & (a > 0) & (b > 0) & (union > 0)
     return torch.where(ok, inter / torch.where(ok, union, torch.ones_like(union)), torch.zeros_like(inter))
 
 
 def _select(corners, scores, b, max_out, iou_t, score_t, limit):
-    """The selected (score, class, box) of batch item b, in output order."""
+    """The selected (batch, class, box) rows of batch item b, in output order (decreasing score)."""
     n, c = scores.shape[1:]
     s = scores[b]
     cand = (s > score_t).nonzero()  # (K, 2) rows (box, class), sorted by box then class
@@ -113,10 +127,10 @@ def _select(corners, scores, b, max_out, iou_t, score_t, limit):
     cand = cand[order]
     vals = s[cand[:, 0], cand[:, 1]]
     order = torch.argsort(-vals, stable=True)[:limit]
-    cand, vals = cand[order], vals[order]
+    cand = cand[order]
     picked: dict[int, list[int]] = {}
     out = []
-    for (box, cls), v in zip(cand.tolist(), vals.tolist()):
+    for box, cls in cand.tolist():
         mine = picked.setdefault(cls, [])
         if len(mine) >= max_out:
             continue
