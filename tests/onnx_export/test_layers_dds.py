@@ -114,3 +114,19 @@ def test_nms_without_an_onnx_form():
     with pytest.raises(OnnxExportError, match=r"\(NMS\): boxes per class \(batch, boxes, classes, 4\) have no ONNX "
                                               "NonMaxSuppression form"):
         export_onnx(build(per_class, trt.float32), None)
+
+
+def test_assertion_has_no_onnx_form():
+    from trtbuild.onnx_export import OnnxExportError, export_onnx
+    from helpers.onnx_layer_check import build
+
+    def define(net, _):
+        a = np.array([2, 3], np.int32)
+        c = net.add_constant((2,), trt.Weights(a)).get_output(0)
+        net.add_assertion(net.add_elementwise(c, c, trt.ElementWiseOperation.EQUAL).get_output(0), "dims agree")
+        return {"y": net.add_identity(net.add_input("x", trt.float32, (2, 3))).get_output(0)}
+
+    with pytest.raises(OnnxExportError, match=r"^layer '\(Unnamed Layer\* 2\) \[Assertion\]': an assertion \("
+                                              r"\"dims agree\"\) has no ONNX equivalent \(ONNX has no operator that "
+                                              r"stops a run when a condition is false\); remove the add_assertion"):
+        export_onnx(build(define, trt.float32), None)

@@ -120,7 +120,10 @@ def export_onnx(network, path: str | os.PathLike | None = None, opset: int | Non
         raise OnnxExportError(f"network '{network.name}' has no outputs: mark at least one (or pass all_outputs=True)")
     g = GraphBuilder(int(opset))
     inputs = [g.bind(t) for t in network._inputs]
-    layers = _layers_in_order(network, outputs)
+    # a layer without outputs (an assertion) is kept, as TensorRT keeps it; its lowering decides what it becomes
+    checks = [layer for layer in network._layers if not layer._outputs]
+    layers = _layers_in_order(network, outputs + [t for layer in checks for t in layer._inputs if t is not None])
+    layers += checks
     for layer in layers:
         try:
             layer._infer()

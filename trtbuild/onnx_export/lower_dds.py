@@ -9,7 +9,7 @@ from onnx import TensorProto
 from trtbuild.reference.enums import BoundingBoxFormat, DataType, LayerType
 from trtbuild.reference.ops import lowers
 
-from .graph import GraphBuilder
+from .graph import GraphBuilder, OnnxExportError
 
 
 def _indices(g: GraphBuilder, layer, y: str, outs) -> None:
@@ -75,3 +75,12 @@ def lower_nms(g: GraphBuilder, layer, ins, outs):
     rows = g.add("Gather", [rows, g.nodes[-1].output[1]], None, axis=0)
     _indices(g, layer, rows, outs[:1])
     g.add("Cast", [g.add("Squeeze", [count, g.ints([0], "axes")], None)], outs[1:2], to=TensorProto.INT32)
+
+
+@lowers(LayerType.ASSERTION)
+def lower_assertion(g: GraphBuilder, layer, ins, outs):
+    """ONNX has no operator that fails a run on a condition, and dropping the check would export a model that runs
+    where the network refuses to: refused."""
+    raise OnnxExportError(f"layer '{layer.name}': an assertion (\"{layer.message}\") has no ONNX equivalent (ONNX "
+                          "has no operator that stops a run when a condition is false); remove the add_assertion to "
+                          "export the network")

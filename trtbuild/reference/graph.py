@@ -8,7 +8,7 @@ import numpy as np
 import torch
 
 from .arithmetic import DEFAULT as DEFAULT_ARITHMETIC
-from .core import NetworkError
+from .core import NetworkError, RunFailure
 from .enums import DataType, LayerType
 from .execute import TORCH_DTYPE, run_layer
 from .tf32 import no_tf32
@@ -130,9 +130,12 @@ class PlanGraph:
             values[t["id"]] = feeds[t["name"]].to(device)
         with no_tf32():  # float32 layers compute in true fp32, as TensorRT without BuilderFlag.TF32
             for (ltype, entry, _, plugin), weights in zip(self.layers, self._weights_on(device)):
-                outs = run_layer(ltype, entry["params"], weights, [values.get(i) for i in entry["inputs"]],
-                                 [DataType(o["dtype"]) for o in entry["outputs"]], plugin=plugin,
-                                 arithmetic=self.arithmetic)
+                try:
+                    outs = run_layer(ltype, entry["params"], weights, [values.get(i) for i in entry["inputs"]],
+                                     [DataType(o["dtype"]) for o in entry["outputs"]], plugin=plugin,
+                                     arithmetic=self.arithmetic)
+                except RunFailure as e:  # a failed assertion: the run stops, naming the layer
+                    raise RunFailure(f"layer '{entry['name']}': {e}") from None
                 for o, v in zip(entry["outputs"], outs):
                     values[o["id"]] = v
                     if on_value is not None:

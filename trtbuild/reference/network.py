@@ -452,6 +452,9 @@ class INetworkDefinition(NetworkDebugMarks):
                 if t is None and (i == 0 or not layer._OPTIONAL_INPUTS):
                     raise NetworkError(f"layer '{layer.name}': input {i} is not set")
             layer._infer()
+        for layer in self._layers:  # checks made only when the network is built (an assertion's constant condition)
+            if hasattr(layer, "_build_check"):
+                layer._build_check()
         self._validate_uint8()
         validate_quantization(self)
 

@@ -52,6 +52,9 @@ def _topological(network) -> list:
     for t in network._outputs + debug_roots(network):
         if id(t) in produced_by:
             visit(produced_by[id(t)])
+    for layer in network._layers:  # a layer without outputs (an assertion) is kept for what it checks
+        if not layer._outputs:
+            visit(layer)
     needed.update(id(lay) for lay in order)
     return order
 
@@ -217,7 +220,7 @@ def check_header(header: dict) -> None:
         for i in entry["inputs"]:
             _need(_is_int(i) and (i == -1 or i in defined),
                   f"{where} reads tensor id {i!r}, which no input or earlier layer defines")
-        _need(len(entry["outputs"]) > 0, f"{where} has no outputs")
+        _need(len(entry["outputs"]) > 0 or entry["type"] == LayerType.ASSERTION.name, f"{where} has no outputs")
         for j, t in enumerate(entry["outputs"]):
             _check_tensor(t, f"{where} outputs[{j}]")
             _need(t["id"] not in defined, f"{where} outputs[{j}] redefines tensor id {t['id']}")
