@@ -28,6 +28,14 @@ def passthrough(refnet):
     return refnet.network.add_identity(x).get_output(0)
 
 
+def with_output(refnet):
+    """An identity output, so that TensorRT-RTX's build of a refused construction fails for the assertion's
+    reason, not for want of an output."""
+    y = passthrough(refnet)
+    y.name = "y"
+    refnet.network.mark_output(y)
+
+
 @pytest.mark.parametrize("a, b", [([2, 3], [2, 3]), (4, 4)], ids=["1-D", "0-D"])
 def test_a_true_condition_builds_and_runs(refnet, a, b):
     layer = refnet.network.add_assertion(condition(refnet, a, b), "shapes agree")
@@ -95,6 +103,7 @@ def test_a_condition_left_to_run_time_fails_the_run(refnet, monkeypatch):
 
 @pytest.mark.parametrize("dt", [trt.int32, trt.float32])
 def test_refuses_a_condition_not_bool(refnet, dt):
+    with_output(refnet)
     a = np.array([1, 2], np.int32 if dt == trt.int32 else np.float32)
     c = refnet.network.add_constant(a.shape, trt.Weights(a)).get_output(0)
     with pytest.raises(trt.NetworkError, match=f"Assertion\\]': the condition has type {dt.name}; an assertion "
@@ -103,6 +112,7 @@ def test_refuses_a_condition_not_bool(refnet, dt):
 
 
 def test_refuses_a_condition_of_rank_two(refnet):
+    with_output(refnet)
     with pytest.raises(trt.NetworkError, match=r"the condition has shape \(2, 2\); an assertion needs a 0-D or 1-D"):
         refnet.network.add_assertion(condition(refnet, [[1, 2], [3, 4]], [[1, 2], [3, 4]]), "m")
 
@@ -111,6 +121,7 @@ def test_refuses_a_condition_of_rank_two(refnet):
 def test_refuses_a_condition_of_network_input_values(refnet, dt):
     """TensorRT-RTX makes such an input a shape input: a BOOL or FLOAT one is refused ("input shape tensors must
     have type INT32 or INT64"), an INT32 one needs profile values; the reference has no shape inputs."""
+    with_output(refnet)
     x = refnet.input("c", (2,), dt)
     cond = x
     if dt != trt.bool:
@@ -120,3 +131,15 @@ def test_refuses_a_condition_of_network_input_values(refnet, dt):
     with pytest.raises(trt.NetworkError, match="the condition depends on the values of network input 'c'; an "
                                                "assertion needs a shape tensor"):
         refnet.network.add_assertion(cond, "m")
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.int64])
+def test_a_false_comparison_of_constants_of_each_type_fails_the_build(refnet, dtype):
+    layer = refnet.network.add_assertion(
+        condition(refnet, [3, 2], [1, 5], op=trt.ElementWiseOperation.GREATER, dtype=dtype), "first must exceed")
+    y = passthrough(refnet)
+    y.name = "y"
+    refnet.network.mark_output(y)
+    assert refnet.build() is None
+    assert refnet.logger.errors[-1] == (f"layer '{layer.name}': the assertion failed when the network is built "
+                                        "(condition[1] is false): first must exceed")

@@ -83,13 +83,9 @@ def constant_value(t: ITensor) -> torch.Tensor | None:
 
 
 def _weight(w):
-    from ..execute import TORCH_DTYPE
+    from ..graph import _weight_tensor  # a plan's weights become tensors the same way
 
-    if w is None or not w.size:
-        return None
-    arr = w._array
-    t = torch.from_numpy(arr.copy())
-    return t.view(torch.bfloat16) if w.dtype == DataType.BF16 else t.to(TORCH_DTYPE[w.dtype])
+    return _weight_tensor(w._array, w.dtype) if w is not None and w.size else None
 
 
 def failure(message: str, value: torch.Tensor, when: str = "when the engine runs") -> str | None:
