@@ -208,7 +208,9 @@ class Engine(EngineIO):
 
         Inputs must have the engine's dtype, live on `engine.device` and fit the optimization
         profile (EngineInputError otherwise). Work is queued on `stream` (default: torch's current
-        stream); pass synchronize=True to wait for it.
+        stream); pass synchronize=True to wait for it. An output whose shape depends on the data (-1
+        until the run: a non-zero or NMS count) gets its memory through an IOutputAllocator
+        (output_allocator.py) and comes back with its real shape.
         """
         feeds = self._feeds({**(inputs or {}), **named})
         ctx = self.context
