@@ -130,3 +130,14 @@ def test_assertion_has_no_onnx_form():
                                               r"\"dims agree\"\) has no ONNX equivalent \(ONNX has no operator that "
                                               r"stops a run when a condition is false\); remove the add_assertion"):
         export_onnx(build(define, trt.float32), None)
+
+
+def test_non_zero_then_gather_nd():
+    """The masked-select pattern: the count stays symbolic through the transpose and GatherND."""
+    def define(net, _):
+        x = net.add_input("x", trt.float32, (3, 4))
+        shuffle = net.add_shuffle(net.add_non_zero(x, trt.int64).get_output(0))
+        shuffle.first_transpose = (1, 0)
+        return {"y": net.add_gather_v2(x, shuffle.get_output(0), trt.GatherMode.ND).get_output(0)}
+
+    check(define, feeds=lambda net: {"x": _sparse((3, 4), torch.float32)}, expect_ops=("NonZero", "GatherND"))

@@ -262,3 +262,19 @@ def test_rtx_no_kernel_entries_still_hold(rtx, entry):
     network = builder.create_network(STRONGLY_TYPED)
     entry.example(network, trt)
     assert builder.build_serialized_network(network, builder.create_builder_config()) is not None, ref_logger.errors
+
+
+def test_non_zero_then_gather_nd_picks_the_non_zero_values(refnet):
+    """The masked-select pattern of exported detection models: NonZero, a transpose to (count, rank), GatherND.
+    The count flows through both layers as -1 and the values come out in row-major order."""
+    x = sparse((3, 4))
+    xin = refnet.input("x", (3, 4))
+    nz = refnet.network.add_non_zero(xin, trt.int64).get_output(0)
+    shuffle = refnet.network.add_shuffle(nz)
+    shuffle.first_transpose = (1, 0)
+    idx = shuffle.get_output(0)
+    assert tuple(idx.shape) == (-1, 2)
+    gather = refnet.network.add_gather_v2(xin, idx, trt.GatherMode.ND)
+    assert tuple(gather.get_output(0).shape) == (-1,)
+    y = refnet.run({"x": x}, y=gather.get_output(0))["y"]
+    np.testing.assert_array_equal(y.numpy(), x.numpy()[np.nonzero(x.numpy())])
