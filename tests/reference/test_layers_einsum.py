@@ -167,3 +167,57 @@ def test_einsum_refuses_mixed_types_and_no_inputs(refnet):
         refnet.network.add_einsum([refnet.input("a", (2, 3)), refnet.input("b", (3, 4), trt.float16)], "ij,jk->ik")
     with pytest.raises(trt.NetworkError, match="at least one input"):
         refnet.network.add_einsum([], "->")
+
+
+@pytest.mark.parametrize("equation, shapes", [
+    ("i,i,i->i", [(3,), (1,), (1,)]), ("i,i,i->i", [(1,), (3,), (3,)]), ("ij,jk,kl->il", [(2, 1), (3, 4), (4, 5)]),
+    ("ij,jk,kl->il", [(2, 3), (3, 4), (1, 5)]), ("a,a,b->ab", [(1,), (3,), (2,)]),
+])
+def test_einsum_three_inputs_broadcast_where_the_first_pair_has_the_size(refnet, equation, shapes):
+    y, xs = einsum_case(refnet, equation, *shapes)
+    sizes = {}
+    for term, x in zip(equation.split("->")[0].split(","), xs):
+        for s, d in zip(term, x.shape):
+            sizes[s] = max(sizes.get(s, 1), d)
+    expanded = [x.double().expand([sizes[s] for s in term])
+                for term, x in zip(equation.split("->")[0].split(","), xs)]
+    close(y, torch.einsum(equation, *expanded), atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("equation, shapes, words", [
+    ("i,i,i->i", [(1,), (1,), (3,)], "subscript i has size 1 in inputs 0..1 and is broadcast to 3"),
+    ("ij,jk,kl->il", [(2, 3), (3, 1), (4, 5)], "subscript k has size 1 in inputs 0..1"),
+    ("a,b,a->ab", [(1,), (2,), (3,)], "subscript a has size 1"),
+    ("...a,...b,...a->...ab", [(1, 2), (1, 2), (4, 2)], "ellipsis dimension 0 has size 1"),
+])
+def test_einsum_refuses_what_tensorrt_rtx_cannot_contract_pairwise(refnet, equation, shapes, words):
+    with pytest.raises(trt.NetworkError, match=words):
+        refnet.network.add_einsum([refnet.input(f"x{k}", s) for k, s in enumerate(shapes)], equation)
+
+
+def test_einsum_diagonal_of_a_dynamic_and_a_static_dimension_is_refused(refnet):
+    """TensorRT-RTX refuses it where the profile cannot reach the static size (here 4, beyond the profile's 1..3,
+    as the build fails); where it can, the reference is stricter (REFERENCE_STRICTER)."""
+    from helpers.refnet import add_profile
+
+    add_profile(refnet, {"x": ((1, 4), (2, 4), (3, 4))})
+    with pytest.raises(trt.NetworkError, match="over a dynamic and a static dimension"):
+        refnet.network.add_einsum([refnet.input("x", (-1, 4))], "ii->i")
+
+
+def test_einsum_dynamic_diagonal_entry_is_still_stricter(rtxnet):
+    """The sweep's EINSUM_DYNAMIC_DIAGONAL entry: the reference refuses its example, TensorRT-RTX builds it with a
+    profile that reaches the static size."""
+    from helpers.refnet import RefNet
+    from helpers.rtx_sweep_index import EINSUM_DYNAMIC_DIAGONAL
+
+    with pytest.raises(trt.NetworkError, match=EINSUM_DYNAMIC_DIAGONAL.pattern):
+        EINSUM_DYNAMIC_DIAGONAL.example(RefNet().network, trt)
+    net, rtx = rtxnet.network, rtxnet.trt
+    y = EINSUM_DYNAMIC_DIAGONAL.example(net, rtx).get_output(0)
+    net.mark_output(y)
+    profile = rtxnet.builder.create_optimization_profile()
+    profile.set_shape("x", (1, 2), (2, 2), (3, 2))
+    rtxnet.config.add_optimization_profile(profile)
+    assert tuple(y.shape) == (2,)
+    assert rtxnet.build() is not None, rtxnet.errors

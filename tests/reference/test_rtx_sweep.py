@@ -31,6 +31,7 @@ import re
 import pytest
 
 from helpers import rtx_sweep as S
+from helpers import rtx_sweep_index as SI
 from helpers import rtx_sweep_shape as SS
 from helpers import rtx_sweep_tables as T
 from helpers import twin
@@ -47,6 +48,9 @@ FAMILIES = {
     "matrix_multiply": (SS.matmul_case, 300), "softmax": (SS.softmax_case, 120),
     "normalization": (SS.normalization_case, 300),
     "resize": (S.resize_case, 200),
+    # TopK, Scatter, ReverseSequence, Einsum (tests/helpers/rtx_sweep_index.py)
+    "topk": (SI.topk_case, 200), "scatter": (SI.scatter_case, 200),
+    "reverse_sequence": (SI.reverse_sequence_case, 120), "einsum": (SI.einsum_case, 250),
 }
 SEED = 0
 
@@ -57,7 +61,7 @@ INT4_INPUT = Stricter(
     'IDequantizeLayer "supports tensorrt.int8, tensorrt.float8, tensorrt.int4 and tensorrt.fp4 precision". The '
     "reference has no Q/DQ layers and no storage for 4-bit types, so add_input refuses FP8/INT4/FP4",
     lambda network, trt: network.add_shuffle(network.add_input("x", trt.DataType.INT4, (2, 4))))
-SWEEP_STRICTER = [*twin.REFERENCE_STRICTER, INT4_INPUT]
+SWEEP_STRICTER = [*twin.REFERENCE_STRICTER, INT4_INPUT, SI.EINSUM_DYNAMIC_DIAGONAL]
 
 
 def stricter(case, message: str) -> bool:

@@ -11,7 +11,7 @@ from onnx import TensorProto
 
 from trtbuild.reference.enums import DataType, LayerType, TopKOperation
 from trtbuild.reference.ops import lowers
-from trtbuild.reference.ops.topk import _k
+from trtbuild.reference.ops.topk import k_value
 
 from .graph import GraphBuilder, onnx_type
 
@@ -23,7 +23,7 @@ _SORTED_IN = {DataType.HALF: TensorProto.FLOAT, DataType.BF16: TensorProto.FLOAT
 def lower_topk(g: GraphBuilder, layer, ins, outs):
     layer._infer()  # resolves a constant k tensor into params
     p, dt = layer._params, layer.get_input(0).dtype
-    k = g.const(np.asarray([_k(p)], np.int64), TensorProto.INT64, "k")
+    k = g.const(np.asarray([k_value(p)], np.int64), TensorProto.INT64, "k")
     attrs = {"axis": p["axes"].bit_length() - 1, "largest": int(TopKOperation(p["op"]) == TopKOperation.MAX),
              "sorted": 1}
     x, values = ins[0], outs[0]

@@ -12,6 +12,8 @@ The 11.4 docstring also says "Note that TensorRT does not support ellipsis or di
 "...ii->...i" as an example, and TensorRT-RTX 1.7 builds both, and any number of inputs: the reference takes
 them too. As in TensorRT-RTX, every term with an ellipsis covers the same number of dimensions, in implicit mode
 the ellipsis dimensions lead the output, and the output may name an ellipsis only where an input has one.
+A subscript repeated over a dynamic and a static dimension is refused (TensorRT-RTX checks it against the
+optimization profile; TensorRT's operator page: "The dimensions labeled with the same subscript must match").
 The equation is checked when it is set (TensorRT-RTX refuses it there: characters, arrow, terms per input) and
 against the input shapes when the layer is used. Values are computed in float32 and rounded at the output.
 """
@@ -95,10 +97,12 @@ def _merge(a: int, b: int) -> int | None:
     return None
 
 
-def _sizes(name, eq: Equation, shapes) -> tuple[dict[str, int], list[int]]:
-    """{subscript: size} and the ellipsis dimensions' sizes, broadcast over the inputs."""
+def _sizes(name, eq: Equation, shapes) -> tuple[dict[str, int], list[int], list[dict[str, int]]]:
+    """{subscript: size} and the ellipsis dimensions' sizes, broadcast over the inputs, and each input's own
+    {subscript: size} (the ellipsis dimensions as subscripts "...0", "...1", ...)."""
     sizes: dict[str, int] = {}
     ell: list[int] | None = None
+    own: list[dict[str, int]] = []
     for k, (term, shape) in enumerate(zip(eq.terms, shapes)):
         named = [s for s in term if s != ELLIPSIS]
         n_ell = len(shape) - len(named)
@@ -106,6 +110,7 @@ def _sizes(name, eq: Equation, shapes) -> tuple[dict[str, int], list[int]]:
             fail(name, f"input {k} {tuple(shape)} has rank {len(shape)} but its term '{''.join(term)}' names "
                        f"{len(named)} dimensions")
         dims = list(shape)
+        seen: dict[str, int] = {}
         if ELLIPSIS in term:
             at = term.index(ELLIPSIS)
             e = dims[at:at + n_ell]
@@ -117,9 +122,13 @@ def _sizes(name, eq: Equation, shapes) -> tuple[dict[str, int], list[int]]:
                 fail(name, f"the ellipsis dimensions {tuple(e)} of input {k} do not broadcast with {tuple(ell)}")
             ell = merged
             dims = dims[:at] + dims[at + n_ell:]
-        seen: dict[str, int] = {}
+            seen.update((f"{ELLIPSIS}{j}", d) for j, d in enumerate(e))
         for s, d in zip(named, dims):
-            if s in seen and not (seen[s] == d or seen[s] < 0 or d < 0):
+            if s in seen and seen[s] != d and min(seen[s], d) < 0:
+                fail(name, f"subscript {s} repeats in input {k} {tuple(shape)} over a dynamic and a static dimension; "
+                           "the reference needs a diagonal's sizes equal at build time (TensorRT: \"The dimensions "
+                           "labeled with the same subscript must match.\")")
+            if s in seen and seen[s] != d:
                 fail(name, f"subscript {s} repeats in input {k} {tuple(shape)} over dimensions of sizes {seen[s]} and "
                            f"{d}; a diagonal needs equal sizes")
             seen[s] = d
@@ -128,7 +137,28 @@ def _sizes(name, eq: Equation, shapes) -> tuple[dict[str, int], list[int]]:
                 fail(name, f"subscript {s} has size {d} in input {k} but {sizes[s]} in an earlier input; they must "
                            "match or be 1")
             sizes[s] = m
-    return sizes, ell or []
+        own.append(seen)
+    return sizes, ell or [], own
+
+
+def _pairwise(name, eq: Equation, sizes: dict[str, int], own: list[dict[str, int]]) -> None:
+    """TensorRT-RTX 1.7 contracts three or more inputs pairwise from the left, and its build fails where an
+    intermediate result keeps a subscript (one in the output or a later input) that the inputs so far have only
+    at size 1 while a later input broadcasts it ('i,i,i->i' with sizes 1, 1, 3): refused here, as there."""
+    for m in range(1, len(own) - 1):
+        kept = {s for d in own[m + 1:] for s in d} | {s for s in eq.output if s != ELLIPSIS}
+        if ELLIPSIS in eq.output:
+            kept |= {s for d in own for s in d if s.startswith(ELLIPSIS)}
+        so_far: dict[str, int] = {}
+        for d in own[:m + 1]:
+            for s, n in d.items():
+                so_far[s] = max(so_far.get(s, n), n)
+        for s in sorted(kept & set(so_far)):
+            full = sizes.get(s, so_far[s]) if not s.startswith(ELLIPSIS) else max(d.get(s, 1) for d in own)
+            if so_far[s] == 1 and full > 1:
+                what = f"ellipsis dimension {s[3:]}" if s.startswith(ELLIPSIS) else f"subscript {s}"
+                fail(name, f"{what} has size 1 in inputs 0..{m} and is broadcast to {full} by a later input; "
+                           "TensorRT-RTX contracts the inputs pairwise from the left and cannot build that")
 
 
 class IEinsumLayer(ILayer):
@@ -165,7 +195,8 @@ def infer(p, w, shapes, dtypes, name, plugin):
         eq = parse(p["equation"], len(shapes))
     except ValueError as e:
         fail(name, f"equation {p['equation']!r}: {e}")
-    sizes, ell = _sizes(name, eq, shapes)
+    sizes, ell, own = _sizes(name, eq, shapes)
+    _pairwise(name, eq, sizes, own)
     out = []
     for s in eq.output:
         out += ell if s == ELLIPSIS else [sizes[s]]
@@ -176,7 +207,7 @@ def run(p, w, inputs, plugin):
     """torch.einsum with the ellipsis spelled out as upper-case subscripts and size-1 dimensions expanded where
     another input broadcasts them."""
     eq = parse(p["equation"], len(inputs))
-    sizes, ell = _sizes("", eq, [tuple(x.shape) for x in inputs])
+    sizes, ell, _ = _sizes("", eq, [tuple(x.shape) for x in inputs])
     ell_letters = tuple(string.ascii_uppercase[:len(ell)])
     sizes.update(zip(ell_letters, ell))
 

@@ -48,6 +48,7 @@ def _one_bit(axes):
 class ITopKLayer(ILayer):
     _TYPE = LayerType.TOPK
     _MAX_INPUTS = 2
+    _OPTIONAL_INPUTS = True  # input 1, the k tensor, is optional
     op = param("op", TopKOperation)
     axes = param("axes", "int", _one_bit)
     indices_type = param("indices_type", DataType, _index_type)
@@ -64,6 +65,8 @@ class ITopKLayer(ILayer):
         if why:
             raise NetworkError(f"layer '{self.name}': k = {value} is refused: {why}")
         self._params["k"] = value
+        if len(self._inputs) > 1:  # a static k replaces the k tensor (TensorRT-RTX: input 1 then reads None)
+            self._inputs[1] = None
         self._network._touch()
 
     @classmethod
@@ -75,7 +78,8 @@ class ITopKLayer(ILayer):
         return super()._infer()
 
 
-def _k(p):
+def k_value(p) -> int:
+    """The k in use: the constant k tensor's value where one is set, else the attribute."""
     return p["k"] if p.get("k_tensor") is None else p["k_tensor"]
 
 
@@ -95,7 +99,7 @@ def infer(p, w, shapes, dtypes, name, plugin):
                    "last four dimensions\"")
     if DataType(p["indices_type"]) not in INDEX_TYPES:
         fail(name, f"indices_type {DataType(p['indices_type']).name}: a TopK gives INT32 or INT64 indices")
-    k = _k(p)
+    k = k_value(p)
     if _k_range(k):
         fail(name, f"k = {k}: TensorRT supports K in [0, {MAX_K}]")
     if 0 <= x[axis] < k:
@@ -106,7 +110,7 @@ def infer(p, w, shapes, dtypes, name, plugin):
 
 def run(p, w, inputs, plugin):
     x = inputs[0]
-    axis, k = p["axes"].bit_length() - 1, _k(p)
+    axis, k = p["axes"].bit_length() - 1, k_value(p)
     descending = TopKOperation(p["op"]) == TopKOperation.MAX
     values, indices = torch.sort(x, dim=axis, descending=descending, stable=True)  # ties: lower index first
     return [values.narrow(axis, 0, k), indices.narrow(axis, 0, k)]
@@ -115,7 +119,7 @@ def run(p, w, inputs, plugin):
 def add_topk(self, input: ITensor, op: TopKOperation, k: int, axes: int,
              indices_type: DataType = DataType.INT32) -> ITopKLayer:
     """TensorRT refuses k outside [0, 3840], an empty axes bitmask and indices types other than INT32/INT64
-    when the layer is added."""
+    when the layer is added; the rest is checked when the layer is used (a k tensor set meanwhile replaces k)."""
     op = setter_value(TopKOperation, op, lambda: "add_topk: op")
     k, axes = setter_value("int", k, lambda: "add_topk: k"), setter_value("int", axes, lambda: "add_topk: axes")
     indices_type = setter_value(DataType, indices_type, lambda: "add_topk: indices_type")
@@ -123,7 +127,7 @@ def add_topk(self, input: ITensor, op: TopKOperation, k: int, axes: int,
         if why:
             raise NetworkError(f"add_topk: {why} (k = {k}, axes = {axes:#b}, indices_type = {indices_type.name})")
     return self._add(ITopKLayer, [input], {"op": int(op), "k": k, "axes": axes, "indices_type": int(indices_type),
-                                           "k_tensor": None}, num_outputs=2)
+                                           "k_tensor": None}, eager=False, num_outputs=2)
 
 
 register(ITopKLayer, infer, run, adds=(add_topk,))
