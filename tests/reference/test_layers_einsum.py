@@ -221,3 +221,31 @@ def test_einsum_dynamic_diagonal_entry_is_still_stricter(rtxnet):
     rtxnet.config.add_optimization_profile(profile)
     assert tuple(y.shape) == (2,)
     assert rtxnet.build() is not None, rtxnet.errors
+
+
+@pytest.mark.parametrize("equation, shapes", [("a,aa->a", [(2,), (1, 1)]), ("a,aa->a", [(1,), (2, 2)]),
+                                              ("aa,aa->a", [(1, 1), (2, 2)]), ("a,a,aa->a", [(1,), (2,), (2, 2)])])
+def test_einsum_refuses_a_diagonal_broadcast_against_the_first_size(refnet, equation, shapes):
+    with pytest.raises(trt.NetworkError, match="TensorRT-RTX does not broadcast a diagonal's subscript"):
+        refnet.network.add_einsum([refnet.input(f"x{k}", s) for k, s in enumerate(shapes)], equation)
+
+
+@pytest.mark.parametrize("shapes", [[(1, 1), (3,)], [(3, 3), (1,)]])
+def test_einsum_diagonal_in_the_first_input_broadcasts(refnet, shapes):
+    y, (a, b) = einsum_case(refnet, "aa,a->a", *shapes)
+    n = max(a.shape[0], b.shape[0])
+    close(y, torch.einsum("aa,a->a", a.double().expand(n, n), b.double().expand(n)), atol=1e-5, rtol=1e-5)
+
+
+def test_einsum_output_ellipsis_without_input_ellipsis_is_refused_for_two_inputs(refnet):
+    with pytest.raises(trt.NetworkError, match="no input term has one"):
+        refnet.network.add_einsum([refnet.input("a", (3,)), refnet.input("b", (3,))], "i,i->i...")
+
+
+def test_einsum_output_ellipsis_without_input_ellipsis_is_dropped_for_three_inputs(refnet):
+    """TensorRT-RTX takes it with three inputs (and refuses it with one or two), and drops it from the equation."""
+    xs = [torch.randn((3,), generator=gen) for _ in range(3)]
+    layer = refnet.network.add_einsum([refnet.input(f"x{k}", (3,)) for k in range(3)], "i,i,i->i...")
+    assert layer.equation == "i,i,i->i"
+    y = refnet.run({f"x{k}": x for k, x in enumerate(xs)}, y=layer.get_output(0))["y"]
+    close(y, xs[0].double() * xs[1].double() * xs[2].double(), atol=1e-5, rtol=1e-5)

@@ -194,3 +194,9 @@ def test_topk_refuses_a_float_indices_type(refnet):
     layer = refnet.network.add_topk(refnet.input("y", (3, 5)), MAX, 1, 2)
     with pytest.raises(trt.NetworkError, match="INT32 or INT64"):
         layer.indices_type = trt.float32
+
+
+def test_topk_axes_setter_refuses_an_empty_bitmask(refnet):
+    layer = refnet.network.add_topk(refnet.input("x", (3, 5)), MAX, 1, 2)
+    with pytest.raises(trt.NetworkError, match="axes = 0 is refused: the axes bitmask must have a bit set"):
+        layer.axes = 0

@@ -11,7 +11,9 @@ dimensions not named (broadcast). Dimensions with one subscript in different inp
 The 11.4 docstring also says "Note that TensorRT does not support ellipsis or diagonal operations", yet lists
 "...ii->...i" as an example, and TensorRT-RTX 1.7 builds both, and any number of inputs: the reference takes
 them too. As in TensorRT-RTX, every term with an ellipsis covers the same number of dimensions, in implicit mode
-the ellipsis dimensions lead the output, and the output may name an ellipsis only where an input has one.
+the ellipsis dimensions lead the output, and with one or two inputs the output may name an ellipsis only where an
+input has one (with more, TensorRT-RTX takes it as no dimensions); a subscript repeated in one input (a diagonal)
+has the size it has in the first input that names it (no broadcasting from 1 there).
 A subscript repeated over a dynamic and a static dimension is refused (TensorRT-RTX checks it against the
 optimization profile; TensorRT's operator page: "The dimensions labeled with the same subscript must match").
 The equation is checked when it is set (TensorRT-RTX refuses it there: characters, arrow, terms per input) and
@@ -81,9 +83,20 @@ def parse(equation: str, num_inputs: int) -> Equation:
             raise ValueError(f"the output subscript {s} appears in no input term")
         if s != ELLIPSIS and out.count(s) > 1:
             raise ValueError(f"the output subscript {s} is repeated")
-    if ELLIPSIS in out and not has_ellipsis:
-        raise ValueError("the output has an ellipsis but no input term has one")
+    if ELLIPSIS in out and not has_ellipsis and num_inputs <= 2:  # with more, TensorRT-RTX takes it (no dimensions)
+        raise ValueError("the output has an ellipsis but no input term has one (TensorRT-RTX refuses that for one or "
+                         "two inputs)")
     return Equation(terms, out, True)
+
+
+def stored(equation: str, num_inputs: int) -> str:
+    """The equation as the layer keeps it: TensorRT-RTX drops an output ellipsis that no input has (it takes one
+    with three or more inputs, as no dimensions), and reads the equation back without it."""
+    eq = parse(equation, num_inputs)
+    if not eq.explicit or ELLIPSIS not in eq.output or any(ELLIPSIS in t for t in eq.terms):
+        return equation
+    lhs, _, rhs = equation.partition("->")
+    return f"{lhs}->{rhs.replace(ELLIPSIS, '')}"
 
 
 def _merge(a: int, b: int) -> int | None:
@@ -103,6 +116,7 @@ def _sizes(name, eq: Equation, shapes) -> tuple[dict[str, int], list[int], list[
     sizes: dict[str, int] = {}
     ell: list[int] | None = None
     own: list[dict[str, int]] = []
+    first: dict[str, int] = {}  # each subscript's size in the first input that has it
     for k, (term, shape) in enumerate(zip(eq.terms, shapes)):
         named = [s for s in term if s != ELLIPSIS]
         n_ell = len(shape) - len(named)
@@ -131,6 +145,9 @@ def _sizes(name, eq: Equation, shapes) -> tuple[dict[str, int], list[int], list[
             if s in seen and seen[s] != d:
                 fail(name, f"subscript {s} repeats in input {k} {tuple(shape)} over dimensions of sizes {seen[s]} and "
                            f"{d}; a diagonal needs equal sizes")
+            if s in seen and s in first and first[s] != d and min(first[s], d) >= 0:
+                fail(name, f"subscript {s} repeats in input {k} over size {d} but has size {first[s]} where it first "
+                           "appears; TensorRT-RTX does not broadcast a diagonal's subscript")
             seen[s] = d
             m = _merge(sizes.get(s, d), d)
             if m is None:
@@ -138,6 +155,7 @@ def _sizes(name, eq: Equation, shapes) -> tuple[dict[str, int], list[int], list[
                            "match or be 1")
             sizes[s] = m
         own.append(seen)
+        first.update((s, d) for s, d in seen.items() if s not in first and not s.startswith(ELLIPSIS))
     return sizes, ell or [], own
 
 
@@ -178,7 +196,7 @@ class IEinsumLayer(ILayer):
             parse(value, self.num_inputs)
         except ValueError as e:
             raise NetworkError(f"layer '{self.name}': equation = {value!r} is refused: {e}") from None
-        self._params["equation"] = value
+        self._params["equation"] = stored(value, self.num_inputs)
         self._network._touch()
 
     @classmethod
@@ -235,7 +253,7 @@ def add_einsum(self, inputs: Sequence[ITensor], equation: str) -> IEinsumLayer:
         parse(equation, len(inputs))
     except ValueError as e:
         raise NetworkError(f"add_einsum: equation {equation!r} is refused: {e}") from None
-    return self._add(IEinsumLayer, inputs, {"equation": equation})
+    return self._add(IEinsumLayer, inputs, {"equation": stored(equation, len(inputs))})
 
 
 register(IEinsumLayer, infer, run, adds=(add_einsum,))
