@@ -81,12 +81,12 @@ def scatter_case(rng):
     axis = None
     if mode == "ELEMENT":
         axis = rng.randint(-rank, rank - 1) if rank and rng.random() < 0.93 else rng.choice([rank, -rank - 1])
-        i_shape = [rng.randint(1, d) if rng.random() < 0.93 else d + 1 for d in x]
+        i_shape = [rng.randint(1, d) if rng.random() < 0.97 else d + 1 for d in x]
         if rng.random() < 0.05:
             i_shape = i_shape[1:]
         size = x[axis % rank] if rank and -rank <= axis < rank else 1
         values = gen.integers(-size, size, size=i_shape)
-        u_shape = list(i_shape) if rng.random() < 0.92 else [d + rng.choice([-1, 1]) for d in i_shape]
+        u_shape = list(i_shape) if rng.random() < 0.95 else [d + rng.choice([-1, 1]) for d in i_shape]
     else:
         q = rng.randint(1, rank) if rank and rng.random() < 0.95 else rank + 1
         batch = [rng.randint(1, 3) for _ in range(pick(rng, {0: 1, 1: 4, 2: 2}))]

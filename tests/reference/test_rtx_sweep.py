@@ -49,8 +49,8 @@ FAMILIES = {
     "normalization": (SS.normalization_case, 300),
     "resize": (S.resize_case, 200),
     # TopK, Scatter, ReverseSequence, Einsum (tests/helpers/rtx_sweep_index.py)
-    "topk": (SI.topk_case, 200), "scatter": (SI.scatter_case, 200),
-    "reverse_sequence": (SI.reverse_sequence_case, 120), "einsum": (SI.einsum_case, 250),
+    "topk": (SI.topk_case, 200), "scatter": (SI.scatter_case, 120),
+    "reverse_sequence": (SI.reverse_sequence_case, 100), "einsum": (SI.einsum_case, 250),
 }
 SEED = 0
 
