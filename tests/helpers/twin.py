@@ -90,6 +90,14 @@ REFERENCE_STRICTER: list[Stricter] = [
         lambda network, trt: network.mark_output(network.add_normalization_v2(
             network.add_input("x", trt.float32, (1, 5, 6)), network.add_input("scale", trt.float32, (1, 5, 1)),
             network.add_input("bias", trt.float32, (1, 1, 1)), 0b11).get_output(0))),
+    # -- TopK ---------------------------------------------------------------------------------------------------
+    Stricter(
+        r"must be one of the last four dimensions",
+        'add_topk: "Currently axes must specify exactly one dimension, and it must be one of the last four '
+        'dimensions." (TensorRT 10 and 11); the TopK operator page: "axes the axis to sample; must be one of the '
+        'last four dimensions."',
+        lambda network, trt: tuple(network.add_topk(network.add_input("x", trt.float32, (2, 2, 2, 2, 3)),
+                                                    trt.TopKOperation.MAX, 1, 1).get_output(0).shape)),
 ]
 
 @dataclass(frozen=True)
