@@ -452,6 +452,7 @@ class INetworkDefinition(NetworkDebugMarks):
                 if t is None and (i == 0 or not layer._OPTIONAL_INPUTS):
                     raise NetworkError(f"layer '{layer.name}': input {i} is not set")
             layer._infer()
+            layer._check_in_network()
         self._validate_uint8()
         validate_quantization(self)
 
