@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import torch
 
-from ..core import ITensor
+from ..core import ITensor, NetworkError
 from ..enums import DataType, LayerType
 from .base import ILayer, param
 from .common import f32, fail, need_float
@@ -86,10 +86,35 @@ def run(p, w, inputs, plugin):
     return [torch.cat([rot, rest], -1)]
 
 
+def _ranks_and_dim(name, shapes, dim):
+    """What add_rotary_embedding itself checks (as TensorRT does): the caches' shapes are checked once the layer
+    is complete, because position_ids (which make them 2-D tables) are set after it is added."""
+    if len(shapes[0]) != 4:
+        fail(name, f"the input has rank {len(shapes[0])}; a rotary embedding takes rank 4 [batch, heads, sequence, "
+                   "head size]")
+    for i, what in ((1, "cos_cache"), (2, "sin_cache")):
+        if len(shapes[i]) not in (2, 3):
+            fail(name, f"{what} has rank {len(shapes[i])}; it must be 3 [batch, sequence, R/2] or, with "
+                       "position_ids, 2")
+    if _even_non_negative(dim):
+        fail(name, f"rotary_embedding_dim is {dim}; it must be even and >= 0")
+    if dim > shapes[0][3]:
+        fail(name, f"rotary_embedding_dim {dim} is larger than the head size {shapes[0][3]}")
+
+
 def add_rotary_embedding(self, input: ITensor, cos_cache: ITensor, sin_cache: ITensor, interleaved: bool,
                          rotary_embedding_dim: int) -> IRotaryEmbeddingLayer:
-    return self._add(IRotaryEmbeddingLayer, [input, cos_cache, sin_cache],
-                     {"interleaved": bool(interleaved), "rotary_embedding_dim": int(rotary_embedding_dim)})
+    layer = self._add(IRotaryEmbeddingLayer, [input, cos_cache, sin_cache],
+                      {"interleaved": bool(interleaved), "rotary_embedding_dim": int(rotary_embedding_dim)},
+                      eager=False)
+    try:
+        _ranks_and_dim(layer.name, [tuple(t.shape) for t in (input, cos_cache, sin_cache)], int(rotary_embedding_dim))
+    except NetworkError:  # not added, as TensorRT returns None (what _add does after a failed inference)
+        self._layers.pop()
+        for t in layer._outputs:
+            self._unregister_tensor(t)
+        raise
+    return layer
 
 
 register(IRotaryEmbeddingLayer, infer, run, adds=(add_rotary_embedding,))
