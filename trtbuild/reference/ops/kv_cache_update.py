@@ -10,12 +10,12 @@ updated cache. NVIDIA's KVCacheUpdate operator, KVCacheMode.LINEAR (its only mod
 Everything else of the cache is copied. "Assuming no out-of-bounds writes occur" (TensorRT 11's docs): a write past
 S_max, before 0 or beyond the cache's batch, or lengths that are not a cumulative count, fail the run here.
 
-What TensorRT-RTX 1.7 requires, checked at definition or build as it does: cache and update of one type, FLOAT,
-HALF or BF16; write_indices rank 1 of the update's batch, INT32 (the operator page lists INT64 too, but TensorRT-RTX's
-build refuses it: "Write indices must be of type int32"); a static S_max; the update's heads and head size those of
-the cache, its batch and sequence no larger (padded). The cache must be a network input and the output a network
-output (TensorRT updates the cache in place: "shares the same device memory address with the cache input"), so
-one cache feeds one KV cache update.
+What TensorRT-RTX 1.7 requires, checked where it does (definition, shape query or build): cache and update of one
+type, FLOAT, HALF or BF16; write_indices rank 1 of the update's batch, INT32 (the operator page lists INT64 too, but
+TensorRT-RTX's build refuses it: "Write indices must be of type int32"); a static S_max; the update's heads and head
+size those of the cache, its batch and sequence no larger (padded); update_lengths only with PACKED_NHD. The cache
+must be a network input and the output a network output (TensorRT updates the cache in place: the output "shares
+the same device memory address with the cache input"), so one cache feeds one KV cache update.
 """
 
 from __future__ import annotations
@@ -61,6 +61,12 @@ class IKVCacheUpdateLayer(ILayer):
         super().set_input(index, tensor)
 
     def _check_in_network(self) -> None:
+        """What TensorRT-RTX checks when it builds: the update's shape for its form, and the in-place rules."""
+        shapes = [tuple(t.shape) if t is not None else None for t in self._inputs]
+        if AttentionIOForm(self._params["update_form"]) == AttentionIOForm.PACKED_NHD:
+            _packed_shapes(self.name, *shapes[:3], shapes[_LENGTHS] if len(shapes) > _LENGTHS else None)
+        else:
+            _padded_shapes(self.name, *shapes[:3])
         cache, out = self._inputs[0], self._outputs[0]
         if not cache.is_network_input:
             fail(self.name, f"the cache '{cache.name}' is not a network input; TensorRT updates the cache in place, "
@@ -98,10 +104,11 @@ def infer(p, w, shapes, dtypes, name, plugin):
         fail(name, "the cache's sequence dimension (dim 2) is dynamic; it must be static")
     if lengths is not None and not packed:
         fail(name, "update_lengths is set but update_form is PADDED_BHND; it is only valid with PACKED_NHD")
-    if packed:
-        _packed_shapes(name, cache, update, idx, lengths, dtypes)
-    else:
-        _padded_shapes(name, cache, update, idx)
+    if lengths is not None:
+        if dtypes[_LENGTHS] != DataType.INT32:
+            fail(name, f"update_lengths have type {dtypes[_LENGTHS].name}; they must be INT32")
+        if len(lengths) != 1:
+            fail(name, f"update_lengths have rank {len(lengths)}; they must be rank 1 [batch + 1]")
     return [cache], [dtypes[0]]
 
 
@@ -119,13 +126,9 @@ def _padded_shapes(name, cache, update, idx):
             fail(name, f"the update's {what} {update[d]} is larger than the cache's {cache[d]}")
 
 
-def _packed_shapes(name, cache, update, idx, lengths, dtypes):
+def _packed_shapes(name, cache, update, idx, lengths):
     if lengths is None:
         fail(name, "update_form is PACKED_NHD but update_lengths is not set")
-    if dtypes[_LENGTHS] != DataType.INT32:
-        fail(name, f"update_lengths have type {dtypes[_LENGTHS].name}; they must be INT32")
-    if len(lengths) != 1:
-        fail(name, f"update_lengths have rank {len(lengths)}; they must be rank 1 [batch + 1]")
     if len(update) != 3:
         fail(name, f"the update has rank {len(update)}; with update_form PACKED_NHD it is [total tokens, heads, "
                    "head size]")
