@@ -9,7 +9,6 @@ set to 0 after it (which also turns the NaN of a row with nothing kept into zero
 
 from __future__ import annotations
 
-import numpy as np
 from onnx import TensorProto
 
 from trtbuild.reference.enums import DataType, InterpolationMode, LayerType, SampleMode
@@ -38,12 +37,13 @@ def lower_grid_sample(g: GraphBuilder, layer, ins, outs):
 def lower_ragged_softmax(g: GraphBuilder, layer, ins, outs):
     dtype = layer.get_input(0).dtype
     x = g.to_float(ins[0], dtype)
-    length = g.add("Gather", [g.add("Shape", [ins[0]]), g.const(np.array(2), TensorProto.INT64, "sequence_dim")],
-                   None, axis=0)
-    positions = g.add("Range", [g.const(np.array(0), TensorProto.INT64, "start"), length,
-                                g.const(np.array(1), TensorProto.INT64, "step")])
+    def scalar(one_element: str) -> str:  # Range takes 0-D inputs; Squeeze drops the one dim
+        return g.add("Squeeze", [one_element])
+
+    length = scalar(g.add("Gather", [g.add("Shape", [ins[0]]), g.ints([2], "sequence_dim")], None, axis=0))
+    positions = g.add("Range", [scalar(g.ints([0], "start")), length, scalar(g.ints([1], "step"))])
     keep = g.add("Less", [positions, g.add("Cast", [ins[1]], None, to=TensorProto.INT64)])
-    masked = g.add("Where", [keep, x, g.scalar_like(-np.inf, DataType.FLOAT, "minus_inf")])
+    masked = g.add("Where", [keep, x, g.scalar_like(float("-inf"), DataType.FLOAT, "minus_inf")])
     y = g.add("Softmax", [masked], None, axis=-1)
     target = g.float_target(outs[0], dtype)
     g.add("Where", [keep, y, g.scalar_like(0.0, DataType.FLOAT, "zero")], [target])
