@@ -31,6 +31,7 @@ import re
 import pytest
 
 from helpers import rtx_sweep as S
+from helpers import rtx_sweep_sample as SA
 from helpers import rtx_sweep_shape as SS
 from helpers import rtx_sweep_tables as T
 from helpers import twin
@@ -47,6 +48,8 @@ FAMILIES = {
     "matrix_multiply": (SS.matmul_case, 300), "softmax": (SS.softmax_case, 120),
     "normalization": (SS.normalization_case, 300),
     "resize": (S.resize_case, 200),
+    "grid_sample": (SA.grid_sample_case, 150), "ragged_softmax": (SA.ragged_softmax_case, 100),
+    "rotary_embedding": (SA.rotary_embedding_case, 150), "kv_cache_update": (SA.kv_cache_update_case, 150),
 }
 SEED = 0
 
