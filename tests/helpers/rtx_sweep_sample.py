@@ -86,7 +86,8 @@ def rotary_embedding_case(rng):
         cshape = [b, s, half] if positions else [max_pos, half]
     pshape = [b, s] if rng.random() < 0.9 else rng.choice([[s], [1, s], [b, s + 1]])
     pdt = pick(rng, {"INT64": 5, "INT32": 3, "FLOAT": 1})
-    pos_values = np.random.default_rng(rng.randrange(1 << 32)).integers(0, max_pos, size=pshape)
+    rows = max(cshape[0], 1) if len(cshape) == 2 else max_pos  # ids index the tables actually drawn
+    pos_values = np.random.default_rng(rng.randrange(1 << 32)).integers(0, rows, size=pshape)
     xdt = some_dtype(rng, 0.8)
     cdt = xdt if rng.random() < 0.9 else rng.choice(FLOATS + ("INT32",))
     interleaved = rng.random() < 0.5

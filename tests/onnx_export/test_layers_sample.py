@@ -1,6 +1,6 @@
-"""GridSample and RaggedSoftMax: reference vs onnxruntime (ONNX GridSample at opset 16..19 and 20, a masked
-Softmax); every export also parsed and built by TensorRT-RTX. RotaryEmbedding and KVCacheUpdate are refused in one
-sentence."""
+"""GridSample, RaggedSoftMax and RotaryEmbedding: reference vs onnxruntime (ONNX GridSample at opset 16..19 and 20,
+a masked Softmax, ONNX RotaryEmbedding's definition written out); every export also parsed and built by
+TensorRT-RTX. KVCacheUpdate is refused in one sentence."""
 
 from __future__ import annotations
 
@@ -92,14 +92,43 @@ def test_ragged_softmax(dt, b_shape, bounds):
     check(define, dt, feeds=feeds, expect_ops=("Softmax", "Less", "Where"))
 
 
-def test_rotary_embedding_is_refused_in_one_sentence():
-    net = build(lambda n, dt: {"y": n.add_rotary_embedding(n.add_input("x", dt, (1, 2, 3, 4)),
-                                                           n.add_input("c", dt, (1, 3, 2)),
-                                                           n.add_input("s", dt, (1, 3, 2)), False, 0).get_output(0)},
-                trt.float32)
-    with pytest.raises(OnnxExportError, match=r"^layer '.*\[RotaryEmbedding\]': ONNX RotaryEmbedding needs opset 23 "
-                                              r"and the export writes opsets up to 21 [^\n]*\)$"):
-        export_onnx(net, None)
+def _rotary(interleaved, dim, positions, shape=(2, 3, 4, 8), rows=6):
+    b, _, s, h = shape
+    half = (dim or h) // 2
+
+    def define(net, dt):
+        c_shape = (rows, half) if positions else (b, s, half)
+        layer = net.add_rotary_embedding(net.add_input("x", dt, shape), net.add_input("c", dt, c_shape),
+                                         net.add_input("s", dt, c_shape), interleaved, dim)
+        if positions:
+            layer.set_input(3, net.add_input("p", positions, (b, s)))
+        return {"y": layer.get_output(0)}
+
+    def feeds(net):
+        rng = np.random.default_rng(3)
+        np_dt = np.float16 if net.get_input(0).dtype == trt.float16 else np.float32
+        c_shape = tuple(net.get_input(1).shape)
+        angles = rng.uniform(0, 6.3, c_shape)
+        out = {"x": rng.standard_normal(shape).astype(np_dt), "c": np.cos(angles).astype(np_dt),
+               "s": np.sin(angles).astype(np_dt)}
+        if positions:
+            out["p"] = rng.integers(0, rows, (b, s)).astype(np.int64 if positions == trt.int64 else np.int32)
+        return out
+    return define, feeds
+
+
+@BOTH
+@pytest.mark.parametrize("positions", [None, trt.int64, trt.int32], ids=["caches", "ids64", "ids32"])
+@pytest.mark.parametrize("dim", [0, 4])
+@pytest.mark.parametrize("interleaved", [False, True], ids=["halves", "interleaved"])
+def test_rotary_embedding_decomposed(dt, interleaved, dim, positions):
+    define, feeds = _rotary(interleaved, dim, positions)
+    check(define, dt, feeds=feeds, expect_ops=("Slice", "Mul", "Sub", "Concat"))
+
+
+def test_rotary_embedding_of_an_odd_head_size():
+    define, feeds = _rotary(True, 2, trt.int64, shape=(1, 2, 3, 5))
+    check(define, trt.float32, feeds=feeds, expect_ops=("Gather", "Reshape"))
 
 
 def test_kv_cache_update_is_refused_in_one_sentence():

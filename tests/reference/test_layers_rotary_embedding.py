@@ -96,6 +96,15 @@ def test_rope_is_onnx_rotary_embedding(refnet, interleaved):
     close(y, want)
 
 
+def test_a_partial_rotation_of_an_odd_head_size(refnet):
+    """TensorRT-RTX accepts an odd head size where rotary_embedding_dim is set (only all of H must pair up)."""
+    x = torch.randn(1, 2, 3, 5, generator=gen)
+    cos, sin = caches(1, 3, 2)
+    _, y = rotary(refnet, x, cos, sin, True, 4)
+    close(y, rope64(x, cos, sin, True, 4))
+    close(y[..., 4], x[..., 4], atol=0, rtol=0)
+
+
 def test_hand_computed_rotation(refnet):
     """A quarter turn of (1, 0) is (0, 1); half a turn of (2, 3) is (-2, -3) (H = 4, halves: pairs (0, 2), (1, 3))."""
     x = torch.tensor([1.0, 2.0, 0.0, 3.0]).reshape(1, 1, 1, 4)
@@ -139,7 +148,7 @@ def test_the_setter_refuses_an_odd_or_negative_dim(refnet, dim):
 @pytest.mark.parametrize("x_shape, c_shape, dim, words", [
     ((B, N, S, H), (B, S, 4), 3, "rotary_embedding_dim is 3; it must be even"),
     ((B, N, S, H), (B, S, 5), 10, "rotary_embedding_dim 10 is larger than the head size 8"),
-    ((B, N, S, 7), (B, S, 3), 0, "head size .* is 7; it must be even"),
+    ((B, N, S, 7), (B, S, 3), 0, "head size .* is 7; rotating all of it .* needs it even"),
     ((B, S, H), (B, S, 4), 0, "rank 3; a rotary embedding takes rank 4"),
     ((1, B, N, S, H), (B, S, 4), 0, "rank 5; a rotary embedding takes rank 4"),
     ((B, N, S, H), (B, S, 3), 0, r"cos_cache has shape \(2, 4, 3\) but must be \[2, 4, 4\]"),

@@ -1,5 +1,5 @@
-"""Lowering of GridSample (ONNX GridSample), RaggedSoftMax (a masked Softmax), and the refusals of
-RotaryEmbedding and KVCacheUpdate.
+"""Lowering of GridSample (ONNX GridSample), RaggedSoftMax (a masked Softmax), RotaryEmbedding (ONNX's
+RotaryEmbedding definition written out: the operator is opset 23) and the refusal of KVCacheUpdate.
 
 GridSample: opset 16 takes rank 4 with modes bilinear/nearest/bicubic; opset 20 any rank with linear/nearest/cubic.
 SampleMode FILL/CLAMP/REFLECT are padding_mode zeros/border/reflection; align_corners maps one to one.
@@ -52,8 +52,37 @@ def lower_ragged_softmax(g: GraphBuilder, layer, ins, outs):
 
 @lowers(LayerType.ROTARY_EMBEDDING)
 def lower_rotary_embedding(g: GraphBuilder, layer, ins, outs):
-    raise OnnxExportError(f"layer '{layer.name}': ONNX RotaryEmbedding needs opset 23 and the export writes opsets "
-                          "up to 21 (the range TensorRT's ONNX parsers read)")
+    """ONNX RotaryEmbedding is opset 23, beyond the export's 21: its definition written out as a FLOAT
+    decomposition (Gather of the tables by position_ids, Slice into pairs, Mul/Sub/Add, Concat back)."""
+    p = layer._params
+    dtype = layer.get_input(0).dtype
+    head = layer.get_input(0).shape[3]
+    dim = p["rotary_embedding_dim"] or head
+    x, cos, sin = (g.to_float(name, dtype) for name in ins[:3])
+    if len(ins) > 3 and ins[3] is not None:  # position_ids index the [positions, R/2] tables
+        cos, sin = (g.add("Gather", [t, ins[3]], None, axis=0) for t in (cos, sin))
+    cos, sin = (g.add("Unsqueeze", [t, g.ints([1], "heads_axis")]) for t in (cos, sin))  # [B, 1, S, R/2]
+
+    def cut(t, start, end, step=1):
+        return g.add("Slice", [t, g.ints([start], "start"), g.ints([end], "end"), g.ints([3], "axis"),
+                               g.ints([step], "step")])
+
+    x1, x2 = (cut(x, 0, dim, 2), cut(x, 1, dim, 2)) if p["interleaved"] else (cut(x, 0, dim // 2),
+                                                                               cut(x, dim // 2, dim))
+    real = g.add("Sub", [g.add("Mul", [x1, cos]), g.add("Mul", [x2, sin])])
+    imag = g.add("Add", [g.add("Mul", [x1, sin]), g.add("Mul", [x2, cos])])
+    if p["interleaved"]:  # (real0, imag0, real1, imag1, ...): pairs stacked on a new last axis, then flattened
+        last = g.ints([-1], "last_axis")
+        pairs = g.add("Concat", [g.add("Unsqueeze", [real, last]), g.add("Unsqueeze", [imag, last])], None, axis=-1)
+        rotated = g.add("Reshape", [pairs, g.add("Shape", [cut(x, 0, dim)])])
+    else:
+        rotated = g.add("Concat", [real, imag], None, axis=-1)
+    target = g.float_target(outs[0], dtype)
+    if dim < head:
+        g.add("Concat", [rotated, cut(x, dim, head)], [target], axis=-1)
+    else:
+        g.add("Identity", [rotated], [target])
+    g.from_float(target, outs[0], dtype)
 
 
 @lowers(LayerType.KV_CACHE_UPDATE)

@@ -6,8 +6,9 @@ dims (interleaved False, GPT-NeoX) or adjacent elements (interleaved True, GPT-J
 (cos * x1 - sin * x2, sin * x1 + cos * x2) with the cos/sin of its token and pair index; the other H - R dims pass
 through. The caches are [B, S, R / 2]; with position_ids (input 3, set by set_input: [B, S], INT32 or INT64) they
 are [max_position + 1, R / 2] tables that the ids index. Input and caches have one type, FLOAT, HALF or BF16.
-TensorRT-RTX 1.7 requires these shapes exactly (no broadcasting), H even and R even, 0 <= R <= H (an odd or
-negative R is refused by add_rotary_embedding and the setter alike). A position id outside the tables fails the run.
+TensorRT-RTX 1.7 requires these shapes exactly (no broadcasting), R even and 0 <= R <= H (an odd or negative R is
+refused by add_rotary_embedding and the setter alike), and H even where R is 0 (all of H rotates); a partial
+rotation of an odd H is accepted. A position id outside the tables fails the run.
 """
 
 from __future__ import annotations
@@ -49,8 +50,8 @@ def infer(p, w, shapes, dtypes, name, plugin):
     dim = p["rotary_embedding_dim"]
     if _even_non_negative(dim):
         fail(name, f"rotary_embedding_dim is {dim}; it must be even and >= 0")
-    if head % 2:
-        fail(name, f"the head size (input dim 3) is {head}; it must be even")
+    if head % 2 and not dim:
+        fail(name, f"the head size (input dim 3) is {head}; rotating all of it (rotary_embedding_dim 0) needs it even")
     if dim > head:
         fail(name, f"rotary_embedding_dim {dim} is larger than the head size {head}")
     half = (dim or head) // 2
