@@ -48,8 +48,8 @@ FAMILIES = {
     "matrix_multiply": (SS.matmul_case, 300), "softmax": (SS.softmax_case, 120),
     "normalization": (SS.normalization_case, 300),
     "resize": (S.resize_case, 200),
-    "grid_sample": (SA.grid_sample_case, 150), "ragged_softmax": (SA.ragged_softmax_case, 100),
-    "rotary_embedding": (SA.rotary_embedding_case, 150), "kv_cache_update": (SA.kv_cache_update_case, 150),
+    "grid_sample": (SA.grid_sample_case, 120), "ragged_softmax": (SA.ragged_softmax_case, 80),
+    "rotary_embedding": (SA.rotary_embedding_case, 120), "kv_cache_update": (SA.kv_cache_update_case, 120),
 }
 SEED = 0
 
