@@ -171,3 +171,15 @@ def test_values_for_a_hand_computed_case(refnet):
     g = torch.tensor([[[[0.0, 0.0], [-1.0, -1.0], [1.0, 1.0], [1.0, -1.0]]]])
     _, y = sample(refnet, x, g, IM.LINEAR, SM.FILL, True)
     close(y, np.array([[[[2.75, 1.0, 5.0, 2.0]]]]))
+
+
+def test_a_dynamic_input_batch_with_a_static_grid_batch(refnet):
+    """The output keeps the input's (dynamic) batch, as TensorRT-RTX infers, though the grid's is static."""
+    from helpers.refnet import add_profile
+
+    layer = refnet.network.add_grid_sample(refnet.input("x", (-1, 2, 3, 4)), refnet.input("g", (2, 5, 6, 2)))
+    assert tuple(layer.get_output(0).shape) == (-1, 2, 5, 6)
+    add_profile(refnet, {"x": ((1, 2, 3, 4), (2, 2, 3, 4), (3, 2, 3, 4))})
+    x, g = randn(2, 2, 3, 4), grid(2, 5, 6, 2)
+    y = refnet.run({"x": x, "g": g}, y=layer.get_output(0))["y"]
+    close(y, F.grid_sample(x.double(), g.double(), "bilinear", "zeros", align_corners=False))

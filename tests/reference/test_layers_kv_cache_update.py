@@ -237,3 +237,21 @@ def test_packed_lengths_must_be_cumulative_counts():
     p = {"cache_mode": int(LINEAR), "update_form": int(PACKED)}
     with pytest.raises(IndexError, match="not cumulative counts of the 5 tokens"):
         run(p, {}, [randn(*CACHE), randn(5, 3, 4), torch.tensor([0, 0]), torch.tensor([0, 4, 2])], None)
+
+
+def test_dynamic_batch(refnet):
+    from helpers.refnet import add_profile
+
+    net = refnet.network
+    layer = net.add_kv_cache_update(refnet.input("c", (-1, 3, 8, 4)), refnet.input("u", (-1, 3, 2, 4)),
+                                    refnet.input("w", (-1,), trt.int32), LINEAR)
+    assert tuple(layer.get_output(0).shape) == (-1, 3, 8, 4)
+    add_profile(refnet, {"c": ((1, 3, 8, 4), (2, 3, 8, 4), (3, 3, 8, 4)), "u": ((1, 3, 2, 4), (2, 3, 2, 4),
+                                                                                (3, 3, 2, 4)),
+                         "w": ((1,), (2,), (3,))})
+    cache, update = randn(3, 3, 8, 4), randn(3, 3, 2, 4)
+    y = refnet.run({"c": cache, "u": update, "w": torch.tensor([6, 0, 3], dtype=torch.int32)}, y=layer.get_output(0))
+    want = cache.clone()
+    for i, start in enumerate([6, 0, 3]):
+        want[i, :, start:start + 2] = update[i]
+    close(y["y"], want, atol=0, rtol=0)

@@ -68,7 +68,7 @@ def infer(p, w, shapes, dtypes, name, plugin):
                    "coordinate per spatial dimension)")
     if -1 not in (x[0], g[0]) and x[0] != g[0]:
         fail(name, f"the input's first dimension is {x[0]} but the grid's is {g[0]}; they must be equal")
-    return [(x[0] if x[0] != -1 else g[0], x[1], *g[1:-1])], [dtypes[0]]
+    return [(x[0], x[1], *g[1:-1])], [dtypes[0]]  # the input's batch, dynamic or not (as TensorRT-RTX infers)
 
 
 def _unnormalize(coord: torch.Tensor, size: int, align: bool) -> torch.Tensor:
