@@ -20,7 +20,6 @@ the same device memory address with the cache input"), so one cache feeds one KV
 
 from __future__ import annotations
 
-
 from ..core import ITensor, NetworkError
 from ..enums import AttentionIOForm, DataType, KVCacheMode, LayerType
 from .base import ILayer, param
@@ -94,6 +93,8 @@ def infer(p, w, shapes, dtypes, name, plugin):
                    "max sequence, head size]")
     if len(idx) != 1:
         fail(name, f"write_indices have rank {len(idx)}; they must be rank 1 [batch]")
+    if len(update) not in (3, 4):
+        fail(name, f"the update has rank {len(update)}; it is rank 4 (PADDED_BHND) or 3 (PACKED_NHD)")
     need_float(name, dtypes[0], "the cache")
     need_float(name, dtypes[1], "the update")
     if dtypes[1] != dtypes[0]:
@@ -116,9 +117,9 @@ def _padded_shapes(name, cache, update, idx):
     if len(update) != 4:
         fail(name, f"the update has rank {len(update)}; with update_form PADDED_BHND it is [batch, heads, sequence, "
                    "head size]")
-    for d, what in ((1, "heads"), (3, "head size")):
+    for d, what in ((1, "head count"), (3, "head size")):
         if _known(update[d], cache[d]) and update[d] != cache[d]:
-            fail(name, f"the update has {update[d]} {what} but the cache {cache[d]}; they must be equal")
+            fail(name, f"the update's {what} is {update[d]} but the cache's is {cache[d]}; they must be equal")
     if _known(update[0], idx[0]) and update[0] != idx[0]:
         fail(name, f"the update's batch is {update[0]} but write_indices have {idx[0]}; they must be equal")
     for d, what in ((0, "batch"), (2, "sequence length")):
@@ -132,9 +133,9 @@ def _packed_shapes(name, cache, update, idx, lengths):
     if len(update) != 3:
         fail(name, f"the update has rank {len(update)}; with update_form PACKED_NHD it is [total tokens, heads, "
                    "head size]")
-    for d, c, what in ((1, 1, "heads"), (2, 3, "head size")):
+    for d, c, what in ((1, 1, "head count"), (2, 3, "head size")):
         if _known(update[d], cache[c]) and update[d] != cache[c]:
-            fail(name, f"the update has {update[d]} {what} but the cache {cache[c]}; they must be equal")
+            fail(name, f"the update's {what} is {update[d]} but the cache's is {cache[c]}; they must be equal")
     if _known(lengths[0], idx[0]) and lengths[0] != idx[0] + 1:
         fail(name, f"update_lengths have {lengths[0]} elements but write_indices {idx[0]}; there must be one more "
                    "(cumulative counts starting at 0)")
