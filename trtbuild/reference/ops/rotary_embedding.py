@@ -55,13 +55,12 @@ def infer(p, w, shapes, dtypes, name, plugin):
     if dim > head:
         fail(name, f"rotary_embedding_dim {dim} is larger than the head size {head}")
     half = (dim or head) // 2
-    want = (-2, half) if positions else (b, s, half)  # -2: any number of positions
     for i, what in ((1, "cos_cache"), (2, "sin_cache")):
         c = tuple(shapes[i])
-        if len(c) != len(want) or any(cd != wd for cd, wd in zip(c, want) if wd != -2):
-            shape = "[max_position + 1, " if positions else f"[{b}, {s}, "
-            fail(name, f"{what} has shape {c} but must be {shape}{half}]" +
-                 (" with position_ids" if positions else " (or 2-D with position_ids)"))
+        if positions and (len(c) != 2 or c[1] != half):  # a table of any number of positions
+            fail(name, f"{what} has shape {c} but must be [max_position + 1, {half}] with position_ids")
+        if not positions and c != (b, s, half):
+            fail(name, f"{what} has shape {c} but must be [{b}, {s}, {half}] (or 2-D with position_ids)")
     if positions:
         if dtypes[3] not in (DataType.INT32, DataType.INT64):
             fail(name, f"position_ids have type {dtypes[3].name}; they must be INT32 or INT64")
