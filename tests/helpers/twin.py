@@ -192,6 +192,8 @@ class Twin:
             return v.name
         if v is None or isinstance(v, (bool, int, float, str)):
             return v
+        if hasattr(v, "is_network_input") and hasattr(v, "name"):  # a tensor attribute (update_lengths): its name
+            return f"tensor {v.name}"
         try:
             return tuple(Twin.plain(x) for x in v)
         except TypeError:

@@ -86,6 +86,10 @@ NETWORK = {
     "add_cumulative": lambda t, e: (e["x"], e["axis"], t.CumulativeOperation.SUM, False, True),
     "add_one_hot": lambda t, e: (e["idx"], e["values"], e["axis"], -1),
     "add_resize": lambda t, e: (e["x"],),
+    "add_grid_sample": lambda t, e: (e["x"], e["grid"]),
+    "add_ragged_softmax": lambda t, e: (e["seq"], e["bounds"]),
+    "add_rotary_embedding": lambda t, e: (e["x"], e["cossin"], e["cossin"], True, 4),
+    "add_kv_cache_update": lambda t, e: (e["x"], e["update"], e["starts"], t.KVCacheMode.LINEAR),
     "get_layer": lambda t, e: (0,),
     "get_input": lambda t, e: (0,),
     "get_output": lambda t, e: (0,),
@@ -135,6 +139,12 @@ def _env(trt) -> dict:
     env["axis"] = network.add_constant((), np.array(1, np.int32)).get_output(0)
     env["values"] = network.add_input("values", trt.float32, (2,))
     env["axes"] = network.add_constant((1,), np.array([0], np.int64)).get_output(0)
+    env["grid"] = network.add_input("grid", trt.float32, (1, 3, 3, 2))
+    env["seq"], env["bounds"] = network.add_input("seq", trt.float32, (2, 3, 5)), network.add_input("bounds", trt.int32,
+                                                                                                   (2, 3, 1))
+    env["cossin"] = network.add_input("cossin", trt.float32, (1, 6, 2))
+    env["update"], env["starts"] = network.add_input("update", trt.float32, (1, 4, 2, 6)), network.add_input(
+        "starts", trt.int32, (1,))
     env["layer"] = network.add_identity(x)
     env["out"] = env["layer"].get_output(0)
     network.mark_output(env["out"])

@@ -33,6 +33,7 @@ import pytest
 from helpers import rtx_sweep as S
 from helpers import rtx_sweep_dds as D
 from helpers import rtx_sweep_index as SI
+from helpers import rtx_sweep_sample as SA
 from helpers import rtx_sweep_shape as SS
 from helpers import rtx_sweep_topk as ST
 from helpers import rtx_sweep_tables as T
@@ -56,6 +57,8 @@ FAMILIES = {
     "non_zero": (D.non_zero_case, 80), "nms": (D.nms_case, 120),
     "topk": (ST.topk_case, 200), "scatter": (ST.scatter_case, 120),
     "reverse_sequence": (ST.reverse_sequence_case, 100), "einsum": (ST.einsum_case, 250),
+    "grid_sample": (SA.grid_sample_case, 120), "ragged_softmax": (SA.ragged_softmax_case, 80),
+    "rotary_embedding": (SA.rotary_embedding_case, 120), "kv_cache_update": (SA.kv_cache_update_case, 120),
 }
 SEED = 0
 

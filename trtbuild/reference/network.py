@@ -458,9 +458,7 @@ class INetworkDefinition(NetworkDebugMarks):
                 if t is None and (i == 0 or not layer._OPTIONAL_INPUTS):
                     raise NetworkError(f"layer '{layer.name}': input {i} is not set")
             layer._infer()
-        for layer in self._layers:  # checks made only when the network is built (an assertion's constant condition)
-            if hasattr(layer, "_build_check"):
-                layer._build_check()
+            layer._check_in_network()
         self._validate_uint8()
         validate_quantization(self)
 

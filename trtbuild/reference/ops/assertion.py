@@ -39,7 +39,7 @@ class IAssertionLayer(ILayer):
         _refuse_input_values(self)
         return super()._infer()
 
-    def _build_check(self) -> None:
+    def _check_in_network(self) -> None:
         """At build time: a condition that depends on no network input must hold."""
         value = constant_value(self._inputs[0])
         why = failure(self._params["message"], value, "when the network is built") if value is not None else None
