@@ -37,9 +37,9 @@ def _dim(x, dim, name: str, rank: int | None = None) -> int:
     return int(dim) % max(rank, 1)
 
 
-def shuffle(network, x, name: str, dims=None, perm=None, placeholder: bool = True):
-    """One shuffle layer: reshape to `dims` (0 copies the input dim at that index when `placeholder`,
-    -1 is inferred), or permute by `perm` (first_transpose)."""
+def shuffle(network, x, name: str, dims=None, perm=None, placeholder: bool = True, then=None):
+    """One shuffle layer: permute by `perm` (first_transpose), reshape to `dims` (0 copies the input
+    dim at that index when `placeholder`, -1 is inferred), then permute by `then` (second_transpose)."""
     trt = trt_of(network)
     layer = network.add_shuffle(x)
     if layer is not None:
@@ -48,6 +48,8 @@ def shuffle(network, x, name: str, dims=None, perm=None, placeholder: bool = Tru
         if dims is not None:
             layer.reshape_dims = trt.Dims(tuple(dims))
             layer.zero_is_placeholder = placeholder
+        if then is not None:
+            layer.second_transpose = trt.Permutation(list(then))
     return out(layer, name)
 
 
@@ -224,12 +226,18 @@ def softmax(network, x, dim, name: str):
     return out(layer, name)
 
 
-def _lead_ones(network, x, count: int, name: str):
-    """`x` with `count` size-1 dims in front (an unsqueeze layer `name`, axes constant `name/axes`)."""
+def unsqueeze_axes(network, x, axes, name: str):
+    """`x` with size-1 dims inserted at `axes` of the output (an unsqueeze layer `name`, its axes a
+    constant `name/axes`); the other dims may be dynamic."""
     trt = trt_of(network)
-    axes = keep_alive(network, np.arange(count, dtype=np.int32))
-    at = out(network.add_constant(trt.Dims(axes.shape), axes), f"{name}/axes")
+    arr = keep_alive(network, np.asarray(list(axes), dtype=np.int32))
+    at = out(network.add_constant(trt.Dims(arr.shape), arr), f"{name}/axes")
     return out(network.add_unsqueeze(x, at), name)
+
+
+def lead_ones(network, x, count: int, name: str):
+    """`x` with `count` size-1 dims in front (see unsqueeze_axes)."""
+    return unsqueeze_axes(network, x, range(count), name)
 
 
 def matmul(network, a, b, name: str, transpose_a: bool = False, transpose_b: bool = False):
@@ -244,11 +252,11 @@ def matmul(network, a, b, name: str, transpose_a: bool = False, transpose_b: boo
                            f"'{a.name}' {_shape(a)} and '{b.name}' {_shape(b)}")
     if ra >= 2 and rb >= 2 and ra != rb:
         if ra < rb:
-            a = _lead_ones(network, a, rb - ra, f"{name}/a_view")
+            a = lead_ones(network, a, rb - ra, f"{name}/a_view")
         else:
-            b = _lead_ones(network, b, ra - rb, f"{name}/b_view")
+            b = lead_ones(network, b, ra - rb, f"{name}/b_view")
     if ra == 1 and rb > 2:  # (K) @ (..., K, M): a row vector against every matrix of the batch
-        a = _lead_ones(network, a, rb - 2, f"{name}/a_view")
+        a = lead_ones(network, a, rb - 2, f"{name}/a_view")
         a_op = trt.MatrixOperation.VECTOR
     else:
         a_op = trt.MatrixOperation.VECTOR if ra == 1 else (
@@ -256,7 +264,7 @@ def matmul(network, a, b, name: str, transpose_a: bool = False, transpose_b: boo
     b_op = trt.MatrixOperation.VECTOR if rb == 1 else (
         trt.MatrixOperation.TRANSPOSE if transpose_b else trt.MatrixOperation.NONE)
     if rb == 1 and ra > 2:
-        b = _lead_ones(network, b, ra - 2, f"{name}/b_view")
+        b = lead_ones(network, b, ra - 2, f"{name}/b_view")
     ka = _shape(a)[-1] if a_op != trt.MatrixOperation.TRANSPOSE else _shape(a)[-2]
     kb = _shape(b)[-1] if b_op != trt.MatrixOperation.NONE else _shape(b)[-2]
     if ka >= 0 and kb >= 0 and ka != kb:
