@@ -129,7 +129,8 @@ class GraphBuilder:
             tensor = helper.make_tensor(name, elem_type, arr.shape, arr.astype(np.float32).reshape(-1).tolist())
         else:
             np_type = helper.tensor_dtype_to_np_dtype(elem_type)
-            tensor = numpy_helper.from_array(np.ascontiguousarray(arr.astype(np_type)), name)
+            # ascontiguousarray makes a 0-d array 1-d: reshape back, so a scalar stays a scalar
+            tensor = numpy_helper.from_array(np.ascontiguousarray(arr.astype(np_type)).reshape(arr.shape), name)
         self.initializers.append(tensor)
         return name
 
