@@ -222,3 +222,14 @@ def test_attention_path_is_composed_everywhere(rtx):
 
     for module in (ref, rtx):
         assert attention_path(module, None, None, None) == "composed"
+
+
+def test_mha_dynamic_batch_and_length():
+    """Dynamic N and L (seq-first): the head split and merge copy them with reshape placeholders."""
+    m = _mha()
+    w = AttentionWeights.from_state_dict(m.state_dict())
+    pair = build_pair({"x": ((-1, -1, E), "fp32")}, lambda n, x: multi_head_attention(n, x, x, x, w, 2, "mha"),
+                      profile={"x": ((1, 1, E), (3, 2, E), (6, 3, E))})
+    for shape in ((5, 3, E), (2, 1, E)):
+        x = seeded(*shape)
+        assert_close(pair.run(x=x)[0], m(x, x, x, need_weights=False)[0], "fp32")

@@ -1,4 +1,4 @@
-"""trtbuild.layers.embedding against nn.Embedding: INT32 and INT64 indices of rank 1 to 3 (a dynamic batch
+"""trtbuild.layers.embeddings.embedding against nn.Embedding: INT32 and INT64 indices of rank 1 to 3 (a dynamic batch
 too), tables in fp32, fp16 and bf16 (exact: a gather copies rows of the table rounded to that type), built
 by TensorRT-RTX with the same layers; refusals name the layer."""
 
@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch import nn
 
-from trtbuild.layers.embedding import embedding
+from trtbuild.layers.embeddings import embedding
 
 from helpers.builder_pair import build_pair, np_weights, refused, rounded
 

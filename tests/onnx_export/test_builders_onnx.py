@@ -1,4 +1,4 @@
-"""Networks made by the transformer builders (trtbuild.layers.tensor, activation, attention, embedding, and the
+"""Networks made by the transformer builders (trtbuild.layers.tensor, activation, attention, embeddings, and the
 tiny ViT of helpers.tiny_vit) export to ONNX, run in onnxruntime equal to the reference, and are
 parsed and built by TensorRT-RTX's ONNX parser (helpers.onnx_rtx). A scalar constant (select's index) stays
 a scalar initializer."""
@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import trtbuild.reference as trt
-from trtbuild.layers import activation, attention, embedding, tensor
+from trtbuild.layers import activation, attention, embeddings, tensor
 from trtbuild.onnx_export import export_onnx
 from trtbuild.weights import WeightMap
 
@@ -49,7 +49,7 @@ def test_builders_export(label, dt):
 def test_embedding_exports():
     def define(n, dt):
         ids = n.add_input("ids", trt.int32, (2, 5))
-        return {"y": embedding.embedding(n, ids, np.random.default_rng(0).standard_normal((9, 4)), "tok")}
+        return {"y": embeddings.embedding(n, ids, np.random.default_rng(0).standard_normal((9, 4)), "tok")}
 
     check(define, F32, feeds={"ids": np.array([[0, 1, 2, 3, 8], [4, 4, 5, 6, 7]], np.int32)})
 

@@ -12,7 +12,7 @@ from .activation import gelu, hardsigmoid, hardswish, mish, prelu, relu6, silu
 from .attention import (AttentionWeights, attention_path, multi_head_attention, planned_multi_head_attention,
                         scaled_dot_product_attention)
 from .basic import add, avg_pool, conv, global_avg_pool, linear, max_pool, relu
-from .embedding import embedding
+from .embeddings import embedding
 from .normalization import layer_norm
 from .planned import planned_linear
 from .resize import interpolate
