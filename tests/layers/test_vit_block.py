@@ -48,3 +48,18 @@ def test_vit_matches_pytorch_and_builds_on_rtx(model, dtype):
     assert len(names) == len(set(names))  # every layer has its own name
     for part in ("patch", "patch/tokens", "cls", "tokens", "pos", "attn/attention/softmax", "attn", "gelu", "head"):
         assert part in names
+
+
+@pytest.mark.parametrize("precision", ["fp32", "fp16"])
+def test_vit_builds_through_the_tensorrt_rtx_backend(model, precision):
+    """The user's path: trtbuild.backend picks TensorRT-RTX, build_plan builds the network function, and its
+    cross-check builds it on the reference too, with every tensor's name, shape and dtype equal."""
+    from trtbuild.backend import load_trt
+    from trtbuild.engine.build import build_plan
+
+    wm = WeightMap.from_state_dict({k: v.float() for k, v in model.state_dict().items()})
+    plan = build_plan(load_trt("tensorrt-rtx"), lambda n, x: {"logits": vit_network(n, x, wm)},
+                      input_shape=(BATCH, 3, IMG, IMG), precision=precision, progress=False, cross_check=True)
+    check = plan.info["cross_check"]
+    assert check["outputs"] == [{"name": "logits", "shape": [BATCH, CLASSES], "dtype": "FLOAT"}]
+    assert check["tensors_compared"] > 60 and not check["notes"]
