@@ -62,4 +62,4 @@ def test_vit_builds_through_the_tensorrt_rtx_backend(model, precision):
                       input_shape=(BATCH, 3, IMG, IMG), precision=precision, progress=False, cross_check=True)
     check = plan.info["cross_check"]
     assert check["outputs"] == [{"name": "logits", "shape": [BATCH, CLASSES], "dtype": "FLOAT"}]
-    assert check["tensors_compared"] > 60 and not check["notes"]
+    assert check["tensors_compared"] >= 60 and not check["notes"]  # every layer output of the network
