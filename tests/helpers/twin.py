@@ -90,7 +90,22 @@ REFERENCE_STRICTER: list[Stricter] = [
         lambda network, trt: network.mark_output(network.add_normalization_v2(
             network.add_input("x", trt.float32, (1, 5, 6)), network.add_input("scale", trt.float32, (1, 5, 1)),
             network.add_input("bias", trt.float32, (1, 1, 1)), 0b11).get_output(0))),
+    Stricter(
+        r"requires the same shape in both branches",
+        'IIfConditional: "The type and shape of each output tensor from the true/false subgraphs are the same, '
+        'except that the shapes are allowed to differ if the condition is a build-time constant." (TensorRT 11.4; '
+        "TensorRT-RTX gives -1 where the static dims differ)",
+        lambda network, trt: _if_with_outputs(network, trt, (2, 3), (1, 3))),
 ]
+
+
+def _if_with_outputs(network, trt, true_shape, false_shape):
+    """An if-conditional selecting between two inputs of the given shapes."""
+    cond = network.add_if_conditional()
+    cond.set_condition(network.add_input("c", trt.bool, ()))
+    out = cond.add_output(cond.add_input(network.add_input("x", trt.float32, true_shape)).get_output(0),
+                          cond.add_input(network.add_input("z", trt.float32, false_shape)).get_output(0))
+    network.mark_output(out.get_output(0))
 
 #: RTX logs a CUDA error alongside most errors on a machine without a GPU; it is noise here.
 _NOISE = re.compile(r"catchCudaError|CUDA driver version is insufficient")
@@ -379,7 +394,15 @@ def _wrap(twin: Twin, r, x, what: str):
         return TwinTensor(twin, r, x, what)
     if isinstance(r, ref.ILayer):
         return TwinLayer(twin, r, x, what)
+    if isinstance(r, _CONSTRUCTS):
+        return TwinConstruct(twin, r, x, what)
     return r
+
+
+#: control-flow constructs (add_if_conditional, add_loop): their add_* methods and set_condition go to both
+#: sides, as a network's; `conditional`/`loop` of a boundary layer is the construct (not compared: RTX's is
+#: another object)
+_CONSTRUCTS = tuple(getattr(ref, name) for name in ("IIfConditional", "ILoop") if hasattr(ref, name))
 
 
 def _describe(name, args, kwargs) -> str:
@@ -400,7 +423,7 @@ class _TwinObject:
     """Shared by TwinNetwork and TwinLayer: methods go to both sides, attribute reads to the
     reference (compared with RTX), attribute sets to both."""
 
-    _SKIP_COMPARE = ("name", "metadata")
+    _SKIP_COMPARE = ("name", "metadata", "conditional", "loop")
 
     def __init__(self, twin: Twin, r, x, what: str):
         object.__setattr__(self, "_twin", twin)
@@ -475,6 +498,13 @@ class TwinLayer(_TwinObject):
 
 class TwinNetwork(_TwinObject):
     pass
+
+
+class TwinConstruct(_TwinObject):
+    """An IIfConditional or ILoop and its RTX twin."""
+
+    def _affected(self, rtx_result) -> list:
+        return _outputs(rtx_result) if rtx_result is not None and hasattr(rtx_result, "num_outputs") else []
 
 
 class TwinRefNet(RefNet):

@@ -44,10 +44,16 @@ def _topological(network) -> list:
         if id(layer) in seen:
             return
         seen.add(id(layer))
-        for t in layer._inputs:
-            if t is not None and id(t) in produced_by:
+        back = getattr(layer, "_BACK_EDGES", ())  # a loop's next-iteration values: computed after the layer
+        for i, t in enumerate(layer._inputs):
+            if t is not None and id(t) in produced_by and i not in back:
                 visit(produced_by[id(t)])
         order.append(layer)
+        for other in [layer._inputs[i] for i in back if i < len(layer._inputs)]:
+            if other is not None and id(other) in produced_by:
+                visit(produced_by[id(other)])
+        for other in getattr(layer, "_companions", list)():  # a construct's boundary layers come together
+            visit(other)
 
     for t in network._outputs + debug_roots(network):
         if id(t) in produced_by:
@@ -159,6 +165,9 @@ def plan_header(data) -> dict:
     return header
 
 
+#: the layer types that have no outputs (a construct's condition or trip limit)
+_NO_OUTPUTS = frozenset({"CONDITION", "TRIP_LIMIT"})
+
 _STAGE_TEXT = {"container": "", "header": "reference plan header: ", "blob": "reference plan weights blob: ",
                "graph": "reference plan graph: "}
 
@@ -217,7 +226,7 @@ def check_header(header: dict) -> None:
         for i in entry["inputs"]:
             _need(_is_int(i) and (i == -1 or i in defined),
                   f"{where} reads tensor id {i!r}, which no input or earlier layer defines")
-        _need(len(entry["outputs"]) > 0, f"{where} has no outputs")
+        _need(len(entry["outputs"]) > 0 or entry["type"] in _NO_OUTPUTS, f"{where} has no outputs")
         for j, t in enumerate(entry["outputs"]):
             _check_tensor(t, f"{where} outputs[{j}]")
             _need(t["id"] not in defined, f"{where} outputs[{j}] redefines tensor id {t['id']}")
