@@ -219,6 +219,7 @@ class Region:
         self.nodes = {i: s.nodes[i] for i in s.members[c]}
         self.what = s.what(c)
         self.units = list(zip(order, steps))
+        self.nodes_of = nodes_of
 
     def run(self, values: dict, run_node) -> None:  # pragma: no cover - every construct defines it
         raise NotImplementedError
