@@ -205,7 +205,10 @@ def check_header(header: dict) -> None:
 
     _need(header.get("arithmetic", MODELS[0]) in MODELS,
           f"'arithmetic' is {header.get('arithmetic')!r}, not one of {MODELS}")
+    from .ops.registry import op_for
+
     defined: dict[int, str] = {}
+    later: list = []  # (layer, tensor id) of back edges
     names: set[str] = set()
     for i, t in enumerate(header["inputs"]):
         _check_tensor(t, f"inputs[{i}]")
@@ -223,7 +226,11 @@ def check_header(header: dict) -> None:
                   f"{where} '{key}' is a {type(entry[key]).__name__}, not a {kind.__name__}")
         where = f"{where} ('{entry['name']}')"
         _need(entry["type"] in LayerType.__members__, f"{where} has type {entry['type']!r}, not a TensorRT LayerType")
-        for i in entry["inputs"]:
+        back = getattr(getattr(op_for(LayerType[entry["type"]]), "cls", None), "_BACK_EDGES", ())
+        for k, i in enumerate(entry["inputs"]):
+            if k in back and _is_int(i):  # a loop's next-iteration value, computed after the layer
+                later.append((where, i))
+                continue
             _need(_is_int(i) and (i == -1 or i in defined),
                   f"{where} reads tensor id {i!r}, which no input or earlier layer defines")
         _need(len(entry["outputs"]) > 0 or entry["type"] in _NO_OUTPUTS, f"{where} has no outputs")
@@ -247,6 +254,8 @@ def check_header(header: dict) -> None:
                       f"{where} plugin '{key}' is {spec.get(key)!r}, not a {kind.__name__}")
             for key, ref in spec["fields"].items():
                 _need(isinstance(ref, str), f"{where} plugin field '{key}' refers to {ref!r}, not a blob tensor name")
+    for where, i in later:
+        _need(i == -1 or i in defined, f"{where} reads tensor id {i!r}, which no input or layer defines")
     for i, t in enumerate(header["outputs"]):
         _check_tensor(t, f"outputs[{i}]")
         _need(t["id"] in defined, f"outputs[{i}] ('{t['name']}') is tensor id {t['id']}, which nothing defines")

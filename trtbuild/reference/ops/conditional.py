@@ -30,7 +30,7 @@ class IIfConditional:
 
     def __init__(self, network):
         self._network = network
-        self._number = sum(isinstance(c, IIfConditional) for c in network._constructs)
+        self._number = len(network._constructs)  # one count for conditionals and loops, as TensorRT-RTX names them
         network._constructs.append(self)
         self._name = f"(Unnamed IfConditional* {self._number})"
         self._layers: list = []
