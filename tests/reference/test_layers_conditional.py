@@ -210,10 +210,14 @@ def _expect_build_error(refnet, *patterns):
 @pytest.mark.parametrize("shape, dtype, why", [((1,), trt.bool, "has shape (1,)"),
                                                ((), trt.int32, "has type INT32")])
 def test_condition_must_be_a_0d_bool(refnet, shape, dtype, why):
-    cond = refnet.network.add_if_conditional()
-    with pytest.raises(NetworkError, match=rf"IfCondition\]': the condition {re.escape(why)}; an IConditionLayer "
-                                           "takes a 0-D BOOL tensor"):
-        cond.set_condition(refnet.input("c", shape, dtype))
+    """Checked at build, as TensorRT-RTX checks it."""
+    net = refnet.network
+    x = refnet.input("x", (3,))
+    cond = net.add_if_conditional()
+    cond.set_condition(refnet.input("c", shape, dtype))
+    xi = cond.add_input(x).get_output(0)
+    net.mark_output(cond.add_output(xi, unary(refnet, xi, U.NEG)).get_output(0))
+    _expect_build_error(refnet, "IfCondition]': the condition " + why, "takes a 0-D BOOL tensor")
 
 
 @pytest.mark.parametrize("fshape, dtype, why", [

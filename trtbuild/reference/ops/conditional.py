@@ -50,8 +50,9 @@ class IIfConditional:
             for layer in self._layers:
                 layer._params["conditional_name"] = value
 
-    def _add(self, cls, inputs: list) -> ILayer:
-        layer = self._network._add(cls, inputs, {"conditional": self._number, "conditional_name": self._name})
+    def _add(self, cls, inputs: list, eager: bool = True) -> ILayer:
+        layer = self._network._add(cls, inputs, {"conditional": self._number, "conditional_name": self._name},
+                                   eager=eager)
         layer._conditional = self
         self._layers.append(layer)
         return layer
@@ -61,7 +62,8 @@ class IIfConditional:
         if self._condition is not None:
             self._condition.set_input(0, condition)
             return self._condition
-        self._condition = self._add(IConditionLayer, [condition])
+        # checked at build, as TensorRT-RTX checks it (the layer has no outputs whose shape could be read)
+        self._condition = self._add(IConditionLayer, [condition], eager=False)
         return self._condition
 
     def add_input(self, input: ITensor) -> IIfConditionalInputLayer:

@@ -59,7 +59,8 @@ class ILoop:
         return layer
 
     def add_trip_limit(self, tensor: ITensor, kind: TripLimit) -> ITripLimitLayer:
-        return self._add(ITripLimitLayer, [tensor], {"kind": int(TripLimit(kind))})
+        # checked at build, as TensorRT-RTX checks it (the layer has no outputs whose shape could be read)
+        return self._add(ITripLimitLayer, [tensor], {"kind": int(TripLimit(kind))}, eager=False)
 
     def add_recurrence(self, initial_value: ITensor) -> IRecurrenceLayer:
         return self._add(IRecurrenceLayer, [initial_value], {})
