@@ -98,7 +98,15 @@ def _used(initializers, nodes, graph_outputs) -> list:
     """The initializers a node reads or that are graph outputs. A lowering may replace a constant by
     a reshaped copy (normalization scale/bias: TensorRT's parser wants them as initializers of the
     parameter's shape), leaving the original unread; onnxruntime warns about each one it removes."""
-    read = {name for node in nodes for name in node.input} | {o.name for o in graph_outputs}
+    def inputs(nodes):  # the subgraphs of If and Loop nodes read outer values too
+        for node in nodes:
+            yield from node.input
+            for attr in node.attribute:
+                if attr.type == onnx.AttributeProto.GRAPH:
+                    yield from inputs(attr.g.node)
+                    yield from (o.name for o in attr.g.output)
+
+    read = set(inputs(nodes)) | {o.name for o in graph_outputs}
     return [t for t in initializers if t.name in read]
 
 

@@ -139,7 +139,8 @@ class GraphBuilder:
             tensor = helper.make_tensor(name, elem_type, arr.shape, arr.astype(np.float32).reshape(-1).tolist())
         else:
             np_type = helper.tensor_dtype_to_np_dtype(elem_type)
-            tensor = numpy_helper.from_array(np.ascontiguousarray(arr.astype(np_type)), name)
+            # astype(order="C"), not np.ascontiguousarray: that makes a 0-D array 1-D
+            tensor = numpy_helper.from_array(arr.astype(np_type, order="C"), name)
         self.initializers.append(tensor)
         return name
 

@@ -1,15 +1,18 @@
 """Lowering of control flow: an IIfConditional becomes an ONNX If whose then/else subgraphs hold the layers of
 each branch (they read outer values by name, as ONNX subgraphs may). The boundary layers have no node of
 their own: a conditional input is an Identity in the outer graph, the condition is the If's input, and the
-output layers are the If's outputs."""
+output layers are the If's outputs. An ILoop with a COUNT trip limit becomes an ONNX Loop (see lower_loop);
+one with a WHILE trip limit is refused."""
 
 from __future__ import annotations
 
-from onnx import helper
+import numpy as np
+from onnx import TensorProto, helper
 
-from trtbuild.reference.enums import LayerType
+from trtbuild.reference.enums import DataType, LayerType, LoopOutput
 from trtbuild.reference.ops import lowers
 from trtbuild.reference.ops.conditional import ConditionalRegion
+from trtbuild.reference.ops.loop import LoopRegion
 
 from .graph import GraphBuilder, OnnxExportError, onnx_type
 from .lower import REGION_LOWERINGS
@@ -78,3 +81,92 @@ def lower_condition(g: GraphBuilder, layer, ins, outs):
 def lower_conditional_output(g: GraphBuilder, layer, ins, outs):
     raise OnnxExportError(f"layer '{layer.name}': a conditional's output layer is lowered with its conditional "
                           "(an ONNX If), not on its own")
+
+
+# -- loops -------------------------------------------------------------------------------------------------------
+def lower_loop(g: GraphBuilder, region: LoopRegion, ctx) -> None:
+    """An ONNX Loop: M is the COUNT trip limit (as INT64), the carried values are the recurrences, each
+    iterator is a Gather of iteration i (M-1-i with reverse), and each CONCATENATE/REVERSE output a scan output
+    (stacked on axis 0 by ONNX, then reversed with a negative-step Slice and moved to its axis)."""
+    nodes, layers = region.nodes, ctx.layers
+    first = layers[min(nodes)]
+    if region.while_ is not None:
+        raise OnnxExportError(f"layer '{first.name}': {region.what} has a WHILE trip limit, which the ONNX export "
+                              "does not lower (an ONNX Loop checks its condition after each iteration, TensorRT "
+                              "before it)")
+    g.begin_layer(first, [])
+    try:
+        m = g.name_of(ctx.tensors[region.count])
+        if ctx.tensors[region.count].dtype != DataType.INT64:
+            m = g.add("Cast", [m], None, to=TensorProto.INT64)
+        body = g.nested()
+        body.begin_layer(first, [])
+        i, cond_in = body.tmp("iteration"), body.tmp("condition")
+        inputs = [helper.make_tensor_value_info(i, TensorProto.INT64, []),
+                  helper.make_tensor_value_info(cond_in, TensorProto.BOOL, [])]
+        carried = [layers[k].get_output(0) for k in region.recurrences]
+        inputs += [value_info(g.name_of(t), t) for t in carried]
+        for k in region.iterators:
+            layer = layers[k]
+            index = i
+            if layer.reverse:
+                last = body.add("Sub", [m, body.const(np.array(1, np.int64), TensorProto.INT64, "one")])
+                index = body.add("Sub", [last, i])
+            body.add("Gather", [g.name_of(layer.get_input(0)), index], [g.name_of(layer.get_output(0))],
+                     axis=layer.axis)
+    finally:
+        g.begin_layer(None, [])
+    units = [(u, region.nodes_of[u], step) for u, step in region.units if u not in nodes]
+    ctx.lower_steps(body, [step for _, _, step in units])
+    body.begin_layer(first, [])
+    # TensorRT's parser does not register the body's condition input where the Loop's is empty: the condition
+    # goes on from an outer constant instead
+    true = body.const(np.array(True), TensorProto.BOOL, "true")
+    cond_out = body.add("Identity", [true], [body.tmp("condition_out")])
+    outputs = [helper.make_tensor_value_info(cond_out, TensorProto.BOOL, [])]
+    for k in region.recurrences:
+        t, nxt = layers[k].get_output(0), ctx.tensors[nodes[k].inputs[1]]
+        name = body.add("Identity", [body.name_of(nxt)], [body.tmp("next")])
+        outputs.append(value_info(name, t))
+    scans = [k for k in region.outputs if region.last_of[k] is None]
+    for k in scans:
+        t = layers[k].get_input(0)
+        name = body.add("Identity", [body.name_of(t)], [body.tmp("scan")])
+        outputs.append(value_info(name, t))
+    graph = subgraph(body, ctx, [(u, n) for u, n, _ in units] + [(k, [k]) for k in region.iterators],
+                     f"{region.what} body", inputs, outputs)
+    g.begin_layer(first, [])
+    try:
+        finals = [g.tmp("final") for _ in region.recurrences]
+        stacked = [g.tmp("stacked") for _ in scans]
+        g.add("Loop", [m, "", *[g.name_of(ctx.tensors[nodes[k].inputs[0]]) for k in region.recurrences]],
+              finals + stacked, body=graph)
+        for k in region.outputs:
+            layer, out = layers[k], g.name_of(layers[k].get_output(0))
+            if k not in scans:
+                g.add("Identity", [finals[region.recurrences.index(region.last_of[k])]], [out])
+                continue
+            value = stacked[scans.index(k)]
+            if layer.kind == LoopOutput.REVERSE:
+                big = np.iinfo(np.int64).max
+                value = g.add("Slice", [value, g.ints([-1]), g.ints([-big]), g.ints([0]), g.ints([-1])])
+            rank = len(layer.get_output(0).shape)
+            perm = list(range(1, layer.axis + 1)) + [0] + list(range(layer.axis + 1, rank))
+            g.add("Transpose", [value], [out], perm=perm) if layer.axis else g.add("Identity", [value], [out])
+    finally:
+        g.begin_layer(None, [])
+
+
+REGION_LOWERINGS[LoopRegion] = lower_loop
+
+
+def _inside_only(what: str):
+    def lower(g: GraphBuilder, layer, ins, outs):
+        raise OnnxExportError(f"layer '{layer.name}': a loop's {what} is lowered with its loop (an ONNX Loop), not "
+                              "on its own")
+    return lower
+
+
+for _type, _what in ((LayerType.TRIP_LIMIT, "trip limit"), (LayerType.RECURRENCE, "recurrence"),
+                     (LayerType.ITERATOR, "iterator"), (LayerType.LOOP_OUTPUT, "output layer")):
+    lowers(_type)(_inside_only(_what))

@@ -1,0 +1,94 @@
+"""ILoop: reference vs onnxruntime (ONNX Loop: trip count M, carried values for the recurrences, Gather for the
+iterators, scan outputs for CONCATENATE/REVERSE); every export is parsed and built by TensorRT-RTX's parser."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import trtbuild.reference as trt
+from trtbuild.onnx_export import OnnxExportError, export_onnx
+
+from helpers.onnx_layer_check import BOTH, build, check
+from helpers.onnx_rtx import rtx_parses_every_export  # noqa: F401  (autouse: TensorRT-RTX parses every export)
+
+E = trt.ElementWiseOperation
+LAST, CONCAT, REVERSE = trt.LoopOutput.LAST_VALUE, trt.LoopOutput.CONCATENATE, trt.LoopOutput.REVERSE
+
+
+def const(net, value, dtype=np.int32):
+    arr = np.array(value, dtype)
+    return net.add_constant(arr.shape, trt.Weights(arr)).get_output(0)
+
+
+def scan(net, loop, tensor, kind, axis, length):
+    out = loop.add_loop_output(tensor, kind, axis)
+    out.set_input(1, const(net, length))
+    return out.get_output(0)
+
+
+def _cumprod(count_type):
+    def define(net, dt):
+        x = net.add_input("x", dt, (4, 3))
+        loop = net.add_loop()
+        loop.add_trip_limit(const(net, 4, count_type), trt.TripLimit.COUNT)
+        row = loop.add_iterator(x).get_output(0)
+        back = loop.add_iterator(x, 0, True).get_output(0)
+        rec = loop.add_recurrence(const(net, np.ones(3), trt.nptype(dt)))
+        prod = net.add_elementwise(rec.get_output(0), row, E.PROD).get_output(0)
+        rec.set_input(1, prod)
+        return {"last": loop.add_loop_output(rec.get_output(0), LAST).get_output(0),
+                "partial": scan(net, loop, prod, CONCAT, 1, 4),
+                "rows_reversed": scan(net, loop, row, REVERSE, 0, 4),
+                "back": scan(net, loop, back, CONCAT, 0, 4)}
+    return define
+
+
+@BOTH
+def test_cumulative_product_loop(dt):
+    check(_cumprod(np.int32), dt, expect_ops=("Loop",))
+
+
+def test_int64_trip_count():
+    check(_cumprod(np.int64), trt.float32, expect_ops=("Loop",))
+
+
+def test_rnn_cell_with_a_conditional_in_the_body():
+    """h <- tanh(x[t] W + h U) if t-th row sums > 0 else h; states stacked on axis 1."""
+    rng = np.random.default_rng(5)
+
+    def define(net, dt):
+        x = net.add_input("x", dt, (5, 1, 3))
+        loop = net.add_loop()
+        loop.add_trip_limit(const(net, 5), trt.TripLimit.COUNT)
+        xt = loop.add_iterator(x).get_output(0)
+        h = loop.add_recurrence(const(net, np.zeros((1, 2)), np.float32))
+        mm = trt.MatrixOperation.NONE
+        w, u = const(net, rng.normal(size=(3, 2)), np.float32), const(net, rng.normal(size=(2, 2)), np.float32)
+        wx = net.add_matrix_multiply(xt, mm, w, mm).get_output(0)
+        uh = net.add_matrix_multiply(h.get_output(0), mm, u, mm).get_output(0)
+        pre = net.add_elementwise(wx, uh, E.SUM).get_output(0)
+        total = net.add_reduce(xt, trt.ReduceOperation.SUM, 3, False).get_output(0)
+        cond = net.add_if_conditional()
+        cond.set_condition(net.add_elementwise(total, const(net, 0.0, np.float32), E.GREATER).get_output(0))
+        new = net.add_activation(cond.add_input(pre).get_output(0), trt.ActivationType.TANH).get_output(0)
+        nxt = cond.add_output(new, cond.add_input(h.get_output(0)).get_output(0)).get_output(0)
+        h.set_input(1, nxt)
+        return {"states": scan(net, loop, nxt, CONCAT, 1, 5),
+                "final": loop.add_loop_output(h.get_output(0), LAST).get_output(0)}
+    check(define, trt.float32, expect_ops=("Loop",))
+
+
+def test_a_while_loop_is_refused():
+    def define(net, dt):
+        loop = net.add_loop()
+        i = loop.add_recurrence(const(net, 0))
+        loop.add_trip_limit(net.add_elementwise(i.get_output(0), const(net, 3), E.LESS).get_output(0),
+                            trt.TripLimit.WHILE)
+        i.set_input(1, net.add_elementwise(i.get_output(0), const(net, 1), E.SUM).get_output(0))
+        return {"n": loop.add_loop_output(i.get_output(0), LAST).get_output(0)}
+    net = build(define, trt.float32)
+    with pytest.raises(OnnxExportError, match=r"has a WHILE trip limit, which the ONNX export does not lower \(an "
+                                              r"ONNX Loop checks its condition after each iteration, TensorRT before "
+                                              r"it\)"):
+        export_onnx(net)
