@@ -86,6 +86,8 @@ NETWORK = {
     "add_cumulative": lambda t, e: (e["x"], e["axis"], t.CumulativeOperation.SUM, False, True),
     "add_one_hot": lambda t, e: (e["idx"], e["values"], e["axis"], -1),
     "add_resize": lambda t, e: (e["x"],),
+    "add_if_conditional": lambda t, e: (),
+    "add_loop": lambda t, e: (),
     "get_layer": lambda t, e: (0,),
     "get_input": lambda t, e: (0,),
     "get_output": lambda t, e: (0,),
@@ -120,6 +122,13 @@ OTHERS = {
     ("x", "get_dimension_name"): lambda t, e: (0,),
     ("x", "set_dimension_name"): lambda t, e: (0, "n"),
     ("trt_logger", "log"): lambda t, e: (t.ILogger.Severity.VERBOSE, "not shown"),
+    ("loop", "add_trip_limit"): lambda t, e: (e["axis"], t.TripLimit.COUNT),
+    ("loop", "add_recurrence"): lambda t, e: (e["x"],),
+    ("loop", "add_iterator"): lambda t, e: (e["x"], 1, True),
+    ("loop", "add_loop_output"): lambda t, e: (e["x"], t.LoopOutput.LAST_VALUE, 0),
+    ("conditional", "set_condition"): lambda t, e: (e["cond"],),
+    ("conditional", "add_input"): lambda t, e: (e["x"],),
+    ("conditional", "add_output"): lambda t, e: (e["x"], e["x"]),
 }
 
 
@@ -145,6 +154,9 @@ def _env(trt) -> dict:
     env["cache"] = env["config"].create_timing_cache(b"")
     env["cache2"] = env["config"].create_timing_cache(b"")
     env["trt_logger"] = trt.Logger()
+    env["loop"], env["conditional"] = network.add_loop(), network.add_if_conditional()
+    env["loop"].add_trip_limit(env["axis"], trt.TripLimit.COUNT)  # a construct is checked at build, used or not
+    env["conditional"].set_condition(network.add_input("c", trt.bool, ()))
     return env
 
 
@@ -267,7 +279,7 @@ def test_every_checked_parameter_has_tensorrt_rtxs_type(rtx):
 
 
 _CLASS = {"builder": "Builder", "config": "IBuilderConfig", "profile": "IOptimizationProfile", "cache": "ITimingCache",
-          "layer": "ILayer", "x": "ITensor", "trt_logger": "Logger"}
+          "layer": "ILayer", "x": "ITensor", "trt_logger": "Logger", "loop": "ILoop", "conditional": "IIfConditional"}
 _RTX_TYPES = {"typing.SupportsInt": "int", "typing.SupportsFloat": "float", "typing_extensions.Buffer": "Buffer",
               "collections.abc.Sequence[ITensor]": "Sequence[ITensor]"}
 #: where TensorRT's null pointer is taken (probed: a None Weights bias is no bias, a None name or profile is

@@ -290,3 +290,11 @@ def test_the_condition_comes_from_outside(refnet):
     net.mark_output(cond.add_output(xi, unary(refnet, xi, U.NEG)).get_output(0))
     _expect_build_error(refnet, "IfCondition", "input 0 is computed inside conditional", "outside the construct")
 
+
+
+def test_an_unused_conditional_still_needs_its_condition(refnet):
+    """TensorRT-RTX checks every conditional at build, used or not."""
+    net = refnet.network
+    net.mark_output(unary(refnet, refnet.input("x", (3,)), U.NEG))
+    net.add_if_conditional()
+    _expect_build_error(refnet, "conditional '(Unnamed IfConditional* 0)' has no condition")

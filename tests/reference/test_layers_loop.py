@@ -278,3 +278,11 @@ def test_concatenation_axis_and_length(refnet):
     out.set_input(1, const(refnet, 4))
     with pytest.raises(NetworkError, match="axis 2 is out of range for a rank-1 input"):
         out.get_output(0).shape  # noqa: B018
+
+
+def test_an_unused_loop_still_needs_a_trip_limit(refnet):
+    """TensorRT-RTX checks every loop at build, used or not."""
+    net = refnet.network
+    net.mark_output(net.add_unary(refnet.input("x", (3,)), U.NEG).get_output(0))
+    net.add_loop()
+    _expect_build_error(refnet, "loop '(Unnamed Loop* 0)' has no trip limit")

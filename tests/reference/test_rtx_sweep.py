@@ -31,6 +31,7 @@ import re
 import pytest
 
 from helpers import rtx_sweep as S
+from helpers import rtx_sweep_control as SC
 from helpers import rtx_sweep_shape as SS
 from helpers import rtx_sweep_tables as T
 from helpers import twin
@@ -48,6 +49,7 @@ FAMILIES = {
     "normalization": (SS.normalization_case, 300),
     "resize": (S.resize_case, 200),
 }
+FAMILIES.update({"conditional": (SC.conditional_case, 60), "loop": (SC.loop_case, 60)})
 SEED = 0
 
 #: INT4 network inputs: tests/helpers/twin.py cannot express this example (it twins layers, not add_input)

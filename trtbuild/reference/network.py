@@ -462,6 +462,8 @@ class INetworkDefinition(NetworkDebugMarks):
         from .ops._control import network_steps
         from .plan import _topological
 
+        for construct in self._constructs:  # TensorRT-RTX checks each construct, used or not
+            construct._check()
         if self._constructs:
             network_steps(self, _topological(self))
 

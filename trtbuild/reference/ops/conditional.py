@@ -50,6 +50,11 @@ class IIfConditional:
             for layer in self._layers:
                 layer._params["conditional_name"] = value
 
+    def _check(self) -> None:
+        """At build: a conditional needs its condition even where none of its outputs is used (TensorRT-RTX)."""
+        if self._condition is None:
+            raise NetworkError(f"conditional '{self._name}' has no condition: call IIfConditional.set_condition")
+
     def _add(self, cls, inputs: list, eager: bool = True) -> ILayer:
         layer = self._network._add(cls, inputs, {"conditional": self._number, "conditional_name": self._name},
                                    eager=eager)

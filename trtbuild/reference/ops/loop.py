@@ -52,6 +52,11 @@ class ILoop:
             for layer in self._layers:
                 layer._params["loop_name"] = value
 
+    def _check(self) -> None:
+        """At build: a loop needs a trip limit even where none of its outputs is used (TensorRT-RTX)."""
+        if not any(isinstance(la, ITripLimitLayer) for la in self._layers):
+            raise NetworkError(f"loop '{self._name}' has no trip limit: call ILoop.add_trip_limit")
+
     def _add(self, cls, inputs: list, params: dict, eager: bool = True) -> ILayer:
         layer = self._network._add(cls, inputs, {"loop": self._number, "loop_name": self._name, **params}, eager=eager)
         layer._loop = self
@@ -158,7 +163,9 @@ class ILoopOutputLayer(ILoopBoundaryLayer):
 
 
 def check_next(name, shape, dtype, next_shape, next_dtype):
-    if (shape, dtype) != (next_shape, next_dtype):
+    """A dim that is -1 on either side is checked when the loop runs (TensorRT-RTX accepts it at build)."""
+    if dtype != next_dtype or len(shape) != len(next_shape) or any(
+            a != b and a >= 0 and b >= 0 for a, b in zip(shape, next_shape)):
         fail(name, f"the next value (input 1) has shape {next_shape} and type {next_dtype.name} but the initial value "
                    f"{shape} and {dtype.name}; an IRecurrenceLayer needs inputs of the same shape and type")
 
@@ -286,7 +293,12 @@ class LoopRegion(Region):
             execute(self.body_steps, values, run_node)
             for k, seen in scans.items():
                 seen.append(values[nodes[k].inputs[0]])
-            state = {k: values[nodes[k].inputs[1]] for k in self.recurrences}
+            for k in self.recurrences:
+                nxt, first = values[nodes[k].inputs[1]], values[nodes[k].inputs[0]]
+                if nxt.shape != first.shape:
+                    raise NetworkError(f"layer '{nodes[k].name}': the next value has shape {tuple(nxt.shape)} but "
+                                       f"the initial value {tuple(first.shape)}; a recurrence keeps its shape")
+                state[k] = nxt
             i += 1
         for k in self.outputs:
             p = nodes[k].params
