@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import trtbuild.reference as trt
-from trtbuild.onnx_export import OnnxExportError, export_onnx
+from trtbuild.onnx_export import OnnxExportError, export_and_run
 
 from helpers.onnx_layer_check import BOTH, build, check
 from helpers.onnx_rtx import rtx_parses_every_export  # noqa: F401  (autouse: TensorRT-RTX parses every export)
@@ -79,16 +79,38 @@ def test_rnn_cell_with_a_conditional_in_the_body():
     check(define, trt.float32, expect_ops=("Loop",))
 
 
-def test_a_while_loop_is_refused():
+@pytest.mark.parametrize("limit", [0, 1, 5])
+@pytest.mark.parametrize("with_count", [False, True])
+def test_while_loop(limit, with_count):
+    """s <- s + i, i <- i + 1 while i < limit (and, with a COUNT of 3, at most 3 times)."""
     def define(net, dt):
         loop = net.add_loop()
         i = loop.add_recurrence(const(net, 0))
-        loop.add_trip_limit(net.add_elementwise(i.get_output(0), const(net, 3), E.LESS).get_output(0),
+        total = loop.add_recurrence(const(net, 0))
+        loop.add_trip_limit(net.add_elementwise(i.get_output(0), const(net, limit), E.LESS).get_output(0),
                             trt.TripLimit.WHILE)
+        if with_count:
+            loop.add_trip_limit(const(net, 3), trt.TripLimit.COUNT)
         i.set_input(1, net.add_elementwise(i.get_output(0), const(net, 1), E.SUM).get_output(0))
-        return {"n": loop.add_loop_output(i.get_output(0), LAST).get_output(0)}
-    net = build(define, trt.float32)
-    with pytest.raises(OnnxExportError, match=r"has a WHILE trip limit, which the ONNX export does not lower \(an "
-                                              r"ONNX Loop checks its condition after each iteration, TensorRT before "
-                                              r"it\)"):
-        export_onnx(net)
+        total.set_input(1, net.add_elementwise(total.get_output(0), i.get_output(0), E.SUM).get_output(0))
+        return {"n": loop.add_loop_output(i.get_output(0), LAST).get_output(0),
+                "s": loop.add_loop_output(total.get_output(0), LAST).get_output(0)}
+    n = min(limit, 3) if with_count else limit
+    model, ref, got = export_and_run(build(define, trt.float32), {})
+    assert [n.op_type for n in model.graph.node].count("Loop") == 1
+    for out in (ref, got):
+        assert (int(out["n"]), int(out["s"])) == (n, sum(range(n)))  # s adds i before its update
+
+
+def test_a_loop_layer_alone_has_no_lowering():
+    from trtbuild.onnx_export.graph import GraphBuilder
+    from trtbuild.onnx_export.lower import lower_layer
+
+    net = build(_cumprod(np.int32), trt.float32)
+    rec = next(layer for layer in net if layer.type == trt.LayerType.RECURRENCE)
+    g = GraphBuilder(17)
+    for t in (rec.get_input(0), rec.get_input(1), rec.get_output(0)):
+        g.bind(t)
+    with pytest.raises(OnnxExportError, match=r"a loop's recurrence is lowered with its loop \(an ONNX Loop\), not "
+                                              r"on its own"):
+        lower_layer(g, rec)

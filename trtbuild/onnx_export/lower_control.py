@@ -1,8 +1,7 @@
 """Lowering of control flow: an IIfConditional becomes an ONNX If whose then/else subgraphs hold the layers of
 each branch (they read outer values by name, as ONNX subgraphs may). The boundary layers have no node of
 their own: a conditional input is an Identity in the outer graph, the condition is the If's input, and the
-output layers are the If's outputs. An ILoop with a COUNT trip limit becomes an ONNX Loop (see lower_loop);
-one with a WHILE trip limit is refused."""
+output layers are the If's outputs. An ILoop becomes an ONNX Loop (see lower_loop)."""
 
 from __future__ import annotations
 
@@ -85,20 +84,24 @@ def lower_conditional_output(g: GraphBuilder, layer, ins, outs):
 
 # -- loops -------------------------------------------------------------------------------------------------------
 def lower_loop(g: GraphBuilder, region: LoopRegion, ctx) -> None:
-    """An ONNX Loop: M is the COUNT trip limit (as INT64), the carried values are the recurrences, each
-    iterator is a Gather of iteration i (M-1-i with reverse), and each CONCATENATE/REVERSE output a scan output
-    (stacked on axis 0 by ONNX, then reversed with a negative-step Slice and moved to its axis)."""
+    """An ONNX Loop: M is the COUNT trip limit (as INT64), the condition the WHILE trip limit (computed from
+    the initial values before the Loop and from the next values in the body), the carried values are the
+    recurrences, each iterator is a Gather of iteration i (M-1-i with reverse), and each CONCATENATE/REVERSE
+    output a scan output (stacked on axis 0 by ONNX, then reversed with a negative-step Slice and moved to its
+    axis)."""
     nodes, layers = region.nodes, ctx.layers
     first = layers[min(nodes)]
-    if region.while_ is not None:
-        raise OnnxExportError(f"layer '{first.name}': {region.what} has a WHILE trip limit, which the ONNX export "
-                              "does not lower (an ONNX Loop checks its condition after each iteration, TensorRT "
-                              "before it)")
+    condition = ""
+    if region.while_ is not None:  # the condition of iteration 0, from the initial values
+        condition = _condition_at(g, region, ctx, [ctx.tensors[nodes[k].inputs[0]] for k in region.recurrences],
+                                  "initial")
     g.begin_layer(first, [])
     try:
-        m = g.name_of(ctx.tensors[region.count])
-        if ctx.tensors[region.count].dtype != DataType.INT64:
-            m = g.add("Cast", [m], None, to=TensorProto.INT64)
+        m = ""
+        if region.count is not None:
+            m = g.name_of(ctx.tensors[region.count])
+            if ctx.tensors[region.count].dtype != DataType.INT64:
+                m = g.add("Cast", [m], None, to=TensorProto.INT64)
         body = g.nested()
         body.begin_layer(first, [])
         i, cond_in = body.tmp("iteration"), body.tmp("condition")
@@ -118,11 +121,15 @@ def lower_loop(g: GraphBuilder, region: LoopRegion, ctx) -> None:
         g.begin_layer(None, [])
     units = [(u, region.nodes_of[u], step) for u, step in region.units if u not in nodes]
     ctx.lower_steps(body, [step for _, _, step in units])
+    if region.while_ is not None:  # the condition of the next iteration, from the next values
+        going_on = _condition_at(body, region, ctx, [ctx.tensors[nodes[k].inputs[1]] for k in region.recurrences],
+                                 "next")
     body.begin_layer(first, [])
-    # TensorRT's parser does not register the body's condition input where the Loop's is empty: the condition
-    # goes on from an outer constant instead
-    true = body.const(np.array(True), TensorProto.BOOL, "true")
-    cond_out = body.add("Identity", [true], [body.tmp("condition_out")])
+    if region.while_ is None:
+        # TensorRT's parser does not register the body's condition input where the Loop's is empty: the
+        # condition goes on from an outer constant instead
+        going_on = body.const(np.array(True), TensorProto.BOOL, "true")
+    cond_out = body.add("Identity", [going_on], [body.tmp("condition_out")])
     outputs = [helper.make_tensor_value_info(cond_out, TensorProto.BOOL, [])]
     for k in region.recurrences:
         t, nxt = layers[k].get_output(0), ctx.tensors[nodes[k].inputs[1]]
@@ -139,7 +146,7 @@ def lower_loop(g: GraphBuilder, region: LoopRegion, ctx) -> None:
     try:
         finals = [g.tmp("final") for _ in region.recurrences]
         stacked = [g.tmp("stacked") for _ in scans]
-        g.add("Loop", [m, "", *[g.name_of(ctx.tensors[nodes[k].inputs[0]]) for k in region.recurrences]],
+        g.add("Loop", [m, condition, *[g.name_of(ctx.tensors[nodes[k].inputs[0]]) for k in region.recurrences]],
               finals + stacked, body=graph)
         for k in region.outputs:
             layer, out = layers[k], g.name_of(layers[k].get_output(0))
@@ -155,6 +162,24 @@ def lower_loop(g: GraphBuilder, region: LoopRegion, ctx) -> None:
             g.add("Transpose", [value], [out], perm=perm) if layer.axis else g.add("Identity", [value], [out])
     finally:
         g.begin_layer(None, [])
+
+
+def _condition_at(g: GraphBuilder, region: LoopRegion, ctx, values: list, what: str) -> str:
+    """The WHILE condition computed once more in `g`, with each recurrence reading `values` (its initial or next
+    value): TensorRT checks it before each iteration, an ONNX Loop takes it as an input for the first iteration
+    and as a body output for the next. The layers it reads are lowered again under fresh names."""
+    rebound = {id(ctx.layers[k].get_output(0)): g.name_of(v) for k, v in zip(region.recurrences, values)}
+    for i in region.condition_nodes:
+        for t in ctx.layers[i]._outputs:
+            rebound[id(t)] = g._unique(f"{g.name_of(t)}/{what}", g._values)
+    saved = {key: g._tensor_names.get(key) for key in rebound}
+    g._tensor_names.update(rebound)
+    try:
+        ctx.lower_steps(g, region.condition_steps)
+        return g.name_of(ctx.tensors[region.while_])
+    finally:
+        for key, name in saved.items():
+            g._tensor_names[key] = name
 
 
 REGION_LOWERINGS[LoopRegion] = lower_loop

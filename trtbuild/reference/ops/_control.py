@@ -16,6 +16,7 @@ which runs its own steps through the same `execute`).
 
 from __future__ import annotations
 
+import heapq
 from collections import defaultdict
 from dataclasses import dataclass, field
 
@@ -170,17 +171,25 @@ def _units(s: Scopes, c) -> tuple[list, dict]:
                 if p in unit_of and unit_of[p] != u:
                     d.add(unit_of[p])
         deps[u] = d
-    order, done = [], set()
-    pending = sorted(nodes_of, key=lambda u: min(nodes_of[u]))
-    while pending:
-        ready = [u for u in pending if deps[u] <= done]
-        if not ready:
-            _fail(f"{s.what(pending[0]) if pending[0] in s.members else 'a construct'} reads a value computed from "
-                  "its own output")
-        for u in ready:
-            order.append(u)
-            done.add(u)
-        pending = [u for u in pending if u not in done]
+    first = {u: min(idx) for u, idx in nodes_of.items()}  # ties keep the layers' order
+    users = defaultdict(list)
+    for u, d in deps.items():
+        for v in d:
+            users[v].append(u)
+    waiting = {u: len(d) for u, d in deps.items()}
+    ready = [(first[u], i, u) for i, u in enumerate(nodes_of) if not waiting[u]]
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        _, _, u = heapq.heappop(ready)
+        order.append(u)
+        for v in users[u]:
+            waiting[v] -= 1
+            if not waiting[v]:
+                heapq.heappush(ready, (first[v], len(order) + len(nodes_of), v))
+    if len(order) < len(nodes_of):
+        stuck = next(u for u in nodes_of if waiting[u])
+        _fail(f"{s.what(stuck) if stuck in s.members else 'a construct'} reads a value computed from its own output")
     return order, nodes_of
 
 
@@ -198,6 +207,8 @@ def _steps(s: Scopes, c) -> list:
 
 def build_steps(nodes: list[Node], outputs: set) -> list:
     """The step tree of a network: layer indices and Regions, in an order that runs."""
+    if not any(n.construct is not None for n in nodes):
+        return [n.index for n in nodes]
     s = analyse(nodes, outputs)
     return _steps(s, None)
 

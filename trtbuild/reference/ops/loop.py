@@ -268,6 +268,7 @@ class LoopRegion(Region):
                 need.add(u)
                 todo += [t for i in nodes_of[u] for t in s.nodes[i].inputs if t is not None]
         self.condition_steps = [step for u, step in body if u in need]
+        self.condition_nodes = [i for u in need for i in nodes_of[u]]
         self.body_steps = [step for u, step in body if u not in need]
 
     def run(self, values: dict, run_node) -> None:
