@@ -73,7 +73,7 @@ def loop_case(rng):
         axis = rank  # out of range
     trips = shape[axis] if axis < rank else 1
     reverse = rng.random() < 0.3
-    count_kind = pick(rng, {"INT32": 6, "INT64": 2, "none": 1, "FLOAT": 1, "1-D": 1})
+    count_kind = pick(rng, {"INT32": 6, "INT64": 2, "while": 3, "none": 1, "FLOAT": 1, "1-D": 1})
     op = "SUM" if dtype == "INT32" else rng.choice(["SUM", "PROD", "MAX"])
     item = shape[:axis] + shape[axis + 1:] if axis < rank else shape
     out_kind = pick(rng, {"LAST_VALUE": 3, "CONCATENATE": 3, "REVERSE": 2})
@@ -84,7 +84,14 @@ def loop_case(rng):
     def build(trt, net):
         x = net.add_input("x", dt(trt, dtype), xshape)
         loop = net.add_loop()
-        if count_kind != "none":
+        if count_kind == "while":  # i < trips, i counting from 0
+            i = loop.add_recurrence(_const(trt, net, 0, np.int32))
+            limit = _const(trt, net, trips, np.int32)
+            less = net.add_elementwise(i.get_output(0), limit, trt.ElementWiseOperation.LESS)
+            loop.add_trip_limit(less.get_output(0), trt.TripLimit.WHILE)
+            i.set_input(1, net.add_elementwise(i.get_output(0), _const(trt, net, 1, np.int32),
+                                               trt.ElementWiseOperation.SUM).get_output(0))
+        elif count_kind != "none":
             value, ctype = {"INT32": (trips, np.int32), "INT64": (trips, np.int64), "FLOAT": (trips, np.float32),
                             "1-D": ([trips], np.int32)}[count_kind]
             loop.add_trip_limit(_const(trt, net, value, ctype), trt.TripLimit.COUNT)

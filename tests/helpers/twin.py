@@ -96,7 +96,30 @@ REFERENCE_STRICTER: list[Stricter] = [
         'except that the shapes are allowed to differ if the condition is a build-time constant." (TensorRT 11.4; '
         "TensorRT-RTX gives -1 where the static dims differ)",
         lambda network, trt: _if_with_outputs(network, trt, (2, 3), (1, 3))),
+    Stricter(
+        r"a reverse iterator counts from the COUNT trip limit",
+        'ILoop.add_iterator / IIteratorLayer.reverse: "For reverse=true, this is equivalent to add_gather(tensor, '
+        'M-1-I, 0) where M is the trip count computed from TripLimits of kind COUNT." (TensorRT 10 and 11); a loop '
+        "with only a WHILE limit has no such M",
+        lambda network, trt: _while_loop_reverse_iterator(network, trt)),
 ]
+
+
+def _while_loop_reverse_iterator(network, trt):
+    """A WHILE loop (i < 3) summing the rows of x read by a reverse iterator."""
+    def const(value):
+        arr = np.array(value, np.int32)
+        return network.add_constant(arr.shape, arr).get_output(0)
+
+    loop = network.add_loop()
+    i = loop.add_recurrence(const(0))
+    loop.add_trip_limit(network.add_elementwise(i.get_output(0), const(3), trt.ElementWiseOperation.LESS)
+                        .get_output(0), trt.TripLimit.WHILE)
+    i.set_input(1, network.add_elementwise(i.get_output(0), const(1), trt.ElementWiseOperation.SUM).get_output(0))
+    acc = loop.add_recurrence(const([0, 0]))
+    row = loop.add_iterator(network.add_input("x", trt.int32, (3, 2)), 0, True).get_output(0)
+    acc.set_input(1, network.add_elementwise(acc.get_output(0), row, trt.ElementWiseOperation.SUM).get_output(0))
+    network.mark_output(loop.add_loop_output(acc.get_output(0), trt.LoopOutput.LAST_VALUE).get_output(0))
 
 
 def _if_with_outputs(network, trt, true_shape, false_shape):

@@ -114,3 +114,33 @@ def test_a_loop_layer_alone_has_no_lowering():
     with pytest.raises(OnnxExportError, match=r"a loop's recurrence is lowered with its loop \(an ONNX Loop\), not "
                                               r"on its own"):
         lower_layer(g, rec)
+
+
+def _nested(net, dt):
+    """A loop over the rows of x, each summed by an inner loop; and the same loop inside an If branch."""
+    x, c = net.add_input("x", dt, (3, 4)), net.add_input("c", trt.bool, ())
+    outer = net.add_loop()
+    outer.add_trip_limit(const(net, 3), trt.TripLimit.COUNT)
+    row = outer.add_iterator(x).get_output(0)
+    inner = net.add_loop()
+    inner.add_trip_limit(const(net, 4), trt.TripLimit.COUNT)
+    acc = inner.add_recurrence(const(net, 0.0, trt.nptype(dt)))
+    acc.set_input(1, net.add_elementwise(acc.get_output(0), inner.add_iterator(row).get_output(0), E.SUM)
+                  .get_output(0))
+    sums = scan(net, outer, inner.add_loop_output(acc.get_output(0), LAST).get_output(0), CONCAT, 0, 3)
+    cond = net.add_if_conditional()
+    cond.set_condition(c)
+    xi = cond.add_input(x).get_output(0)
+    loop = net.add_loop()
+    loop.add_trip_limit(const(net, 3), trt.TripLimit.COUNT)
+    first = loop.add_recurrence(net.add_unary(xi, trt.UnaryOperation.NEG).get_output(0))
+    first.set_input(1, net.add_elementwise(first.get_output(0), xi, E.SUM).get_output(0))
+    picked = cond.add_output(loop.add_loop_output(first.get_output(0), LAST).get_output(0), xi).get_output(0)
+    return {"sums": sums, "picked": picked}
+
+
+@pytest.mark.parametrize("taken", [True, False])
+def test_nested_loops_and_a_loop_in_a_branch(taken):
+    model = check(_nested, trt.float32, feeds=lambda net: {"x": np.arange(12, dtype=np.float32).reshape(3, 4),
+                                                           "c": np.array(taken)}, expect_ops=("Loop", "If"))
+    assert [n.op_type for n in model.graph.node].count("Loop") == 1  # the inner loop is in the outer one's body

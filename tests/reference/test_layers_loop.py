@@ -286,3 +286,65 @@ def test_an_unused_loop_still_needs_a_trip_limit(refnet):
     net.mark_output(net.add_unary(refnet.input("x", (3,)), U.NEG).get_output(0))
     net.add_loop()
     _expect_build_error(refnet, "loop '(Unnamed Loop* 0)' has no trip limit")
+
+
+def test_a_reverse_iterator_needs_a_count_limit(refnet):
+    """TensorRT-RTX builds it; TensorRT documents M as "the trip count computed from TripLimits of kind COUNT",
+    so the reference refuses it (an entry of REFERENCE_STRICTER)."""
+    net = refnet.network
+    loop = net.add_loop()
+    i = loop.add_recurrence(const(refnet, 0))
+    loop.add_trip_limit(ew(refnet, i.get_output(0), const(refnet, 3), E.LESS), WHILE)
+    i.set_input(1, ew(refnet, i.get_output(0), const(refnet, 1), E.SUM))
+    row = loop.add_iterator(refnet.input("x", (3, 2)), 0, True).get_output(0)
+    acc = loop.add_recurrence(const(refnet, np.zeros(2), np.float32))
+    acc.set_input(1, ew(refnet, acc.get_output(0), row, E.SUM))
+    net.mark_output(loop.add_loop_output(acc.get_output(0), LAST).get_output(0))
+    _expect_build_error(refnet, "a reverse iterator counts from the COUNT trip limit, which the loop lacks")
+
+
+def test_nested_loops(refnet):
+    """For each row r of x (outer loop), the inner loop sums r[j] * j over its 4 columns; outer results stacked."""
+    net = refnet.network
+    x = refnet.input("x", (3, 4))
+    outer = net.add_loop()
+    outer.add_trip_limit(const(refnet, 3), COUNT)
+    row = outer.add_iterator(x).get_output(0)
+    inner = net.add_loop()
+    inner.add_trip_limit(const(refnet, 4), COUNT)
+    v = inner.add_iterator(row).get_output(0)
+    j = inner.add_recurrence(const(refnet, 0.0, np.float32))
+    j.set_input(1, ew(refnet, j.get_output(0), const(refnet, 1.0, np.float32), E.SUM))
+    acc = inner.add_recurrence(const(refnet, 0.0, np.float32))
+    acc.set_input(1, ew(refnet, acc.get_output(0), ew(refnet, v, j.get_output(0), E.PROD), E.SUM))
+    dot = inner.add_loop_output(acc.get_output(0), LAST).get_output(0)
+    out = scan(outer, refnet, dot, CONCAT, 0, 3)
+    x0 = randn(3, 4)
+    y = refnet.run({"x": x0}, y=out)["y"]
+    close(y, [sum(float(x0[r, c]) * c for c in range(4)) for r in range(3)])
+
+
+def test_a_loop_inside_a_conditional_branch(refnet):
+    """if c: cumulative sum of the rows by a loop else: x[0]."""
+    net = refnet.network
+    x, c = refnet.input("x", (4, 3)), refnet.input("c", (), trt.bool)
+    cond = net.add_if_conditional()
+    cond.set_condition(c)
+    xi = cond.add_input(x).get_output(0)
+    loop = net.add_loop()
+    loop.add_trip_limit(const(refnet, 4), COUNT)
+    row = loop.add_iterator(xi).get_output(0)
+    acc = loop.add_recurrence(const(refnet, np.zeros(3), np.float32))
+    acc.set_input(1, ew(refnet, acc.get_output(0), row, E.SUM))
+    total = loop.add_loop_output(acc.get_output(0), LAST).get_output(0)
+    first = net.add_slice(xi, (0, 0), (1, 3), (1, 1))
+    flat = net.add_shuffle(first.get_output(0))
+    flat.reshape_dims = (3,)
+    out = cond.add_output(total, flat.get_output(0)).get_output(0)
+    out.name = "y"
+    net.mark_output(out)
+    plan = refnet.build()
+    assert plan is not None, refnet.logger.errors
+    x0 = randn(4, 3)
+    close(run_plan(plan, {"x": x0, "c": torch.tensor(True)})["y"], x0.double().sum(0))
+    close(run_plan(plan, {"x": x0, "c": torch.tensor(False)})["y"], x0[0])
