@@ -79,7 +79,7 @@ class PlanGraph:
         from .ops.registry import op_for
         from .plan import PlanError
 
-        nodes = [Node(k, op_for(ltype).cls, entry["params"], entry["name"],
+        nodes = [Node(k, getattr(op_for(ltype), "cls", None), entry["params"], entry["name"],
                       [None if i == -1 else i for i in entry["inputs"]], [o["id"] for o in entry["outputs"]])
                  for k, (ltype, entry, _, _) in enumerate(self.layers)]
         try:

@@ -39,6 +39,15 @@ class Boundary:
     _REGION: type = None
 
 
+def check_construct(p: dict, key: str, name: str) -> None:
+    """A boundary layer's params name its construct: `key` its number in the network, `<key>_name` its name (a
+    deserialized plan's params are checked here, before the plan's layers are grouped by construct)."""
+    number = p.get(key)
+    if not isinstance(number, int) or isinstance(number, bool) or not isinstance(p.get(f"{key}_name"), str):
+        raise NetworkError(f"layer '{name}': the params of a {key}'s boundary layer need '{key}' (its number) and "
+                           f"'{key}_name', got {sorted(p)}")
+
+
 @dataclass
 class Node:
     """A layer as the analysis sees it: its class, params, name and tensor ids (None: an unset input)."""

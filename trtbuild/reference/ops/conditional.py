@@ -18,7 +18,7 @@ from __future__ import annotations
 from ..argtypes import api_types
 from ..core import ITensor, NetworkError
 from ..enums import DataType, LayerType
-from ._control import Boundary, Region, execute
+from ._control import Boundary, Region, check_construct, execute
 from .base import ILayer
 from .common import fail
 from .registry import register
@@ -127,6 +127,7 @@ class IIfConditionalOutputLayer(IIfConditionalBoundaryLayer):
 
 
 def infer_condition(p, w, shapes, dtypes, name, plugin):
+    check_construct(p, "conditional", name)
     if dtypes[0] != DataType.BOOL:
         fail(name, f"the condition has type {dtypes[0].name}; an IConditionLayer takes a 0-D BOOL tensor")
     if len(shapes[0]) != 0:
@@ -139,6 +140,7 @@ def run_condition(p, w, inputs, plugin):
 
 
 def infer_input(p, w, shapes, dtypes, name, plugin):
+    check_construct(p, "conditional", name)
     return [tuple(shapes[0])], [dtypes[0]]
 
 
@@ -147,6 +149,7 @@ def run_input(p, w, inputs, plugin):
 
 
 def infer_output(p, w, shapes, dtypes, name, plugin):
+    check_construct(p, "conditional", name)
     (a, b), (ta, tb) = shapes, dtypes
     if ta != tb:
         fail(name, f"the true branch gives {ta.name} and the false branch {tb.name}; an IIfConditionalOutputLayer "

@@ -18,7 +18,7 @@ import torch
 from ..argtypes import api_types
 from ..core import ITensor, NetworkError
 from ..enums import DataType, LayerType, LoopOutput, TripLimit
-from ._control import Boundary, Region, execute
+from ._control import Boundary, Region, check_construct, execute
 from .base import ILayer, param
 from .common import fail
 from .registry import register
@@ -171,6 +171,7 @@ def check_next(name, shape, dtype, next_shape, next_dtype):
 
 
 def infer_trip_limit(p, w, shapes, dtypes, name, plugin):
+    check_construct(p, "loop", name)
     kind = TripLimit(p["kind"])
     want = INTEGERS if kind == TripLimit.COUNT else (DataType.BOOL,)
     if dtypes[0] not in want:
@@ -182,12 +183,14 @@ def infer_trip_limit(p, w, shapes, dtypes, name, plugin):
 
 
 def infer_recurrence(p, w, shapes, dtypes, name, plugin):
+    check_construct(p, "loop", name)
     if len(shapes) > 1 and shapes[1] is not None:
         check_next(name, tuple(shapes[0]), dtypes[0], tuple(shapes[1]), dtypes[1])
     return [tuple(shapes[0])], [dtypes[0]]
 
 
 def infer_iterator(p, w, shapes, dtypes, name, plugin):
+    check_construct(p, "loop", name)
     x, axis = tuple(shapes[0]), p["axis"]
     if not 0 <= axis < len(x):
         fail(name, f"axis {axis} is out of range for a rank-{len(x)} input; an IIteratorLayer needs 0 <= axis < rank")
@@ -195,6 +198,7 @@ def infer_iterator(p, w, shapes, dtypes, name, plugin):
 
 
 def infer_output(p, w, shapes, dtypes, name, plugin):
+    check_construct(p, "loop", name)
     x, kind, axis = tuple(shapes[0]), LoopOutput(p["kind"]), p["axis"]
     if kind == LoopOutput.LAST_VALUE:
         return [x], [dtypes[0]]
