@@ -86,3 +86,16 @@ def test_an_output_layer_alone_has_no_lowering():
     with pytest.raises(OnnxExportError, match=r"a conditional's output layer is lowered with its conditional \(an "
                                               r"ONNX If\), not on its own"):
         lower_layer(g, out)
+
+
+def test_every_layer_output_leaves_out_the_branches():
+    """export_onnx(all_outputs=True) makes every layer output a graph output, except those computed inside the
+    conditional (they live in its subgraphs)."""
+    from trtbuild.onnx_export import export_onnx
+
+    net = build(_if_else, trt.float32)
+    names = {o.name for o in export_onnx(net, all_outputs=True).graph.output}
+    layers = list(net)
+    inside = {la.get_output(0).name for la in layers
+              if la.type in (trt.LayerType.UNARY, trt.LayerType.ELEMENTWISE, trt.LayerType.CONDITIONAL_INPUT)}
+    assert len(inside) == 5 and {"y", "picked"} <= names and not names & inside

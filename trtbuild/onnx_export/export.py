@@ -12,7 +12,7 @@ from onnx import helper
 from trtbuild import __version__
 from trtbuild.reference.core import NetworkError
 from trtbuild.reference.enums import LayerType
-from trtbuild.reference.ops._control import network_steps
+from trtbuild.reference.ops._control import network_steps, tensors_inside
 
 from .graph import GraphBuilder, OnnxExportError, onnx_type
 from .lower import StepContext
@@ -130,8 +130,9 @@ def export_onnx(network, path: str | os.PathLike | None = None, opset: int | Non
         raise OnnxExportError(f"opset {opset} is not supported: choose {MIN_OPSET}..{MAX_OPSET} "
                               f"(default {DEFAULT_OPSET}; TensorRT 10.0's ONNX parser reads opsets up to 20)")
     outputs = list(network._outputs)
-    if all_outputs:
-        outputs += [t for layer in network._layers for t in layer._outputs if t not in outputs]
+    if all_outputs:  # not the tensors inside an if-conditional or a loop: those live in a subgraph
+        inside = tensors_inside(network._layers) if network._constructs else set()
+        outputs += [t for layer in network._layers for t in layer._outputs if t not in outputs and id(t) not in inside]
     if not outputs:
         raise OnnxExportError(f"network '{network.name}' has no outputs: mark at least one (or pass all_outputs=True)")
     g = GraphBuilder(int(opset))

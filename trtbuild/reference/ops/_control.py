@@ -222,11 +222,22 @@ def build_steps(nodes: list[Node], outputs: set) -> list:
     return _steps(s, None)
 
 
+def _nodes(layers) -> list[Node]:
+    return [Node(k, type(layer), layer._params, layer.name, [None if t is None else id(t) for t in layer._inputs],
+                 [id(t) for t in layer._outputs]) for k, layer in enumerate(layers)]
+
+
 def network_steps(network, layers) -> list:
     """build_steps for `layers` (a network's needed layers, in order); raises NetworkError."""
-    nodes = [Node(k, type(layer), layer._params, layer.name, [None if t is None else id(t) for t in layer._inputs],
-                  [id(t) for t in layer._outputs]) for k, layer in enumerate(layers)]
-    return build_steps(nodes, {id(t) for t in network._outputs})
+    return build_steps(_nodes(layers), {id(t) for t in network._outputs})
+
+
+def tensors_inside(layers) -> set:
+    """The ids of the tensors of `layers` computed inside an if-conditional or a loop (for an ONNX export of every
+    layer output, which can show only the others as graph outputs)."""
+    nodes = _nodes(layers)
+    s = analyse(nodes, set())
+    return {t for n in nodes for t in n.outputs if s.scope_of_tensor(t) is not None}
 
 
 class Region:
