@@ -261,13 +261,48 @@ def test_last_value_takes_a_recurrence(refnet):
     _expect_build_error(refnet, "a LAST_VALUE loop output takes the output of an IRecurrenceLayer")
 
 
-@pytest.mark.parametrize("value, dtype, why", [
-    ([4], np.int32, "takes a 0-D tensor"), (4.0, np.float32, "takes a 0-D INT32 or INT64 tensor, got FLOAT")])
-def test_count_limit_is_a_0d_integer(refnet, value, dtype, why):
+@pytest.mark.parametrize("kind, value, dtype, why", [
+    (COUNT, [4], np.int32, "a COUNT trip limit takes a 0-D tensor"),
+    (COUNT, 4.0, np.float32, "a COUNT trip limit takes a 0-D INT32 or INT64 tensor, got FLOAT"),
+    (WHILE, 1, np.int32, "a WHILE trip limit takes a 0-D BOOL tensor, got INT32")])
+def test_trip_limit_types_and_shapes(refnet, kind, value, dtype, why):
     """Checked at build, as TensorRT-RTX checks it."""
     loop, *_ = _cumsum_loop(refnet, limit=False)
-    loop.add_trip_limit(const(refnet, value, dtype), COUNT)
+    loop.add_trip_limit(const(refnet, value, dtype), kind)
     _expect_build_error(refnet, "[TripLimit]", why)
+
+
+def test_iterator_axis_in_range(refnet):
+    loop = refnet.network.add_loop()
+    with pytest.raises(NetworkError, match="axis 2 is out of range for a rank-2 input; an IIteratorLayer needs"):
+        loop.add_iterator(refnet.input("x", (3, 2)), 2)
+
+
+def test_a_concatenation_needs_its_length(refnet):
+    loop, row, rec, s = _cumsum_loop(refnet)
+    out = loop.add_loop_output(s, CONCAT, 0)
+    with pytest.raises(NetworkError, match=r"a CONCATENATE loop output needs its length: set_input\(1, "):
+        out.get_output(0).shape  # noqa: B018
+
+
+def test_running_past_the_iterated_axis_fails_at_run_time():
+    """A trip count from a network input is only known when the engine runs: 5 iterations over 3 rows fail
+    then, naming the iterator (nothing TensorRT-RTX builds can be run here to compare)."""
+    from helpers.refnet import RefNet
+
+    r = RefNet()
+    net = r.network
+    m = r.input("m", (), trt.int32)
+    loop = net.add_loop()
+    loop.add_trip_limit(m, COUNT)
+    row = loop.add_iterator(r.input("x", (3, 2))).get_output(0)
+    acc = loop.add_recurrence(net.add_constant((2,), trt.Weights(np.zeros(2, np.float32))).get_output(0))
+    acc.set_input(1, net.add_elementwise(acc.get_output(0), row, E.SUM).get_output(0))
+    out = loop.add_loop_output(acc.get_output(0), LAST).get_output(0)
+    x0 = randn(3, 2)
+    close(r.run({"m": torch.tensor(3, dtype=torch.int32), "x": x0}, y=out)["y"], x0.double().sum(0))
+    with pytest.raises(NetworkError, match=r"\[Iterator\]': iteration 3 reads slice 3 of an axis of length 3"):
+        run_plan(r.build(), {"m": torch.tensor(5, dtype=torch.int32), "x": x0})
 
 
 def test_concatenation_axis_and_length(refnet):

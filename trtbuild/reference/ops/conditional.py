@@ -118,9 +118,6 @@ class IIfConditionalOutputLayer(IIfConditionalBoundaryLayer):
     _MAX_INPUTS = 2
     _EXIT = True
 
-    def __init__(self, network, inputs, params, weights=None):
-        super().__init__(network, inputs, params, weights)
-
     @classmethod
     def _type_label(cls) -> str:
         return "Output"
