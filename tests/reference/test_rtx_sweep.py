@@ -32,6 +32,7 @@ import pytest
 
 from helpers import rtx_sweep as S
 from helpers import rtx_sweep_control as SC
+from helpers import rtx_sweep_index as SI
 from helpers import rtx_sweep_shape as SS
 from helpers import rtx_sweep_tables as T
 from helpers import twin
@@ -48,6 +49,9 @@ FAMILIES = {
     "matrix_multiply": (SS.matmul_case, 300), "softmax": (SS.softmax_case, 120),
     "normalization": (SS.normalization_case, 300),
     "resize": (S.resize_case, 200),
+    "squeeze": (SI.squeeze_case, 120), "unsqueeze": (SI.unsqueeze_case, 100),
+    "parametric_relu": (SI.parametric_relu_case, 100), "select": (SI.select_case, 120),
+    "gather": (SI.gather_case, 200), "cumulative": (SI.cumulative_case, 100), "one_hot": (SI.one_hot_case, 100),
 }
 FAMILIES.update({"conditional": (SC.conditional_case, 60), "loop": (SC.loop_case, 60)})
 SEED = 0

@@ -99,7 +99,7 @@ class PlanGraph:
             what = f"layer '{entry['name']}' ({ltype.name})"
             try:
                 check_params(ltype, entry["params"], entry["name"])
-                outs, dts = infer_layer(ltype, entry["params"], _WeightMeta(weights),
+                outs, dts = infer_layer(ltype, entry["params"], _WeightMeta(weights, entry.get("empty_weight_types")),
                                         [shapes.get(i) for i in entry["inputs"]],
                                         [dtypes.get(i) for i in entry["inputs"]], entry["name"], plugin=plugin)
                 outs, dts = [tuple(s) for s in outs], [DataType(d) for d in dts]
@@ -125,7 +125,7 @@ class PlanGraph:
         shapes = {t["id"]: tuple(input_shapes[t["name"]]) for t in self.header["inputs"]}
         dtypes = {t["id"]: DataType(t["dtype"]) for t in self.header["inputs"]}
         for ltype, entry, weights, plugin in self.layers:
-            meta = _WeightMeta(weights)
+            meta = _WeightMeta(weights, entry.get("empty_weight_types"))
             outs, dts = infer_layer(ltype, entry["params"], meta, [shapes.get(i) for i in entry["inputs"]],
                                     [dtypes.get(i) for i in entry["inputs"]], entry["name"], plugin=plugin)
             for o, s, d in zip(entry["outputs"], outs, dts):
@@ -166,15 +166,18 @@ class PlanGraph:
 
 
 class _WeightMeta(dict):
-    """Exposes .size/.dtype of plan weights to infer_layer, as Weights objects do."""
+    """Exposes .size/.dtype of plan weights to infer_layer, as Weights objects do; `empty_types` gives the type of
+    weights with no values (stored without an array), FLOAT where not given."""
 
     class _Meta:
-        def __init__(self, t):
+        def __init__(self, t, empty_type=DataType.FLOAT):
             self.size = 0 if t is None else int(t.numel())
-            self.dtype = DataType.FLOAT if t is None else {v: k for k, v in TORCH_DTYPE.items()}[t.dtype]
+            self.dtype = DataType(empty_type) if t is None else {v: k for k, v in TORCH_DTYPE.items()}[t.dtype]
 
-    def __init__(self, weights):
+    def __init__(self, weights, empty_types=None):
         super().__init__({k: self._Meta(v) for k, v in weights.items()})
+        for key, dtype in (empty_types or {}).items():
+            self[key] = self._Meta(None, dtype)
 
     def __missing__(self, key):
         return self._Meta(None)
