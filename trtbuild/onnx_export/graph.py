@@ -66,6 +66,16 @@ class GraphBuilder:
         self._values: set[str] = set()
         self._node_names: set[str] = set()
         self._tensor_names: dict[int, str] = {}
+        self.nested_values: set[int] = set()  # ids of the tensors computed in a subgraph (their value_info is there)
+
+    def nested(self) -> "GraphBuilder":
+        """A builder for a subgraph (an If branch, a Loop body): its own nodes; the names (ONNX's are unique
+        across a model's graphs), initializers (outer-scope values are visible inside) and domains shared."""
+        sub = GraphBuilder(self.opset)
+        sub.initializers, sub.domains, sub._values = self.initializers, self.domains, self._values
+        sub._node_names, sub._tensor_names = self._node_names, self._tensor_names
+        sub.nested_values = self.nested_values
+        return sub
 
     # -- names ----------------------------------------------------------------------------
     def _unique(self, base: str, taken: set[str]) -> str:

@@ -113,7 +113,11 @@ def run(p, w, inputs, plugin):
     return []
 
 
-def add_assertion(self, condition: ITensor, message: str) -> IAssertionLayer:
+def add_assertion(self, condition: ITensor, message: str | None) -> IAssertionLayer | None:
+    if message is None:  # TensorRT's binding passes a null pointer: logged, and no layer
+        self._api_usage_error("INetworkDefinition::addAssertion: Error Code 3: API Usage Error (Parameter check "
+                              "failed, condition: (message) != nullptr.)")
+        return None
     if not isinstance(message, str):
         raise TypeError(f"add_assertion: incompatible function arguments: message must be a str, got "
                         f"{type(message).__name__}")

@@ -240,12 +240,16 @@ def run(p, w, inputs, plugin):
     return [torch.einsum(spec, *operands)]
 
 
-def add_einsum(self, inputs: Sequence[ITensor], equation: str) -> IEinsumLayer:
+def add_einsum(self, inputs: Sequence[ITensor], equation: str | None) -> IEinsumLayer | None:
     """TensorRT refuses an equation whose syntax or number of terms is wrong when the layer is added (and refuses a
     layer without inputs)."""
     inputs = list(inputs)
     if not inputs:
         raise NetworkError("add_einsum: an einsum needs at least one input")
+    if equation is None:  # TensorRT's binding passes a null pointer: logged, and no layer
+        self._api_usage_error("INetworkDefinition::addEinsum: Error Code 3: API Usage Error (Parameter check failed, "
+                              "condition: (equation) != nullptr.)")
+        return None
     if not isinstance(equation, str):
         raise TypeError(f"add_einsum: incompatible function arguments: equation must be a str, got "
                         f"{type(equation).__name__}")
