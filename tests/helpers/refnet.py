@@ -50,15 +50,47 @@ def run_plan(plan, feeds: dict, logger: CapturingLogger | None = None) -> dict[s
         buffers[name] = torch.as_tensor(value).to(device()).contiguous()
         context.set_input_shape(name, tuple(buffers[name].shape))
         context.set_tensor_address(name, buffers[name].data_ptr())
-    outputs = {}
+    outputs, allocator = {}, Allocator()
     for i in range(engine.num_io_tensors):
         name = engine.get_tensor_name(i)
-        if engine.get_tensor_mode(name) == trt.TensorIOMode.OUTPUT:
-            outputs[name] = torch.empty(tuple(context.get_tensor_shape(name)),
-                                        dtype=TORCH_OF[engine.get_tensor_dtype(name)], device=device())
-            context.set_tensor_address(name, outputs[name].data_ptr())
-    assert context.execute_async_v3(0)
+        if engine.get_tensor_mode(name) != trt.TensorIOMode.OUTPUT:
+            continue
+        shape, dtype = tuple(context.get_tensor_shape(name)), TORCH_OF[engine.get_tensor_dtype(name)]
+        if any(d < 0 for d in shape):  # a data-dependent shape: memory is asked for during the run
+            allocator.dtypes[name] = dtype
+            assert context.set_output_allocator(name, allocator)
+            continue
+        outputs[name] = torch.empty(shape, dtype=dtype, device=device())
+        context.set_tensor_address(name, outputs[name].data_ptr())
+    assert context.execute_async_v3(0), logger.errors
+    outputs.update((name, allocator.tensor(name)) for name in allocator.dtypes)
     return {k: v.cpu() for k, v in outputs.items()}
+
+
+class Allocator(trt.IOutputAllocator):
+    """An IOutputAllocator written out here (not trtbuild.engine's): fresh torch bytes for each request,
+    recording every call so tests can check what the runtime asked and told."""
+
+    def __init__(self):
+        trt.IOutputAllocator.__init__(self)
+        self.dtypes: dict[str, torch.dtype] = {}
+        self.buffers: dict[str, torch.Tensor] = {}
+        self.calls: list[tuple] = []
+        self.shapes: dict[str, tuple] = {}
+
+    def reallocate_output(self, tensor_name, memory, size, alignment):
+        self.calls.append(("reallocate_output", tensor_name, memory, size, alignment))
+        self.buffers[tensor_name] = torch.empty(size, dtype=torch.uint8, device=device())
+        return self.buffers[tensor_name].data_ptr()
+
+    def notify_shape(self, tensor_name, shape):
+        self.calls.append(("notify_shape", tensor_name, tuple(shape)))
+        self.shapes[tensor_name] = tuple(shape)
+
+    def tensor(self, name: str) -> torch.Tensor:
+        shape, dtype = self.shapes[name], self.dtypes[name]
+        count = int(np.prod(shape))
+        return self.buffers[name][:count * dtype.itemsize].view(dtype).reshape(shape)
 
 
 class RefNet:

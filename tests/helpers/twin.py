@@ -90,7 +90,92 @@ REFERENCE_STRICTER: list[Stricter] = [
         lambda network, trt: network.mark_output(network.add_normalization_v2(
             network.add_input("x", trt.float32, (1, 5, 6)), network.add_input("scale", trt.float32, (1, 5, 1)),
             network.add_input("bias", trt.float32, (1, 1, 1)), 0b11).get_output(0))),
+    # -- TopK ---------------------------------------------------------------------------------------------------
+    Stricter(
+        r"must be one of the last four dimensions",
+        'add_topk: "Currently axes must specify exactly one dimension, and it must be one of the last four '
+        'dimensions." (TensorRT 10 and 11); the TopK operator page: "axes the axis to sample; must be one of the '
+        'last four dimensions."',
+        lambda network, trt: tuple(network.add_topk(network.add_input("x", trt.float32, (2, 2, 2, 2, 3)),
+                                                    trt.TopKOperation.MAX, 1, 1).get_output(0).shape)),
+    Stricter(
+        r"requires the same shape in both branches",
+        'IIfConditional: "The type and shape of each output tensor from the true/false subgraphs are the same, '
+        'except that the shapes are allowed to differ if the condition is a build-time constant." (TensorRT 11.4; '
+        "TensorRT-RTX gives -1 where the static dims differ)",
+        lambda network, trt: _if_with_outputs(network, trt, (2, 3), (1, 3))),
+    Stricter(
+        r"a reverse iterator counts from the COUNT trip limit",
+        'ILoop.add_iterator / IIteratorLayer.reverse: "For reverse=true, this is equivalent to add_gather(tensor, '
+        'M-1-I, 0) where M is the trip count computed from TripLimits of kind COUNT." (TensorRT 10 and 11); a loop '
+        "with only a WHILE limit has no such M",
+        lambda network, trt: _while_loop_reverse_iterator(network, trt)),
 ]
+
+
+@dataclass(frozen=True)
+class NoRtxKernel:
+    """A layer type TensorRT 10/11 documents and builds that TensorRT-RTX 1.7 defines (add_*, shapes, dtypes)
+    but cannot build: its builder fails with "[<label>] has no runners that implement it" for every target. The
+    reference accepts and runs it (the rule's exception: real TensorRT accepts it); the twin still compares
+    every shape and dtype, and accepts that one build failure. `example(network, trt)` makes such a network;
+    tests check that TensorRT-RTX still refuses it (tests/reference/test_layers_non_zero.py)."""
+
+    label: str
+    docs: str
+    example: Callable
+    onnx_op: str = ""  # the ONNX operator TensorRT-RTX's parser imports as this layer (its layer is named after it)
+
+
+#: Layer types with no TensorRT-RTX 1.7 kernel (data-dependent shapes; also listed in docs/rtx_differences.md).
+RTX_NO_KERNEL: list[NoRtxKernel] = [
+    NoRtxKernel(
+        "NonZero", 'INonZeroLayer (TensorRT 10 and 11): "Computes the indices of the input tensor where the value is '
+        'non-zero. ... The output shape is always {D, C}"; TensorRT\'s ONNX operator support lists NonZero',
+        lambda network, trt: network.mark_output(network.add_non_zero(
+            network.add_input("x", trt.float32, (3, 4))).get_output(0))),
+    NoRtxKernel(
+        "NMS", 'INMSLayer (TensorRT 10 and 11): "A non-maximum suppression layer ... This layer implements NMS per '
+        'batch item and per class"; TensorRT\'s ONNX operator support lists NonMaxSuppression',
+        lambda network, trt: network.mark_output(network.add_nms(
+            network.add_input("b", trt.float32, (1, 5, 4)), network.add_input("s", trt.float32, (1, 5, 2)),
+            network.add_input("m", trt.int32, ())).get_output(0)), "NonMaxSuppression"),
+]
+
+
+def no_rtx_kernel(errors: list[str]) -> list[str]:
+    """`errors` less TensorRT-RTX's "has no runners" failures of the RTX_NO_KERNEL layer types."""
+    labels = "|".join(re.escape(k.label) for k in RTX_NO_KERNEL)
+    ops = "|".join(re.escape(k.onnx_op) for k in RTX_NO_KERNEL if k.onnx_op)
+    pattern = rf"(\[({labels})\]|/({ops})_\d+) has no runners that implement it"
+    return [e for e in errors if not re.search(pattern, e)]
+
+
+
+def _while_loop_reverse_iterator(network, trt):
+    """A WHILE loop (i < 3) summing the rows of x read by a reverse iterator."""
+    def const(value):
+        arr = np.array(value, np.int32)
+        return network.add_constant(arr.shape, arr).get_output(0)
+
+    loop = network.add_loop()
+    i = loop.add_recurrence(const(0))
+    loop.add_trip_limit(network.add_elementwise(i.get_output(0), const(3), trt.ElementWiseOperation.LESS)
+                        .get_output(0), trt.TripLimit.WHILE)
+    i.set_input(1, network.add_elementwise(i.get_output(0), const(1), trt.ElementWiseOperation.SUM).get_output(0))
+    acc = loop.add_recurrence(const([0, 0]))
+    row = loop.add_iterator(network.add_input("x", trt.int32, (3, 2)), 0, True).get_output(0)
+    acc.set_input(1, network.add_elementwise(acc.get_output(0), row, trt.ElementWiseOperation.SUM).get_output(0))
+    network.mark_output(loop.add_loop_output(acc.get_output(0), trt.LoopOutput.LAST_VALUE).get_output(0))
+
+
+def _if_with_outputs(network, trt, true_shape, false_shape):
+    """An if-conditional selecting between two inputs of the given shapes."""
+    cond = network.add_if_conditional()
+    cond.set_condition(network.add_input("c", trt.bool, ()))
+    out = cond.add_output(cond.add_input(network.add_input("x", trt.float32, true_shape)).get_output(0),
+                          cond.add_input(network.add_input("z", trt.float32, false_shape)).get_output(0))
+    network.mark_output(out.get_output(0))
 
 #: RTX logs a CUDA error alongside most errors on a machine without a GPU; it is noise here.
 _NOISE = re.compile(r"catchCudaError|CUDA driver version is insufficient")
@@ -146,6 +231,8 @@ class Twin:
             return v.name
         if v is None or isinstance(v, (bool, int, float, str)):
             return v
+        if hasattr(v, "is_network_input") and hasattr(v, "name"):  # a tensor attribute (update_lengths): its name
+            return f"tensor {v.name}"
         try:
             return tuple(Twin.plain(x) for x in v)
         except TypeError:
@@ -296,6 +383,8 @@ class Twin:
             rtx_plan = self.rtxnet.builder.build_serialized_network(self.rtxnet.network, self.rtxnet.config)
         if rtx_plan is None and not errs:
             errs.append("build_serialized_network returned None")
+        if plan is not None and errs and not no_rtx_kernel(errs):  # only layers TensorRT-RTX has no kernel for
+            errs = []
         if plan is None:
             self.ref_rejected = True
             ref_message = (self.refnet.logger.errors or ["build failed"])[-1]
@@ -379,7 +468,15 @@ def _wrap(twin: Twin, r, x, what: str):
         return TwinTensor(twin, r, x, what)
     if isinstance(r, ref.ILayer):
         return TwinLayer(twin, r, x, what)
+    if isinstance(r, _CONSTRUCTS):
+        return TwinConstruct(twin, r, x, what)
     return r
+
+
+#: control-flow constructs (add_if_conditional, add_loop): their add_* methods and set_condition go to both
+#: sides, as a network's; `conditional`/`loop` of a boundary layer is the construct (not compared: RTX's is
+#: another object)
+_CONSTRUCTS = tuple(getattr(ref, name) for name in ("IIfConditional", "ILoop") if hasattr(ref, name))
 
 
 def _describe(name, args, kwargs) -> str:
@@ -400,7 +497,7 @@ class _TwinObject:
     """Shared by TwinNetwork and TwinLayer: methods go to both sides, attribute reads to the
     reference (compared with RTX), attribute sets to both."""
 
-    _SKIP_COMPARE = ("name", "metadata")
+    _SKIP_COMPARE = ("name", "metadata", "conditional", "loop")
 
     def __init__(self, twin: Twin, r, x, what: str):
         object.__setattr__(self, "_twin", twin)
@@ -475,6 +572,13 @@ class TwinLayer(_TwinObject):
 
 class TwinNetwork(_TwinObject):
     pass
+
+
+class TwinConstruct(_TwinObject):
+    """An IIfConditional or ILoop and its RTX twin."""
+
+    def _affected(self, rtx_result) -> list:
+        return _outputs(rtx_result) if rtx_result is not None and hasattr(rtx_result, "num_outputs") else []
 
 
 class TwinRefNet(RefNet):

@@ -63,6 +63,11 @@ DEFAULT_IN_11_ONLY = {("INetworkDefinition", "add_squeeze"): frozenset({"axes"})
 #: a departure found here is fixed in trtbuild/reference, not listed.
 KNOWN_DEPARTURES: dict = {}
 
+#: Members that TensorRT 11 added to a class TensorRT 10 has as well (TensorRT-RTX 1.7 has them too). The reference
+#: follows 11 there, so they are checked against 11 only (test_added_in_11_table_is_true keeps the table honest).
+ADDED_IN_11 = {("IKVCacheUpdateLayer", "update_form"): "the update tensor's layout (AttentionIOForm)",
+               ("IKVCacheUpdateLayer", "update_lengths"): "cumulative token counts of a PACKED_NHD update"}
+
 #: Members whose TensorRT signature is a set of pybind overloads that one Python signature cannot
 #: spell. The reference dispatches on its arguments instead; test_weights_overloads checks each form.
 DISPATCHED_OVERLOADS = {("Weights", "__init__"): "Weights(type=FLOAT) | Weights(type, ptr, count) | Weights(a)"}
@@ -121,6 +126,8 @@ def _member_problems(ref, cls: str, member: str, real_api) -> list[str]:
         return []
     out = []
     for v in VERSIONS:
+        if v == "10" and (cls, member) in ADDED_IN_11:
+            continue
         real_class = real_api[v]["classes"].get(cls)
         if member == "__init__":
             if real_class is not None and real_class["init"] is not None and entry["init"] is not None:
@@ -207,6 +214,14 @@ def test_version_table_is_current(ref, real_api):
             vals = {v: real_api[v]["classes"][cls]["enum"].get(member) for v in VERSIONS}
             assert vals["10"] == vals["11"], (f"{cls}.{member} differs between versions {vals}: "
                                               "add it to VERSION_DEPENDENT")
+
+
+def test_added_in_11_table_is_true(ref, real_api):
+    """Each ADDED_IN_11 member is defined by the reference, absent from TensorRT 10 and present in TensorRT 11."""
+    for cls, member in ADDED_IN_11:
+        assert member in ref["classes"][cls]["members"], (cls, member)
+        assert member not in real_api["10"]["classes"][cls]["members"], (cls, member)
+        assert member in real_api["11"]["classes"][cls]["members"], (cls, member)
 
 
 def test_add_scale_nd_requires_channel_axis():

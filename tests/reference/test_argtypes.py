@@ -14,6 +14,8 @@ reference and fail for users of TensorRT."""
 
 from __future__ import annotations
 
+import re
+
 import decimal
 import fractions
 import inspect
@@ -86,6 +88,19 @@ NETWORK = {
     "add_cumulative": lambda t, e: (e["x"], e["axis"], t.CumulativeOperation.SUM, False, True),
     "add_one_hot": lambda t, e: (e["idx"], e["values"], e["axis"], -1),
     "add_resize": lambda t, e: (e["x"],),
+    "add_grid_sample": lambda t, e: (e["x"], e["grid"]),
+    "add_ragged_softmax": lambda t, e: (e["seq"], e["bounds"]),
+    "add_rotary_embedding": lambda t, e: (e["x"], e["cossin"], e["cossin"], True, 4),
+    "add_kv_cache_update": lambda t, e: (e["x"], e["update"], e["starts"], t.KVCacheMode.LINEAR),
+    "add_topk": lambda t, e: (e["x"], t.TopKOperation.MAX, 2, 1 << 3),
+    "add_scatter": lambda t, e: (e["sc_data"], e["sc_idx"], e["sc_upd"], t.ScatterMode.ND),
+    "add_reverse_sequence": lambda t, e: (e["seqs"], e["lens"]),
+    "add_einsum": lambda t, e: ([e["m"]], "ij->ji"),
+    "add_non_zero": lambda t, e: (e["x"],),
+    "add_nms": lambda t, e: (e["boxes"], e["scores"], e["max_boxes"]),
+    "add_assertion": lambda t, e: (e["holds"], "ones are equal"),
+    "add_if_conditional": lambda t, e: (),
+    "add_loop": lambda t, e: (),
     "get_layer": lambda t, e: (0,),
     "get_input": lambda t, e: (0,),
     "get_output": lambda t, e: (0,),
@@ -120,6 +135,13 @@ OTHERS = {
     ("x", "get_dimension_name"): lambda t, e: (0,),
     ("x", "set_dimension_name"): lambda t, e: (0, "n"),
     ("trt_logger", "log"): lambda t, e: (t.ILogger.Severity.VERBOSE, "not shown"),
+    ("loop", "add_trip_limit"): lambda t, e: (e["axis"], t.TripLimit.COUNT),
+    ("loop", "add_recurrence"): lambda t, e: (e["x"],),
+    ("loop", "add_iterator"): lambda t, e: (e["x"], 1, True),
+    ("loop", "add_loop_output"): lambda t, e: (e["x"], t.LoopOutput.LAST_VALUE, 0),
+    ("conditional", "set_condition"): lambda t, e: (e["cond"],),
+    ("conditional", "add_input"): lambda t, e: (e["x"],),
+    ("conditional", "add_output"): lambda t, e: (e["x"], e["x"]),
 }
 
 
@@ -135,6 +157,23 @@ def _env(trt) -> dict:
     env["axis"] = network.add_constant((), np.array(1, np.int32)).get_output(0)
     env["values"] = network.add_input("values", trt.float32, (2,))
     env["axes"] = network.add_constant((1,), np.array([0], np.int64)).get_output(0)
+    env["grid"] = network.add_input("grid", trt.float32, (1, 3, 3, 2))
+    env["seq"], env["bounds"] = network.add_input("seq", trt.float32, (2, 3, 5)), network.add_input("bounds", trt.int32,
+                                                                                                   (2, 3, 1))
+    env["cossin"] = network.add_input("cossin", trt.float32, (1, 6, 2))
+    env["update"], env["starts"] = network.add_input("update", trt.float32, (1, 4, 2, 6)), network.add_input(
+        "starts", trt.int32, (1,))
+    env["sc_data"], env["sc_upd"] = network.add_input("sc_data", trt.float32, (4,)), network.add_input(
+        "sc_upd", trt.float32, (2,))
+    env["sc_idx"] = network.add_constant((2, 1), np.array([[0], [2]], np.int32)).get_output(0)
+    env["seqs"], env["lens"] = network.add_input("seqs", trt.float32, (3, 2)), network.add_constant(
+        (2,), np.array([1, 3], np.int32)).get_output(0)
+    env["m"] = network.add_input("m", trt.float32, (2, 3))
+    env["boxes"], env["scores"] = network.add_input("boxes", trt.float32, (1, 5, 4)), network.add_input(
+        "scores", trt.float32, (1, 5, 2))
+    env["max_boxes"] = network.add_constant((), np.array(3, np.int32)).get_output(0)
+    one = network.add_constant((1,), np.array([1], np.int32)).get_output(0)
+    env["holds"] = network.add_elementwise(one, one, trt.ElementWiseOperation.EQUAL).get_output(0)
     env["layer"] = network.add_identity(x)
     env["out"] = env["layer"].get_output(0)
     network.mark_output(env["out"])
@@ -145,6 +184,9 @@ def _env(trt) -> dict:
     env["cache"] = env["config"].create_timing_cache(b"")
     env["cache2"] = env["config"].create_timing_cache(b"")
     env["trt_logger"] = trt.Logger()
+    env["loop"], env["conditional"] = network.add_loop(), network.add_if_conditional()
+    env["loop"].add_trip_limit(env["axis"], trt.TripLimit.COUNT)  # a construct is checked at build, used or not
+    env["conditional"].set_condition(network.add_input("c", trt.bool, ()))
     return env
 
 
@@ -267,17 +309,19 @@ def test_every_checked_parameter_has_tensorrt_rtxs_type(rtx):
 
 
 _CLASS = {"builder": "Builder", "config": "IBuilderConfig", "profile": "IOptimizationProfile", "cache": "ITimingCache",
-          "layer": "ILayer", "x": "ITensor", "trt_logger": "Logger"}
+          "layer": "ILayer", "x": "ITensor", "trt_logger": "Logger", "loop": "ILoop", "conditional": "IIfConditional"}
 _RTX_TYPES = {"typing.SupportsInt": "int", "typing.SupportsFloat": "float", "typing_extensions.Buffer": "Buffer",
               "collections.abc.Sequence[ITensor]": "Sequence[ITensor]"}
 #: where TensorRT's null pointer is taken (probed: a None Weights bias is no bias, a None name or profile is
 #: logged as an API usage error); pybind11's signatures do not say it
 _NULLABLE = {("add_input", "name"), ("add_optimization_profile", "profile"), ("set_dimension_name", "name"),
-             ("log", "msg")}
+             ("log", "msg"), ("add_einsum", "equation"), ("add_assertion", "message")}
 
 
 def _rtx_types(doc: str) -> dict:
     line = doc.strip().splitlines()[0]
+    if "(*args, **kwargs)" in line:  # pybind11 overloads: the one with the most parameters (optional ones given)
+        line = max(re.findall(r"^\d+\. (\w+\(.*\) -> .*)$", doc, re.M), key=lambda sig: sig.count(":"))
     name, params = line.split("(", 1)[0], line.split("(", 1)[1].rsplit(") ->", 1)[0]
     out = {}
     for part in _split(params)[1:]:

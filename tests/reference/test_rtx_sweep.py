@@ -31,8 +31,12 @@ import re
 import pytest
 
 from helpers import rtx_sweep as S
+from helpers import rtx_sweep_dds as D
+from helpers import rtx_sweep_control as SC
 from helpers import rtx_sweep_index as SI
+from helpers import rtx_sweep_sample as SA
 from helpers import rtx_sweep_shape as SS
+from helpers import rtx_sweep_topk as ST
 from helpers import rtx_sweep_tables as T
 from helpers import twin
 from helpers.rtx_sweep_runner import RtxRunner, Tally, judge
@@ -51,7 +55,13 @@ FAMILIES = {
     "squeeze": (SI.squeeze_case, 120), "unsqueeze": (SI.unsqueeze_case, 100),
     "parametric_relu": (SI.parametric_relu_case, 100), "select": (SI.select_case, 120),
     "gather": (SI.gather_case, 200), "cumulative": (SI.cumulative_case, 100), "one_hot": (SI.one_hot_case, 100),
+    "non_zero": (D.non_zero_case, 80), "nms": (D.nms_case, 120),
+    "topk": (ST.topk_case, 200), "scatter": (ST.scatter_case, 120),
+    "reverse_sequence": (ST.reverse_sequence_case, 100), "einsum": (ST.einsum_case, 250),
+    "grid_sample": (SA.grid_sample_case, 120), "ragged_softmax": (SA.ragged_softmax_case, 80),
+    "rotary_embedding": (SA.rotary_embedding_case, 120), "kv_cache_update": (SA.kv_cache_update_case, 120),
 }
+FAMILIES.update({"conditional": (SC.conditional_case, 60), "loop": (SC.loop_case, 60)})
 SEED = 0
 
 #: INT4 network inputs: tests/helpers/twin.py cannot express this example (it twins layers, not add_input)
@@ -61,7 +71,7 @@ INT4_INPUT = Stricter(
     'IDequantizeLayer "supports tensorrt.int8, tensorrt.float8, tensorrt.int4 and tensorrt.fp4 precision". The '
     "reference has no Q/DQ layers and no storage for 4-bit types, so add_input refuses FP8/INT4/FP4",
     lambda network, trt: network.add_shuffle(network.add_input("x", trt.DataType.INT4, (2, 4))))
-SWEEP_STRICTER = [*twin.REFERENCE_STRICTER, INT4_INPUT]
+SWEEP_STRICTER = [*twin.REFERENCE_STRICTER, INT4_INPUT, ST.EINSUM_DYNAMIC_DIAGONAL]
 
 
 def stricter(case, message: str) -> bool:

@@ -208,7 +208,9 @@ class Engine(EngineIO):
 
         Inputs must have the engine's dtype, live on `engine.device` and fit the optimization
         profile (EngineInputError otherwise). Work is queued on `stream` (default: torch's current
-        stream); pass synchronize=True to wait for it.
+        stream); pass synchronize=True to wait for it. An output whose shape depends on the data (-1
+        until the run: a non-zero or NMS count) gets its memory through an IOutputAllocator
+        (output_allocator.py) and comes back with its real shape.
         """
         feeds = self._feeds({**(inputs or {}), **named})
         ctx = self.context
@@ -217,19 +219,29 @@ class Engine(EngineIO):
             if ctx.set_input_shape(n, tuple(t.shape)) is False:
                 raise EngineInputError(f"{self.backend} rejected shape {tuple(t.shape)} for input '{n}': "
                                        f"{self.logger.error_text()}")
-        outputs = {}
+        outputs, later = {}, {}
         for n in self.output_names:
             shape = tuple(int(d) for d in ctx.get_tensor_shape(n))
-            if any(d < 0 for d in shape):
-                raise EngineError(f"output '{n}' has a data-dependent shape {shape}, which trtbuild's Engine "
-                                  "does not support")
-            outputs[n] = torch.empty(shape, dtype=self.tensors[n].dtype, device=self.device)
+            if any(d < 0 for d in shape):  # data-dependent: its memory is asked for during the run
+                later[n] = self.tensors[n].dtype
+            else:
+                outputs[n] = torch.empty(shape, dtype=self.tensors[n].dtype, device=self.device)
+        allocator = None
+        if later:
+            from .output_allocator import torch_output_allocator
+
+            allocator = torch_output_allocator(self.trt, self.device, later)
+            for n in later:
+                ctx.set_output_allocator(n, allocator)
         for n, t in {**feeds, **outputs}.items():
             ctx.set_tensor_address(n, t.data_ptr())
         handle = self._stream_handle(stream)
         if not ctx.execute_async_v3(handle):
             raise EngineError(f"{self.backend} failed to execute {self.name}: {self.logger.error_text()}")
-        self._in_flight = (feeds, outputs)  # keep buffers alive while the stream works on them
+        if allocator is not None:  # the shapes are known once execute_async_v3 returns (notify_shape)
+            outputs.update((n, allocator.tensor(n)) for n in later)
+            outputs = {n: outputs[n] for n in self.output_names}
+        self._in_flight = (feeds, outputs, allocator)  # keep buffers alive while the stream works on them
         if synchronize and self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
         return outputs

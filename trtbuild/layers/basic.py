@@ -14,10 +14,13 @@ from trtbuild.backend import trt_of
 from trtbuild.reparam import fold_conv_bn
 
 from .common import BuilderError, constant, out, trt_weights
+from .tensor import flatten
+
+_flatten = flatten  # linear's `flatten` argument shadows the builder
 
 __all__ = ["conv", "relu", "max_pool", "avg_pool", "adaptive_avg_pool", "global_avg_pool", "linear", "flatten",
            "add", "conv_bn", "conv_bn_relu", "read_conv_bn", "pool_output_size", "read_conv_weight",
-           "read_linear"]
+           "read_linear", "linear_view"]
 
 
 def _ntuple(value, n: int, what: str, name: str) -> tuple[int, ...]:
@@ -279,44 +282,70 @@ def adaptive_avg_pool(network, x, output_size, name: str):
     return out(network.add_matrix_multiply(y, none, cols, tr), name)
 
 
-def flatten(network, x, name: str):
-    """Reshape (N, ...) to (N, -1) with a shuffle layer, as ``torch.flatten(x, 1)``."""
-    layer = network.add_shuffle(x)
-    if layer is not None:
-        layer.reshape_dims = trt_of(network).Dims((0, -1))
-    return out(layer, name)
+def linear_view(x, weight, name: str, flatten: bool | None = None) -> tuple[np.ndarray, bool]:
+    """``(weight as [out, in], whether linear flattens x first)``, checked before any layer is added.
+
+    nn.Linear's rule: the last dim of ``x`` holds the ``in`` features and every leading dim is kept.
+    An input of rank > 2 whose last dim is not ``in`` but whose dims after the first make ``in``
+    features (a pooled ``(N, C, 1, 1)`` map) is flattened first, as ``nn.Linear(torch.flatten(x, 1))``;
+    ``flatten=True`` always flattens, ``flatten=False`` never does."""
+    w = check_linear_weight(weight, name)
+    shape = _shape(x)
+    k = w.shape[1]
+    if not shape:
+        raise BuilderError(f"layer '{name}': linear needs an input of rank >= 1, got '{x.name}' {shape}")
+    if flatten is None:
+        flatten = len(shape) > 2 and shape[-1] != k and all(d >= 0 for d in shape[1:]) \
+            and int(np.prod(shape[1:])) == k
+    if flatten and len(shape) < 2:
+        raise BuilderError(f"layer '{name}': flatten=True needs an (N, ...) input, got '{x.name}' {shape}")
+    features = (int(np.prod(shape[1:])) if all(d >= 0 for d in shape[1:]) else -1) if flatten else shape[-1]
+    if features >= 0 and features != k:
+        what = "dims after the first make" if flatten else "last dim has"
+        raise BuilderError(f"layer '{name}': input '{x.name}' {shape}: its {what} {features} features but the "
+                           f"weight {w.shape} expects {k}")
+    return w, bool(flatten)
 
 
-def linear(network, x, weight, bias, name: str, *, weight_tensor=None):
+def linear(network, x, weight, bias, name: str, *, weight_tensor=None, flatten: bool | None = None):
     """``torch.nn.Linear``: ``y = x @ W^T + b`` with ``weight`` [out, in] and ``bias`` [out] or None.
 
-    Inputs of rank > 2 are flattened first (layer ``name/flatten``). The weight is a constant
-    (``name/weight``) multiplied with op TRANSPOSE (``name/matmul``, or ``name`` without bias); the
-    bias a [1, out] constant (``name/bias``) added elementwise (``name``). ``weight_tensor``: a
-    tensor of ``weight``'s shape (a dequantized weight) used instead of the constant.
+    Like nn.Linear, ``x`` is ``(*, in)`` and keeps its leading dims: ``(N, L, in) -> (N, L, out)``.
+    An input of rank > 2 whose last dim is not ``in`` but whose dims after the first make ``in``
+    (a pooled ``(N, C, 1, 1)`` map) is flattened first (layer ``name/flatten``), as
+    ``nn.Linear(torch.flatten(x, 1))``; ``flatten=True`` / ``False`` forces / forbids that. The
+    weight is a constant (``name/weight``, with leading size-1 dims to the input's rank, as TensorRT's
+    matrix multiply needs equal ranks) multiplied with op TRANSPOSE (``name/matmul``, or ``name``
+    without bias); the bias a ``[1, ..., out]`` constant (``name/bias``) added elementwise
+    (``name``). ``weight_tensor``: a tensor of ``weight``'s shape, or with those leading size-1 dims
+    (a dequantized weight), used instead of the constant (``name/weight_view`` reshapes the former).
     """
-    w = check_linear_weight(weight, name)
-    if len(x.shape) > 2:
-        x = flatten(network, x, f"{name}/flatten")
-    shape = _shape(x)
-    if len(shape) != 2:
-        raise BuilderError(f"layer '{name}': linear needs an (N, in) input, got '{x.name}' {shape}")
-    if shape[1] >= 0 and shape[1] != w.shape[1]:
-        raise BuilderError(f"layer '{name}': input '{x.name}' has {shape[1]} features but the weight {w.shape} "
-                           f"expects {w.shape[1]}")
+    w, flat = linear_view(x, weight, name, flatten)
+    if flat:
+        x = _flatten(network, x, f"{name}/flatten")
+    rank = len(_shape(x))
+    lead = (1,) * (rank - 2)
     trt = trt_of(network)
-    if weight_tensor is not None and tuple(_shape(weight_tensor)) != w.shape:
+    if weight_tensor is not None and _shape(weight_tensor) not in (w.shape, lead + w.shape):
         raise BuilderError(f"layer '{name}': the weight tensor '{weight_tensor.name}' {_shape(weight_tensor)} must "
                            f"have the weight's shape {w.shape}")
-    wt = constant(network, w, x, f"{name}/weight") if weight_tensor is None else weight_tensor
-    mm = network.add_matrix_multiply(x, trt.MatrixOperation.NONE, wt, trt.MatrixOperation.TRANSPOSE)
-    if bias is None:
-        return out(mm, name)
-    b = np.asarray(bias).reshape(-1)
-    if b.size != w.shape[0]:
+    b = None if bias is None else np.asarray(bias).reshape(-1)
+    if b is not None and b.size != w.shape[0]:
         raise BuilderError(f"layer '{name}': bias has {b.size} values; expected {w.shape[0]}")
+    if weight_tensor is None:
+        wt = constant(network, w.reshape(lead + w.shape) if rank >= 2 else w, x, f"{name}/weight")
+    elif rank > 2 and _shape(weight_tensor) != lead + w.shape:
+        view = network.add_shuffle(weight_tensor)
+        view.reshape_dims = trt.Dims(lead + w.shape)
+        wt = out(view, f"{name}/weight_view")
+    else:
+        wt = weight_tensor
+    op = trt.MatrixOperation.VECTOR if rank == 1 else trt.MatrixOperation.NONE
+    mm = network.add_matrix_multiply(x, op, wt, trt.MatrixOperation.TRANSPOSE)
+    if b is None:
+        return out(mm, name)
     y = out(mm, f"{name}/matmul")
-    bt = constant(network, b.reshape(1, -1), x, f"{name}/bias")
+    bt = constant(network, b.reshape((1,) * max(rank - 1, 0) + (-1,)), x, f"{name}/bias")
     return out(network.add_elementwise(y, bt, trt.ElementWiseOperation.SUM), name)
 
 

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from trtbuild.backend import trt_of
 
-from .basic import add, check_conv_weight, check_linear_weight, conv, linear, read_conv_bn
+from .basic import add, check_conv_weight, conv, linear, linear_view, read_conv_bn
 from .common import out
 from .quantize import QMAX, qadd, qconv, qlinear
 from .residual import residual_input
@@ -85,16 +85,19 @@ def planned_conv_bn(network, x, wm, conv_prefix: str, bn_prefix: str, name: str,
     return planned_conv(network, x, w, b, name, quant, conv_prefix, stride, padding, dilation, groups)
 
 
-def planned_linear(network, x, weight, bias, name: str, quant=None, module: str | None = None):
-    """trtbuild.layers.basic.linear as `quant` says for the PyTorch Linear `module` (default `name`)."""
-    weight = check_linear_weight(weight, name)  # before a cast or Q/DQ layer
+def planned_linear(network, x, weight, bias, name: str, quant=None, module: str | None = None, *,
+                   flatten: bool | None = None):
+    """trtbuild.layers.basic.linear (leading dims kept as nn.Linear keeps them; ``flatten`` as there) as
+    `quant` says for the PyTorch Linear `module` (default `name`)."""
+    weight, flat = linear_view(x, weight, name, flatten)  # before a cast or Q/DQ layer
     lp = quant.layer(module or name) if quant is not None else None
     if lp is not None and lp.quantized:
-        return qlinear(network, x, weight, bias, name, lp.input_amax, lp.precision)
+        return qlinear(network, x, weight, bias, name, lp.input_amax, lp.precision, flatten=flat)
     dt = _kept_type(network, x, lp.precision) if lp is not None else None
     if dt is None:
-        return linear(network, x, weight, bias, name)
-    return _in_type(network, x, dt, lp.precision, name, lambda t, n: linear(network, t, weight, bias, n))
+        return linear(network, x, weight, bias, name, flatten=flat)
+    return _in_type(network, x, dt, lp.precision, name,
+                    lambda t, n: linear(network, t, weight, bias, n, flatten=flat))
 
 
 def planned_add(network, x, residual, name: str, quant=None):

@@ -22,7 +22,7 @@ import numpy as np
 
 from trtbuild.backend import trt_of
 
-from .basic import check_conv_weight, check_linear_weight, conv, linear
+from .basic import check_conv_weight, conv, linear, linear_view
 from .common import BuilderError, keep_alive, out
 
 __all__ = ["QMAX", "scale_of", "quantize_dequantize", "quantized_weights", "qconv", "qlinear", "qadd"]
@@ -111,13 +111,17 @@ def qconv(network, x, weight, bias, name: str, amax: float, dtype: str = "int8",
     return conv(network, xq, weight, bias, name, stride, padding, dilation, groups, kernel_tensor=kernel)
 
 
-def qlinear(network, x, weight, bias, name: str, amax: float, dtype: str = "int8"):
-    """``torch.nn.Linear`` (trtbuild.layers.basic.linear) with both matmul inputs quantized: the
-    activation per tensor (``name/input_q``), the [out, in] weight per output row (``name/weight_q``)."""
-    w = check_linear_weight(weight, name)
+def qlinear(network, x, weight, bias, name: str, amax: float, dtype: str = "int8", *, flatten: bool | None = None):
+    """``torch.nn.Linear`` (trtbuild.layers.basic.linear: leading dims kept, ``flatten`` as there) with both
+    matmul inputs quantized: the activation per tensor (``name/input_q``), the [out, in] weight per
+    output row (``name/weight_q``, made with the input's leading size-1 dims so that the dequantize
+    feeds the matrix multiply directly)."""
+    w, flat = linear_view(x, weight, name, flatten)
+    rank = 2 if flat else len(x.shape)
+    lead = (1,) * max(rank - 2, 0)
     xq = quantize_dequantize(network, x, amax, f"{name}/input_q", dtype)
-    wq = quantized_weights(network, w, f"{name}/weight_q", dtype, axis=0, like=x)
-    return linear(network, xq, w, bias, name, weight_tensor=wq)
+    wq = quantized_weights(network, w.reshape(lead + w.shape), f"{name}/weight_q", dtype, axis=len(lead), like=x)
+    return linear(network, xq, w, bias, name, weight_tensor=wq, flatten=flat)
 
 
 def qadd(network, x, residual, name: str, amax: float, dtype: str = "int8"):

@@ -12,9 +12,10 @@ from onnx import helper
 from trtbuild import __version__
 from trtbuild.reference.core import NetworkError
 from trtbuild.reference.enums import LayerType
+from trtbuild.reference.ops._control import network_steps, tensors_inside
 
 from .graph import GraphBuilder, OnnxExportError, onnx_type
-from .lower import lower_layer
+from .lower import StepContext
 from .lower_quant import FP8_OPSET, uses_fp8
 
 #: Default opset: the lowest that has LayerNormalization, well inside the range TensorRT 10.x's
@@ -52,25 +53,32 @@ def _value_info(name: str, tensor, dims_named: bool = False) -> onnx.ValueInfoPr
 
 
 def _layers_in_order(network, roots) -> list:
-    """Layers producing `roots`, with everything they depend on, in dependency order."""
+    """Layers producing `roots`, with everything they depend on, in dependency order. A construct's
+    boundary layers come together (`_companions`: an if-conditional's condition has no outputs); a
+    loop's next-iteration inputs (`_BACK_EDGES`) are visited after the layer reading them."""
     produced_by = {id(t): layer for layer in network._layers for t in layer._outputs}
     order, state = [], {}
-    for root in roots:
-        if id(root) not in produced_by:
-            continue
-        stack = [(produced_by[id(root)], False)]
+    pending = [produced_by[id(r)] for r in roots if id(r) in produced_by]
+    while pending:
+        stack = [(pending.pop(0), False)]
         while stack:
             layer, done = stack.pop()
             if done:
                 if state.get(id(layer)) != 2:
                     state[id(layer)] = 2
                     order.append(layer)
+                    back = [layer._inputs[i] for i in getattr(layer, "_BACK_EDGES", ()) if i < len(layer._inputs)]
+                    pending += [produced_by[id(t)] for t in back if id(t) in produced_by]
+                    pending += getattr(layer, "_companions", list)()
                 continue
             if state.get(id(layer)):
                 continue
             state[id(layer)] = 1
             stack.append((layer, True))
-            for t in reversed(layer._inputs):
+            back = getattr(layer, "_BACK_EDGES", ())
+            for i, t in reversed(list(enumerate(layer._inputs))):
+                if i in back:
+                    continue
                 dep = produced_by.get(id(t))
                 if dep is not None and not state.get(id(dep)):
                     stack.append((dep, False))
@@ -90,7 +98,15 @@ def _used(initializers, nodes, graph_outputs) -> list:
     """The initializers a node reads or that are graph outputs. A lowering may replace a constant by
     a reshaped copy (normalization scale/bias: TensorRT's parser wants them as initializers of the
     parameter's shape), leaving the original unread; onnxruntime warns about each one it removes."""
-    read = {name for node in nodes for name in node.input} | {o.name for o in graph_outputs}
+    def inputs(nodes):  # the subgraphs of If and Loop nodes read outer values too
+        for node in nodes:
+            yield from node.input
+            for attr in node.attribute:
+                if attr.type == onnx.AttributeProto.GRAPH:
+                    yield from inputs(attr.g.node)
+                    yield from (o.name for o in attr.g.output)
+
+    read = set(inputs(nodes)) | {o.name for o in graph_outputs}
     return [t for t in initializers if t.name in read]
 
 
@@ -114,13 +130,17 @@ def export_onnx(network, path: str | os.PathLike | None = None, opset: int | Non
         raise OnnxExportError(f"opset {opset} is not supported: choose {MIN_OPSET}..{MAX_OPSET} "
                               f"(default {DEFAULT_OPSET}; TensorRT 10.0's ONNX parser reads opsets up to 20)")
     outputs = list(network._outputs)
-    if all_outputs:
-        outputs += [t for layer in network._layers for t in layer._outputs if t not in outputs]
+    if all_outputs:  # not the tensors inside an if-conditional or a loop: those live in a subgraph
+        inside = tensors_inside(network._layers) if network._constructs else set()
+        outputs += [t for layer in network._layers for t in layer._outputs if t not in outputs and id(t) not in inside]
     if not outputs:
         raise OnnxExportError(f"network '{network.name}' has no outputs: mark at least one (or pass all_outputs=True)")
     g = GraphBuilder(int(opset))
     inputs = [g.bind(t) for t in network._inputs]
-    layers = _layers_in_order(network, outputs)
+    # a layer without outputs (an assertion) is kept, as TensorRT keeps it; its lowering decides what it becomes
+    checks = [layer for layer in network._layers if not layer._outputs]
+    layers = _layers_in_order(network, outputs + [t for layer in checks for t in layer._inputs if t is not None])
+    layers += checks
     for layer in layers:
         try:
             layer._infer()
@@ -129,13 +149,15 @@ def export_onnx(network, path: str | os.PathLike | None = None, opset: int | Non
         for t in layer._outputs:
             g.bind(t)
     output_ids = {id(t) for t in outputs}
-    for layer in layers:
-        is_out = any(id(t) in output_ids for t in layer._outputs)
-        lower_layer(g, layer, constant_is_output=is_out)
+    try:  # if-conditionals and loops: their layers are lowered into the subgraphs of an ONNX If or Loop
+        steps = network_steps(network, layers) if network._constructs else list(range(len(layers)))
+    except NetworkError as e:
+        raise OnnxExportError(f"the network is not valid: {e}") from None
+    StepContext(layers, output_ids).lower_steps(g, steps)
     graph_inputs = [_value_info(n, t, dims_named=True) for n, t in zip(inputs, network._inputs)]
     graph_outputs = [_value_info(g.name_of(t), t) for t in outputs]
     value_info = [_value_info(g.name_of(t), t) for layer in layers for t in layer._outputs
-                  if id(t) not in output_ids and layer._TYPE != LayerType.CONSTANT]
+                  if id(t) not in output_ids and layer._TYPE != LayerType.CONSTANT and id(t) not in g.nested_values]
     graph = helper.make_graph(g.nodes, graph_name or network.name, graph_inputs, graph_outputs,
                               _used(g.initializers, g.nodes, graph_outputs), value_info=value_info)
     opsets = [helper.make_opsetid("", int(opset))] + [helper.make_opsetid(d, v) for d, v in sorted(g.domains.items())]

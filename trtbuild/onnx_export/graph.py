@@ -66,6 +66,16 @@ class GraphBuilder:
         self._values: set[str] = set()
         self._node_names: set[str] = set()
         self._tensor_names: dict[int, str] = {}
+        self.nested_values: set[int] = set()  # ids of the tensors computed in a subgraph (their value_info is there)
+
+    def nested(self) -> "GraphBuilder":
+        """A builder for a subgraph (an If branch, a Loop body): its own nodes; the names (ONNX's are unique
+        across a model's graphs), initializers (outer-scope values are visible inside) and domains shared."""
+        sub = GraphBuilder(self.opset)
+        sub.initializers, sub.domains, sub._values = self.initializers, self.domains, self._values
+        sub._node_names, sub._tensor_names = self._node_names, self._tensor_names
+        sub.nested_values = self.nested_values
+        return sub
 
     # -- names ----------------------------------------------------------------------------
     def _unique(self, base: str, taken: set[str]) -> str:
@@ -129,7 +139,8 @@ class GraphBuilder:
             tensor = helper.make_tensor(name, elem_type, arr.shape, arr.astype(np.float32).reshape(-1).tolist())
         else:
             np_type = helper.tensor_dtype_to_np_dtype(elem_type)
-            tensor = numpy_helper.from_array(np.ascontiguousarray(arr.astype(np_type)), name)
+            # astype copies in C order and, unlike np.ascontiguousarray, keeps a 0-D array 0-D
+            tensor = numpy_helper.from_array(arr.astype(np_type, order="C"), name)
         self.initializers.append(tensor)
         return name
 

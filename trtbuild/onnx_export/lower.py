@@ -12,6 +12,10 @@ from trtbuild.reference.ops import op_for
 
 from .graph import GraphBuilder, OnnxExportError
 
+#: {Region class (trtbuild/reference/ops/_control.py): fn(g, region, ctx)}: how a control-flow construct is
+#: lowered as a whole (ONNX If, Loop), filled by lower_control.py
+REGION_LOWERINGS: dict = {}
+
 #: the modules that register lowerings
 LOWERING_MODULES = tuple(m.name for m in pkgutil.iter_modules([str(Path(__file__).parent)])
                          if m.name.startswith("lower_"))
@@ -35,3 +39,21 @@ def lower_layer(g: GraphBuilder, layer, constant_is_output: bool = False) -> Non
         fn(g, layer, ins, outs)
     finally:
         g.begin_layer(None, [])
+
+
+class StepContext:
+    """What a construct's lowering needs besides its Region: the network's layers (as the Region indexes
+    them), the tensors by id, the graph outputs' ids, and lower_steps for the layers inside it."""
+
+    def __init__(self, layers: list, output_ids: set):
+        self.layers, self.output_ids = layers, output_ids
+        self.tensors = {id(t): t for layer in layers for t in list(layer._inputs) + list(layer._outputs)
+                        if t is not None}
+
+    def lower_steps(self, g: GraphBuilder, steps: list) -> None:
+        for step in steps:
+            if isinstance(step, int):
+                layer = self.layers[step]
+                lower_layer(g, layer, constant_is_output=any(id(t) in self.output_ids for t in layer._outputs))
+            else:
+                REGION_LOWERINGS[type(step)](g, step, self)

@@ -51,13 +51,24 @@ def run_reference(network, feeds: dict) -> dict:
         keep.append(buf)
         ctx.set_input_shape(t.name, tuple(buf.shape))
         ctx.set_tensor_address(t.name, buf.data_ptr())
+    later = {}  # outputs of data-dependent shape: their memory is asked for during the run
     for t in network._outputs:
-        buf = torch.empty(tuple(ctx.get_tensor_shape(t.name)), dtype=TORCH_DTYPE[engine.get_tensor_dtype(t.name)],
-                          device=dev)
-        results[t.name] = buf
+        shape, dtype = tuple(ctx.get_tensor_shape(t.name)), TORCH_DTYPE[engine.get_tensor_dtype(t.name)]
+        if any(d < 0 for d in shape):
+            later[t.name] = dtype
+            continue
+        results[t.name] = buf = torch.empty(shape, dtype=dtype, device=dev)
         ctx.set_tensor_address(t.name, buf.data_ptr())
-    ctx.execute_async_v3(0)
-    return {k: v.cpu() for k, v in results.items()}
+    if later:
+        from trtbuild.engine.output_allocator import torch_output_allocator
+
+        allocator = torch_output_allocator(trt, dev, later)
+        for name in later:
+            ctx.set_output_allocator(name, allocator)
+    if not ctx.execute_async_v3(0):
+        raise RuntimeError("the reference backend could not run the network: " + "; ".join(logger.messages))
+    results.update((name, allocator.tensor(name)) for name in later)
+    return {t.name: results[t.name].cpu() for t in network._outputs}
 
 
 def random_feeds(network, seed: int = 0, low: float = -1.0, high: float = 1.0) -> dict:

@@ -23,12 +23,16 @@ from .enums import (ActivationType, BuilderFlag, DataType, ElementWiseOperation,
 from .enums import InterpolationMode, ResizeCoordinateTransformation, ResizeRoundMode, ResizeSelector
 from .enums import (AttentionNormalizationOp, BoundingBoxFormat, CumulativeOperation, FillOperation, GatherMode,
                     KVCacheMode, LoopOutput, MoEActType, ScatterMode, TopKOperation, TripLimit)
+# TensorRT 11 only (IKVCacheUpdateLayer.update_form), so importable as on TensorRT 11 but kept out of __all__, whose
+# names the conformance test requires in TensorRT 10.16 as well
+from .enums import AttentionIOForm  # noqa: F401
 from .layers import PUBLIC as _LAYER_API
 from .layers import ILayer
 from .debug import IDebugListener
 from .network import INetworkDefinition
 from .plugins import (IPluginCreatorV3One, IPluginRegistry, IPluginV3, PluginField, PluginFieldCollection,
                       get_plugin_registry)
+from .output_allocator import IOutputAllocator
 from .runtime import ICudaEngine, IExecutionContext, Runtime
 
 __version__ = REFERENCE_VERSION
@@ -52,4 +56,5 @@ __all__ = [
     "INetworkDefinition",
     "IPluginCreatorV3One", "IPluginRegistry", "IPluginV3", "PluginField", "PluginFieldCollection",
     "get_plugin_registry", "ICudaEngine", "IExecutionContext", "Runtime", "IDebugListener",
+    "IOutputAllocator",
 ]

@@ -32,6 +32,10 @@ class NetworkError(ValueError):
     """A construction that TensorRT rejects; the message names the layer and the problem."""
 
 
+class RunFailure(RuntimeError):
+    """A layer stopped a run (a failed IAssertionLayer); execute_async_v3 logs the message and returns False."""
+
+
 def binding_int(value, where: str) -> int:
     """An integer as pybind11's int caster takes it (argtypes' "int" rule: no Python float, np.float64, str,
     bytes or None; np.float32 truncates, as the bindings do); otherwise TensorRT's TypeError."""

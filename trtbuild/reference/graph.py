@@ -8,9 +8,10 @@ import numpy as np
 import torch
 
 from .arithmetic import DEFAULT as DEFAULT_ARITHMETIC
-from .core import NetworkError
+from .core import NetworkError, RunFailure
 from .enums import DataType, LayerType
 from .execute import TORCH_DTYPE, run_layer
+from .ops._control import execute
 from .tf32 import no_tf32
 from .infer import infer_layer
 from .layers import check_params
@@ -69,6 +70,22 @@ class PlanGraph:
             self.layers.append((LayerType[entry["type"]], entry, weights, plugin))
         self._device_weights: dict = {}
         self._check_declared()
+        self._steps = self._plan_steps()
+
+    def _plan_steps(self) -> list:
+        """The layers as steps: indices, and Regions that run the layers of an if-conditional or a loop
+        (ops/_control.py); the same analysis refused anything else when the network was built."""
+        from .ops._control import Node, build_steps
+        from .ops.registry import op_for
+        from .plan import PlanError
+
+        nodes = [Node(k, getattr(op_for(ltype), "cls", None), entry["params"], entry["name"],
+                      [None if i == -1 else i for i in entry["inputs"]], [o["id"] for o in entry["outputs"]])
+                 for k, (ltype, entry, _, _) in enumerate(self.layers)]
+        try:
+            return build_steps(nodes, {t["id"] for t in self.header["outputs"]})
+        except NetworkError as e:
+            raise PlanError(str(e), "graph") from None
 
     def _check_declared(self) -> None:
         """Shape inference with the shapes the plan declares must give each layer the outputs the
@@ -128,15 +145,26 @@ class PlanGraph:
         values = {}
         for t in self.header["inputs"]:
             values[t["id"]] = feeds[t["name"]].to(device)
-        with no_tf32():  # float32 layers compute in true fp32, as TensorRT without BuilderFlag.TF32
-            for (ltype, entry, _, plugin), weights in zip(self.layers, self._weights_on(device)):
-                outs = run_layer(ltype, entry["params"], weights, [values.get(i) for i in entry["inputs"]],
+        all_weights = self._weights_on(device)
+
+        def run_node(k: int, values: dict, inputs: list | None = None) -> None:
+            """Run layer k on `values` (or on `inputs`, which a construct gives its boundary layers)."""
+            ltype, entry, _, plugin = self.layers[k]
+            if inputs is None:
+                inputs = [values.get(i) for i in entry["inputs"]]
+            try:
+                outs = run_layer(ltype, entry["params"], all_weights[k], inputs,
                                  [DataType(o["dtype"]) for o in entry["outputs"]], plugin=plugin,
                                  arithmetic=self.arithmetic)
-                for o, v in zip(entry["outputs"], outs):
-                    values[o["id"]] = v
-                    if on_value is not None:
-                        on_value(o, v)
+            except RunFailure as e:  # a failed assertion: the run stops, naming the layer
+                raise RunFailure(f"layer '{entry['name']}': {e}") from None
+            for o, v in zip(entry["outputs"], outs):
+                values[o["id"]] = v
+                if on_value is not None:
+                    on_value(o, v)
+
+        with no_tf32():  # float32 layers compute in true fp32, as TensorRT without BuilderFlag.TF32
+            execute(self._steps, values, run_node)
         return {t["name"]: values[t["id"]] for t in self.header["outputs"]}
 
 

@@ -88,6 +88,7 @@ class INetworkDefinition(NetworkDebugMarks):
         self._tensors_by_name: dict[str, list[ITensor]] = {}  # every tensor of the network, by its name
         self._explicit_tensors: dict[str, ITensor] = {}  # names given by add_input or a rename
         self._explicit_layers: dict[str, object] = {}  # layer names given by a rename
+        self._constructs: list = []  # IIfConditional and ILoop objects, in the order they were added
 
     # -- bookkeeping ----------------------------------------------------------------------
     def _touch(self) -> None:
@@ -461,8 +462,20 @@ class INetworkDefinition(NetworkDebugMarks):
                 if t is None and (i == 0 or not layer._OPTIONAL_INPUTS):
                     raise NetworkError(f"layer '{layer.name}': input {i} is not set")
             layer._infer()
+            layer._check_in_network()
+        self._validate_scopes()
         self._validate_uint8()
         validate_quantization(self)
+
+    def _validate_scopes(self) -> None:
+        """TensorRT's control-flow rules for the layers the build keeps (ops/_control.py)."""
+        from .ops._control import network_steps
+        from .plan import _topological
+
+        for construct in self._constructs:  # TensorRT-RTX checks each construct, used or not
+            construct._check()
+        if self._constructs:
+            network_steps(self, _topological(self))
 
     def _validate_uint8(self) -> None:
         """TensorRT-RTX: a UINT8 tensor is only a network input or output, and a UINT8 output comes from

@@ -45,14 +45,23 @@ def _topological(network) -> list:
         if id(layer) in seen:
             return
         seen.add(id(layer))
-        for t in layer._inputs:
-            if t is not None and id(t) in produced_by:
+        back = getattr(layer, "_BACK_EDGES", ())  # a loop's next-iteration values: computed after the layer
+        for i, t in enumerate(layer._inputs):
+            if t is not None and id(t) in produced_by and i not in back:
                 visit(produced_by[id(t)])
         order.append(layer)
+        for other in [layer._inputs[i] for i in back if i < len(layer._inputs)]:
+            if other is not None and id(other) in produced_by:
+                visit(produced_by[id(other)])
+        for other in getattr(layer, "_companions", list)():  # a construct's boundary layers come together
+            visit(other)
 
     for t in network._outputs + debug_roots(network):
         if id(t) in produced_by:
             visit(produced_by[id(t)])
+    for layer in network._layers:  # a layer without outputs (an assertion) is kept for what it checks
+        if not layer._outputs:
+            visit(layer)
     needed.update(id(lay) for lay in order)
     return order
 
@@ -162,6 +171,9 @@ def plan_header(data) -> dict:
     return header
 
 
+#: the layer types that have no outputs (a construct's condition or trip limit)
+_NO_OUTPUTS = frozenset({"CONDITION", "TRIP_LIMIT", "ASSERTION"})
+
 _STAGE_TEXT = {"container": "", "header": "reference plan header: ", "blob": "reference plan weights blob: ",
                "graph": "reference plan graph: "}
 
@@ -199,7 +211,10 @@ def check_header(header: dict) -> None:
 
     _need(header.get("arithmetic", MODELS[0]) in MODELS,
           f"'arithmetic' is {header.get('arithmetic')!r}, not one of {MODELS}")
+    from .ops.registry import op_for
+
     defined: dict[int, str] = {}
+    later: list = []  # (layer, tensor id) of back edges
     names: set[str] = set()
     for i, t in enumerate(header["inputs"]):
         _check_tensor(t, f"inputs[{i}]")
@@ -217,10 +232,14 @@ def check_header(header: dict) -> None:
                   f"{where} '{key}' is a {type(entry[key]).__name__}, not a {kind.__name__}")
         where = f"{where} ('{entry['name']}')"
         _need(entry["type"] in LayerType.__members__, f"{where} has type {entry['type']!r}, not a TensorRT LayerType")
-        for i in entry["inputs"]:
+        back = getattr(getattr(op_for(LayerType[entry["type"]]), "cls", None), "_BACK_EDGES", ())
+        for k, i in enumerate(entry["inputs"]):
+            if k in back and _is_int(i):  # a loop's next-iteration value, computed after the layer
+                later.append((where, i))
+                continue
             _need(_is_int(i) and (i == -1 or i in defined),
                   f"{where} reads tensor id {i!r}, which no input or earlier layer defines")
-        _need(len(entry["outputs"]) > 0, f"{where} has no outputs")
+        _need(len(entry["outputs"]) > 0 or entry["type"] in _NO_OUTPUTS, f"{where} has no outputs")
         for j, t in enumerate(entry["outputs"]):
             _check_tensor(t, f"{where} outputs[{j}]")
             _need(t["id"] not in defined, f"{where} outputs[{j}] redefines tensor id {t['id']}")
@@ -241,6 +260,8 @@ def check_header(header: dict) -> None:
                       f"{where} plugin '{key}' is {spec.get(key)!r}, not a {kind.__name__}")
             for key, ref in spec["fields"].items():
                 _need(isinstance(ref, str), f"{where} plugin field '{key}' refers to {ref!r}, not a blob tensor name")
+    for where, i in later:
+        _need(i == -1 or i in defined, f"{where} reads tensor id {i!r}, which no input or layer defines")
     for i, t in enumerate(header["outputs"]):
         _check_tensor(t, f"outputs[{i}]")
         _need(t["id"] in defined, f"outputs[{i}] ('{t['name']}') is tensor id {t['id']}, which nothing defines")

@@ -13,11 +13,12 @@ import mmap
 
 import torch
 
-from .core import Dims, ILogger, NetworkError
+from .core import Dims, ILogger, NetworkError, RunFailure
 from .debug import ContextDebugState, EngineDebugTensors
 from .enums import DataType, TensorIOMode, TensorLocation
 from .execute import TORCH_DTYPE
 from .graph import PlanGraph
+from .output_allocator import AllocationFailed, IOutputAllocator, allocate, notify
 from .plan import PlanError, check_profile, deserialize_plan
 
 
@@ -118,6 +119,8 @@ class IExecutionContext(ContextDebugState):
         self._shapes = {t["name"]: tuple(t["shape"]) for t in engine._header["inputs"]}
         self._addresses: dict[str, int] = {}
         self._out_shapes: dict[str, tuple] | None = None
+        self._allocators: dict[str, IOutputAllocator] = {}
+        self._ran_shapes: dict[str, tuple] = {}  # data-dependent output shapes, as the last run found them
 
     @property
     def active_optimization_profile(self) -> int:
@@ -137,6 +140,7 @@ class IExecutionContext(ContextDebugState):
             return False
         self._shapes[name] = shape
         self._out_shapes = None
+        self._ran_shapes = {}
         return True
 
     @property
@@ -156,7 +160,26 @@ class IExecutionContext(ContextDebugState):
             return Dims(self._shapes[name])
         if self._out_shapes is None and self.infer_shapes():
             return Dims(t["shape"])
-        return Dims(self._out_shapes[name])
+        return Dims(self._ran_shapes.get(name, self._out_shapes[name]))
+
+    def set_output_allocator(self, name: str, output_allocator: IOutputAllocator | None) -> bool:
+        """The allocator execute_async_v3 asks for output `name`'s memory (output_allocator.py); None unsets it.
+        False, with an error logged, where `name` is no output of the engine."""
+        if self.engine.get_tensor_mode(name) != TensorIOMode.OUTPUT:
+            self.engine._logger.log(ILogger.ERROR, f"IExecutionContext::setOutputAllocator: '{name}' is not an "
+                                                   "output tensor of the engine")
+            return False
+        if output_allocator is None:
+            self._allocators.pop(name, None)
+        elif not isinstance(output_allocator, IOutputAllocator):
+            raise TypeError(f"set_output_allocator('{name}', ...): incompatible function arguments: an "
+                            f"IOutputAllocator is needed, got {type(output_allocator).__name__}")
+        else:
+            self._allocators[name] = output_allocator
+        return True
+
+    def get_output_allocator(self, name: str) -> IOutputAllocator | None:
+        return self._allocators.get(name)
 
     def set_tensor_address(self, name: str, memory: int) -> bool:
         self.engine._tensor(name)
@@ -170,19 +193,42 @@ class IExecutionContext(ContextDebugState):
         missing = self.infer_shapes()
         if missing:
             raise NetworkError(f"execute_async_v3: input shapes not set for {missing} (call set_input_shape)")
-        unbound = [t["name"] for t, _ in self.engine._io if t["name"] not in self._addresses]
+        unbound = [t["name"] for t, _ in self.engine._io if t["name"] not in self._addresses
+                   and t["name"] not in self._allocators]
         if unbound:
             raise NetworkError(f"execute_async_v3: no address set for tensors {unbound} (call set_tensor_address)")
+        unallocated = [n for n, s in self._out_shapes.items() if any(d < 0 for d in s) and n not in self._allocators]
+        if unallocated:
+            raise NetworkError(f"execute_async_v3: outputs {unallocated} have data-dependent shapes "
+                               f"{[tuple(self._out_shapes[n]) for n in unallocated]}, known only after the run: set "
+                               "an IOutputAllocator for each with set_output_allocator")
         dev = device()
         stream = torch.cuda.ExternalStream(stream_handle) if dev.type == "cuda" and stream_handle else None
         with torch.cuda.stream(stream) if stream is not None else _Null():
             feeds = {t["name"]: _wrap(self._addresses[t["name"]], self._shapes[t["name"]], DataType(t["dtype"]), dev)
                      for t in self.engine._header["inputs"]}
-            results = self.engine._graph.run(feeds, dev, self._debug_callback(dev, stream_handle))
-            for t in self.engine._header["outputs"]:
-                out = _wrap(self._addresses[t["name"]], self._out_shapes[t["name"]], DataType(t["dtype"]), dev)
-                out.copy_(results[t["name"]])
+            try:
+                results = self.engine._graph.run(feeds, dev, self._debug_callback(dev, stream_handle))
+                for t in self.engine._header["outputs"]:
+                    self._write_output(t, results[t["name"]], dev, stream_handle)
+            except (AllocationFailed, RunFailure) as e:  # TensorRT logs a failed run and returns False
+                self.engine._logger.log(ILogger.ERROR, f"IExecutionContext::enqueueV3: {e}")
+                return False
         return True
+
+    def _write_output(self, t: dict, value: torch.Tensor, dev, stream_handle: int) -> None:
+        """Write an output's value to its address, or to the memory its IOutputAllocator gives (then tell
+        the allocator the shape)."""
+        name, dtype, shape = t["name"], DataType(t["dtype"]), tuple(value.shape)
+        allocator = self._allocators.get(name)
+        if allocator is not None:
+            self._addresses[name] = allocate(allocator, name, shape, TORCH_DTYPE[dtype].itemsize,
+                                             self._addresses.get(name, 0), stream_handle)
+        _wrap(self._addresses[name], shape, dtype, dev).copy_(value)
+        if any(d < 0 for d in self._out_shapes[name]):
+            self._ran_shapes[name] = shape
+        if allocator is not None:
+            notify(allocator, name, shape)
 
     def execute_v2(self, bindings) -> bool:
         for (t, _), address in zip(self.engine._io, bindings):

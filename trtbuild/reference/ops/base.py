@@ -215,6 +215,10 @@ class ILayer:
     def get_output_type(self, index: int) -> DataType:
         return self._outputs[index].dtype
 
+    def _check_in_network(self) -> None:
+        """Checks that need the whole network (which tensors are network inputs and outputs, which layers share
+        a tensor), made when the network is built; none unless a layer type defines them."""
+
     # -- inference ------------------------------------------------------------------------
     def _infer(self):
         """(output shapes, output dtypes), cached until the network changes."""
