@@ -449,7 +449,7 @@ class INetworkDefinition(NetworkDebugMarks):
                                f"repeated: {sorted(dup)}")
         for layer in self._layers:
             for i, t in enumerate(layer._inputs):
-                if t is None and (i == 0 or not layer._OPTIONAL_INPUTS):
+                if t is None and ((i == 0 and not layer._FIRST_INPUT_OPTIONAL) or not layer._OPTIONAL_INPUTS):
                     raise NetworkError(f"layer '{layer.name}': input {i} is not set")
             layer._infer()
         self._validate_uint8()

@@ -65,7 +65,11 @@ def serialize_network(network, profiles: list[dict], extra: dict) -> IHostMemory
         return ids.setdefault(id(t), len(ids))
 
     arrays: dict[str, np.ndarray] = {}
-    inputs = [{"id": tid(t), "name": t.name, "dtype": int(t.dtype), "shape": list(t.shape)} for t in network._inputs]
+    from .shape_values import shape_input_names
+
+    shape_inputs = shape_input_names(network)
+    inputs = [{"id": tid(t), "name": t.name, "dtype": int(t.dtype), "shape": list(t.shape),
+               **({"shape_tensor": True} if t.name in shape_inputs else {})} for t in network._inputs]
     out_layers = []
     for layer in layers:
         shapes, dtypes = layer._infer()
@@ -300,8 +304,19 @@ def check_profile(name: str, shape, profile_shapes) -> str | None:
     return None
 
 
-def validate_profiles(network, profiles: list[dict]) -> None:
-    """Each dynamic input needs a profile; profiles must satisfy min <= opt <= max and match static dims."""
+def validate_profiles(network, profiles: list[dict], shape_values: list[dict] | None = None) -> None:
+    """Each dynamic input needs a profile; profiles must satisfy min <= opt <= max and match static dims.
+    Each shape tensor input needs its values in every profile (set_shape_input), and none other has them."""
+    shape_values = shape_values or [{} for _ in profiles]
+    from .shape_values import shape_input_names
+
+    shape_inputs = shape_input_names(network)
+    for t in network._inputs:
+        if t.name in shape_inputs and not profiles:
+            raise NetworkError(f"input '{t.name}' is a shape tensor: add an optimization profile with "
+                               "set_shape_input")
+        for k, values in enumerate(shape_values):
+            _check_shape_values(t, k, values.get(t.name), t.name in shape_inputs)
     for t in network._inputs:
         dynamic = any(d < 0 for d in t.shape)
         if dynamic and not profiles:
@@ -324,22 +339,54 @@ def validate_profiles(network, profiles: list[dict]) -> None:
                     raise NetworkError(f"optimization profile {k}, input '{t.name}' dim {i} is static ({d}) but the "
                                        f"profile gives {a}/{b}/{c}")
     for k, prof in enumerate(profiles):
-        _check_profile_shapes(network, k, prof)
+        _check_profile_shapes(network, k, prof, shape_values[k])
 
 
-def _shapes_at(network, which: int, prof: dict, on_error):
+def _check_shape_values(t, k: int, values, is_shape: bool) -> None:
+    """The set_shape_input values of profile k for input t (None: not given)."""
+    if values is None:
+        if is_shape:
+            raise NetworkError(f"optimization profile {k} has no values for shape tensor input '{t.name}' (call "
+                               "set_shape_input)")
+        return
+    if not is_shape:
+        raise NetworkError(f"optimization profile {k} gives values for input '{t.name}', which is not a shape "
+                           "tensor (set_shape_input is for inputs that layers read as shapes)")
+    count = math.prod(t.shape)
+    for which, v in zip(("min", "opt", "max"), values):
+        if len(v) != count:
+            raise NetworkError(f"optimization profile {k}, shape input '{t.name}': {which} has {len(v)} values, the "
+                               f"input {count}")
+    for i, (a, b, c) in enumerate(zip(*values)):
+        if not a <= b <= c:
+            raise NetworkError(f"optimization profile {k}, shape input '{t.name}' value {i}: need min <= opt <= max, "
+                               f"got {a}, {b}, {c}")
+
+
+def _shapes_at(network, which: int, prof: dict, on_error, shape_values: dict | None = None):
     """Shape inference of the needed layers with every input at its min (0), opt (1) or max (2)
-    profile shape; on_error(layer, error, input shapes) gives the outputs where inference fails."""
+    profile shape (and shape tensor inputs at those profile values); on_error(layer, error, input
+    shapes) gives the outputs where inference fails."""
     from .infer import infer_layer
+    from .ops import op_for
+    from .shape_values import needed, record
 
+    layers = _topological(network)
     shapes = {id(t): tuple(prof[t.name][which]) if t.name in prof else tuple(t.shape) for t in network._inputs}
     dtypes = {id(t): t.dtype for t in network._inputs}
-    for layer in _topological(network):
+    values = {id(t): tuple(shape_values[t.name][which]) for t in network._inputs if t.name in (shape_values or {})}
+    need = needed((type(layer), [None if t is None else id(t) for t in layer._inputs],
+                   [id(t) for t in layer._outputs]) for layer in layers)
+    for layer in layers:
         ins = [None if t is None else shapes.get(id(t)) for t in layer._inputs]
         in_types = [None if t is None else dtypes.get(id(t), t.dtype) for t in layer._inputs]
+        keys = [None if t is None else id(t) for t in layer._inputs]
         try:
             outs, dts = infer_layer(layer._TYPE, layer._params, layer._weights, ins, in_types, layer.name,
-                                    plugin=getattr(layer, "_plugin", None))
+                                    plugin=getattr(layer, "_plugin", None), values=[values.get(k) for k in keys],
+                                    keys=keys)
+            record(op_for(layer._TYPE), layer._params, layer._weights, ins, in_types, keys,
+                   [id(t) for t in layer._outputs], outs, dts, values, need, layer.name)
         except NetworkError as e:
             outs, dts = on_error(layer, e, ins, in_types)
         for t, s, d in zip(layer._outputs, outs, dts):
@@ -347,7 +394,7 @@ def _shapes_at(network, which: int, prof: dict, on_error):
     return shapes
 
 
-def _check_profile_shapes(network, k: int, prof: dict) -> None:
+def _check_profile_shapes(network, k: int, prof: dict, shape_values: dict | None = None) -> None:
     """The build-time shape checks TensorRT-RTX makes with a profile ("kOPT values for profile 0 violate
     shape constraints"), as observed: a reshape or slice must work at the opt shapes; any other layer
     that fails at opt but works at max is rejected too (a dim that fails at max as well is taken to be
@@ -361,8 +408,9 @@ def _check_profile_shapes(network, k: int, prof: dict) -> None:
         def on_error(layer, error, ins, in_types, which=which):
             failures[which][id(layer)] = error
             return layer._infer()
-        shapes.append(_shapes_at(network, which, prof, on_error))
+        shapes.append(_shapes_at(network, which, prof, on_error, shape_values))
     opt = {name: tuple(s[1]) for name, s in prof.items()}
+    opt.update((name, tuple(v[1])) for name, v in (shape_values or {}).items())
     for layer in _topological(network):
         error = failures[1].get(id(layer))
         if error is None or layer._TYPE == LayerType.SCALE:

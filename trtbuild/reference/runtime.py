@@ -91,8 +91,13 @@ class ICudaEngine(EngineDebugTensors):
         return DataType(self._tensor(name)[0]["dtype"])
 
     def get_tensor_location(self, name: str) -> TensorLocation:
-        self._tensor(name)
-        return TensorLocation.DEVICE
+        """A shape tensor input lives in host memory (its values are read by infer_shapes)."""
+        return TensorLocation.HOST if self.is_shape_inference_io(name) else TensorLocation.DEVICE
+
+    def is_shape_inference_io(self, name: str) -> bool:
+        """Whether infer_shapes reads this tensor: an input that layers read as a shape (from host memory)."""
+        t, mode = self._tensor(name)
+        return mode == TensorIOMode.INPUT and bool(t.get("shape_tensor"))
 
     def get_tensor_profile_shape(self, name: str, profile_index: int) -> list:
         profiles = self._header["profiles"]
@@ -145,10 +150,31 @@ class IExecutionContext(ContextDebugState):
 
     def infer_shapes(self) -> list[str]:
         missing = [n for n, s in self._shapes.items() if any(d < 0 for d in s)]
+        missing += [n for n in self._shape_inputs() if n not in self._addresses]
         if not missing:
-            ids = self.engine._graph.infer_shapes(self._shapes)
+            values = {n: self._host_values(n) for n in self._shape_inputs()}
+            ids = self.engine._graph.infer_shapes(self._shapes, values)
             self._out_shapes = {t["name"]: ids[t["id"]] for t in self.engine._header["outputs"]}
         return missing
+
+    def _shape_inputs(self) -> list[str]:
+        return [t["name"] for t in self.engine._header["inputs"] if t.get("shape_tensor")]
+
+    def _host_values(self, name: str) -> tuple:
+        """The values of a shape tensor input, read from the host memory its address points to; TensorRT refuses
+        values outside the optimization profile's [min, max]."""
+        t, _ = self.engine._tensor(name)
+        count = math.prod(self._shapes[name])
+        cpu = _wrap(self._addresses[name], (count,), DataType(t["dtype"]), torch.device("cpu"))
+        values = tuple(int(v) for v in cpu.tolist())
+        profiles = self.engine._header.get("shape_values", [])
+        if profiles and name in profiles[0]:
+            mn, _, mx = profiles[0][name]
+            for i, (v, lo, hi) in enumerate(zip(values, mn, mx)):
+                if not lo <= v <= hi:
+                    raise NetworkError(f"infer_shapes: shape input '{name}' value {i} is {v}, outside the "
+                                       f"optimization profile range [{lo}, {hi}]")
+        return values
 
     def get_tensor_shape(self, name: str) -> Dims:
         t, mode = self.engine._tensor(name)
@@ -176,7 +202,8 @@ class IExecutionContext(ContextDebugState):
         dev = device()
         stream = torch.cuda.ExternalStream(stream_handle) if dev.type == "cuda" and stream_handle else None
         with torch.cuda.stream(stream) if stream is not None else _Null():
-            feeds = {t["name"]: _wrap(self._addresses[t["name"]], self._shapes[t["name"]], DataType(t["dtype"]), dev)
+            feeds = {t["name"]: _wrap(self._addresses[t["name"]], self._shapes[t["name"]], DataType(t["dtype"]),
+                                      torch.device("cpu") if t.get("shape_tensor") else dev)
                      for t in self.engine._header["inputs"]}
             results = self.engine._graph.run(feeds, dev, self._debug_callback(dev, stream_handle))
             for t in self.engine._header["outputs"]:

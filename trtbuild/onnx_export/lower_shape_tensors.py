@@ -1,0 +1,111 @@
+"""Lowering of the shape tensor layers: Shape (ONNX Shape) and Fill (ONNX Range for a 1-D LINSPACE,
+RandomUniform / RandomNormal for the random fills, their *Like forms where a shape tensor gives the dims),
+and the helper the layers that take shape inputs (shuffle, slice, resize) use for them.
+
+ONNX has no N-D LINSPACE and takes a random fill's bounds only as attributes: an N-D LINSPACE and a random
+fill whose alpha/beta are tensors are refused in one sentence."""
+
+from __future__ import annotations
+
+from onnx import TensorProto
+
+from trtbuild.reference.enums import DataType, FillOperation, LayerType
+from trtbuild.reference.ops import lowers
+
+from .graph import GraphBuilder, onnx_type
+
+
+def int64_input(g: GraphBuilder, layer, index: int, name: str) -> str:
+    """Shape input `index` of `layer` as an INT64 ONNX value (ONNX Reshape/Slice/Resize take INT64)."""
+    if layer.get_input(index).dtype == DataType.INT64:
+        return name
+    return g.add("Cast", [name], to=TensorProto.INT64)
+
+
+def shape_input(layer, index: int) -> bool:
+    return layer.get_input(index) is not None
+
+
+@lowers(LayerType.SHAPE)
+def lower_shape(g: GraphBuilder, layer, ins, outs):
+    g.add("Shape", ins[:1], outs)
+
+
+@lowers(LayerType.FILL)
+def lower_fill(g: GraphBuilder, layer, ins, outs):
+    p = layer._params
+    op, to = FillOperation(p["operation"]), DataType(p["to_type"])
+    tensors = shape_input(layer, 1)
+    dims_in = int64_input(g, layer, 0, ins[0]) if shape_input(layer, 0) else None
+    if op == FillOperation.LINSPACE:
+        return _linspace(g, layer, ins, outs, to, tensors, dims_in)
+    if tensors:
+        g.fail(f"FillOperation.{op.name} with alpha/beta tensors: ONNX RandomUniform/RandomNormal take their bounds "
+               "only as attributes")
+    lo, hi = float(p["alpha"]), float(p["beta"])
+    attrs = dict(low=lo, high=hi) if op == FillOperation.RANDOM_UNIFORM else dict(mean=lo, scale=hi)
+    kind = "RandomUniform" if op == FillOperation.RANDOM_UNIFORM else "RandomNormal"
+    dtype = onnx_type(to, layer.name)
+    if dims_in is None:
+        g.add(kind, [], outs, dtype=dtype, shape=[int(d) for d in p["dimensions"]], **attrs)
+    else:
+        zeros = g.add("ConstantOfShape", [dims_in])
+        g.add(kind + "Like", [zeros], outs, dtype=dtype, **attrs)
+
+
+def _linspace(g, layer, ins, outs, to, tensors, dims_in):
+    """A 1-D LINSPACE is Range(alpha, alpha + n * beta, beta); ONNX Range has no N-D form."""
+    p = layer._params
+    rank = len(layer.get_output(0).shape)
+    if rank != 1:
+        g.fail(f"a rank-{rank} LINSPACE: ONNX Range makes only 1-D sequences")
+    dtype = onnx_type(to, layer.name)
+    np_type = {DataType.FLOAT: "float32", DataType.INT32: "int32", DataType.INT64: "int64"}[to]
+    if tensors:
+        start = g.add("Cast", [ins[1]], to=dtype)
+        delta = g.add("Cast", [g.add("Reshape", [ins[2], g.ints([], "scalar")])], to=dtype)
+    else:
+        import numpy as np
+
+        start = g.const(np.array(p["alpha"]).astype(np_type), dtype, "start")
+        delta = g.const(np.array(p["beta"]).astype(np_type), dtype, "delta")
+    if dims_in is None:
+        import numpy as np
+
+        n = g.const(np.array(int(p["dimensions"][0])).astype(np_type), dtype, "count")
+    else:
+        n = g.add("Cast", [g.add("Reshape", [dims_in, g.ints([], "scalar")])], to=dtype)
+    limit = g.add("Add", [start, g.add("Mul", [n, delta])])
+    g.add("Range", [start, limit, delta], outs)
+
+
+def lower_dynamic_slice(g: GraphBuilder, layer, ins, outs):
+    """A slice whose start or size is a shape tensor: ONNX Slice with ends = start + size * stride. Only
+    STRICT_BOUNDS with positive strides given as attributes: ONNX counts a negative end from the back, which
+    a stride of unknown sign could not avoid."""
+    from trtbuild.reference.enums import SampleMode
+
+    p = layer._params
+    if SampleMode(p["mode"]) != SampleMode.STRICT_BOUNDS:
+        g.fail(f"slice mode {SampleMode(p['mode']).name} with start/size shape tensors: the export writes ONNX Slice, "
+               "which has STRICT_BOUNDS' semantics only")
+    if shape_input(layer, 3) or any(s <= 0 for s in p["stride"]):
+        g.fail("a slice with a stride tensor or a stride <= 0 and start/size shape tensors: ONNX Slice would count "
+               "a negative end from the back")
+    rank = len(layer.get_input(0).shape)
+    starts = int64_input(g, layer, 1, ins[1]) if shape_input(layer, 1) else g.ints(p["start"], "starts")
+    sizes = int64_input(g, layer, 2, ins[2]) if shape_input(layer, 2) else g.ints(p["shape"], "sizes")
+    steps = g.ints(p["stride"], "steps")
+    ends = g.add("Add", [starts, g.add("Mul", [sizes, steps])])
+    g.add("Slice", [ins[0], starts, ends, g.ints(range(rank), "axes"), steps], outs)
+
+
+def lower_dynamic_resize(g: GraphBuilder, layer, ins, outs, attrs: dict, x: str, target: str):
+    """A resize whose output shape is a shape tensor: one ONNX Resize with that `sizes` input (NEAREST only:
+    onnxruntime interpolates LINEAR and CUBIC only on some layouts, which unknown sizes cannot be told from)."""
+    from trtbuild.reference.enums import InterpolationMode
+
+    if InterpolationMode(layer._params["resize_mode"]) != InterpolationMode.NEAREST:
+        g.fail("a LINEAR or CUBIC resize to a shape tensor's sizes: the export writes one ONNX Resize only for "
+               "NEAREST, which onnxruntime runs on any layout")
+    g.add("Resize", [x, "", "", int64_input(g, layer, 1, ins[1])], [target], **attrs)
