@@ -1,0 +1,326 @@
+"""trtbuild.reference: shape tensors (add_shape; values flowing into shuffle, slice, resize and fill shape
+inputs at build and run time; shape tensor network inputs) and IFillLayer. Each construction is also built by
+TensorRT-RTX (the `refnet` twin), which judges acceptance, shapes and dtypes; values come from torch/numpy."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import trtbuild.reference as trt
+from helpers.refnet import RefNet, add_profile, close
+from trtbuild.reference.runtime import device
+
+LIN, UNI, NORM = trt.FillOperation.LINSPACE, trt.FillOperation.RANDOM_UNIFORM, trt.FillOperation.RANDOM_NORMAL
+gen = torch.Generator().manual_seed(7)
+
+
+def const(net, values, dtype=np.int64):
+    arr = np.array(values, dtype=dtype)
+    return net.network.add_constant(arr.shape, trt.Weights(arr)).get_output(0)
+
+
+def flatten_dims(net, x):
+    """ONNX exporters' flatten: concat(shape(x)[0:1], [-1])."""
+    s = net.network.add_shape(x).get_output(0)
+    batch = net.network.add_gather(s, const(net, [0]), 0).get_output(0)
+    return net.network.add_concatenation([batch, const(net, [-1])]).get_output(0)
+
+
+# -- add_shape ----------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("shape", [(2, 3, 5, 7), (4,), ()])
+def test_shape_layer_gives_the_input_dims_as_int64(refnet, shape):
+    x = refnet.input("x", shape)
+    s = refnet.network.add_shape(x).get_output(0)
+    assert s.dtype == trt.int64 and tuple(s.shape) == (len(shape),)
+    out = refnet.run({"x": torch.zeros(shape)}, s=s)["s"]
+    assert out.dtype == torch.int64 and out.tolist() == list(shape)
+
+
+def test_flatten_by_shape_arithmetic_with_a_dynamic_batch(refnet):
+    x = refnet.input("x", (-1, 3, 4, 4))
+    sh = refnet.network.add_shuffle(x)
+    sh.set_input(1, flatten_dims(refnet, x))
+    assert tuple(sh.get_output(0).shape) == (-1, 48)
+    add_profile(refnet, {"x": ((1, 3, 4, 4), (2, 3, 4, 4), (8, 3, 4, 4))})
+    xv = torch.randn(5, 3, 4, 4, generator=gen)
+    y = refnet.run({"x": xv}, y=sh.get_output(0))["y"]
+    close(y, xv.double().reshape(5, 48))
+
+
+def test_reshape_by_computed_dims_is_known_at_build_time(refnet):
+    x = refnet.input("x", (2, 3, 4))
+    s = refnet.network.add_shape(x).get_output(0)
+    last = refnet.network.add_slice(s, (1,), (2,), (1,)).get_output(0)
+    prod = refnet.network.add_reduce(last, trt.ReduceOperation.PROD, 1, True).get_output(0)
+    first = refnet.network.add_slice(s, (0,), (1,), (1,)).get_output(0)
+    dims = refnet.network.add_concatenation([first, prod]).get_output(0)
+    sh = refnet.network.add_shuffle(x)
+    sh.set_input(1, dims)
+    assert tuple(sh.get_output(0).shape) == (2, 12)
+    xv = torch.randn(2, 3, 4, generator=gen)
+    close(refnet.run({"x": xv}, y=sh.get_output(0))["y"], xv.double().reshape(2, 12))
+
+
+def test_shuffle_shape_input_zero_copies_an_input_dim(refnet):
+    x = refnet.input("x", (2, 3, 4))
+    sh = refnet.network.add_shuffle(x)
+    sh.set_input(1, const(refnet, [0, 12], np.int32))
+    assert tuple(sh.get_output(0).shape) == (2, 12)
+    xv = torch.randn(2, 3, 4, generator=gen)
+    close(refnet.run({"x": xv}, y=sh.get_output(0))["y"], xv.double().reshape(2, 12))
+
+
+def test_shuffle_refuses_a_float_shape_input():
+    net = RefNet()
+    sh = net.network.add_shuffle(net.input("x", (2, 6)))
+    sh.set_input(1, const(net, [3.0, 4.0], np.float32))
+    with pytest.raises(trt.NetworkError, match="shape input must be an INT32 or INT64 tensor"):
+        sh.get_output(0).shape
+
+
+def test_slice_size_from_add_shape_with_a_dynamic_dim(refnet):
+    x = refnet.input("x", (-1, 6))
+    sl = refnet.network.add_slice(x, (0, 1), (1, 1), (1, 2))
+    half = refnet.network.add_elementwise(refnet.network.add_shape(x).get_output(0), const(refnet, [1, 2]),
+                                          trt.ElementWiseOperation.FLOOR_DIV).get_output(0)
+    sl.set_input(2, half)
+    assert tuple(sl.get_output(0).shape) == (-1, 3)
+    add_profile(refnet, {"x": ((1, 6), (4, 6), (8, 6))})
+    xv = torch.randn(4, 6, generator=gen)
+    close(refnet.run({"x": xv}, y=sl.get_output(0))["y"], xv.double()[:, 1::2])
+
+
+def test_slice_start_and_size_tensors(refnet):
+    x = refnet.input("x", (4, 6))
+    sl = refnet.network.add_slice(x, (0, 0), (1, 1), (1, 1))
+    sl.set_input(1, const(refnet, [1, 2]))
+    sl.set_input(2, const(refnet, [2, 3], np.int32))
+    assert tuple(sl.get_output(0).shape) == (2, 3)
+    xv = torch.randn(4, 6, generator=gen)
+    close(refnet.run({"x": xv}, y=sl.get_output(0))["y"], xv.double()[1:3, 2:5])
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+def test_resize_to_a_shape_tensor(refnet, dtype):
+    x = refnet.input("x", (1, 1, 2, 2))
+    r = refnet.network.add_resize(x)
+    r.set_input(1, const(refnet, [1, 1, 4, 6], dtype))
+    assert tuple(r.get_output(0).shape) == (1, 1, 4, 6)
+    xv = torch.randn(1, 1, 2, 2, generator=gen)
+    expected = xv.double()[:, :, [0, 0, 1, 1]][:, :, :, [0, 0, 0, 1, 1, 1]]  # NEAREST, ASYMMETRIC, FLOOR
+    close(refnet.run({"x": xv}, y=r.get_output(0))["y"], expected)
+
+
+# -- fill ---------------------------------------------------------------------------------------------------------
+def test_fill_defaults(refnet):
+    f = refnet.network.add_fill((5,), LIN, trt.float32)
+    assert (f.alpha, f.beta, f.is_alpha_beta_int64(), tuple(f.shape), f.to_type, f.operation) == (
+        0.0, 1.0, False, (5,), trt.float32, LIN)
+    assert f.num_inputs == 0
+    close(refnet.run({}, y=f.get_output(0))["y"], np.arange(5.0))
+
+
+@pytest.mark.parametrize("to", [trt.float32, trt.int32, trt.int64])
+def test_linspace_1d_from_attributes(refnet, to):
+    f = refnet.network.add_fill((6,), LIN, to)
+    f.alpha, f.beta = (3, -2) if to == trt.int64 else (3.0, -2.0)
+    assert f.is_alpha_beta_int64() == (to == trt.int64)
+    y = refnet.run({}, y=f.get_output(0))["y"]
+    assert y.dtype == {trt.float32: torch.float32, trt.int32: torch.int32, trt.int64: torch.int64}[to]
+    close(y, 3.0 - 2.0 * np.arange(6))
+
+
+def test_linspace_nd_from_tensors(refnet):
+    f = refnet.network.add_fill((2, 3), LIN, trt.float32)
+    f.set_input(1, const(refnet, 0.5, np.float32))
+    f.set_input(2, const(refnet, [3.0, 1.0], np.float32))
+    assert f.num_inputs == 3
+    expected = 0.5 + 3.0 * np.arange(2)[:, None] + 1.0 * np.arange(3)[None, :]
+    close(refnet.run({}, y=f.get_output(0))["y"], expected)
+
+
+def test_linspace_int64_tensors_are_exact(refnet):
+    f = refnet.network.add_fill((2, 3), LIN, trt.int64)
+    f.set_input(1, const(refnet, 2 ** 40, np.int64))
+    f.set_input(2, const(refnet, [10, 1], np.int64))
+    y = refnet.run({}, y=f.get_output(0))["y"]
+    assert y.tolist() == [[2 ** 40 + 10 * i + j for j in range(3)] for i in range(2)]
+
+
+def test_range_sized_by_add_shape_with_a_dynamic_dim(refnet):
+    x = refnet.input("x", (-1, 3))
+    n = refnet.network.add_gather(refnet.network.add_shape(x).get_output(0), const(refnet, [0]), 0).get_output(0)
+    f = refnet.network.add_fill((0,), LIN, trt.int64)
+    f.set_input(0, n)
+    assert tuple(f.get_output(0).shape) == (-1,) and f.get_output(0).dtype == trt.int64
+    add_profile(refnet, {"x": ((1, 3), (2, 3), (9, 3))})
+    y = refnet.run({"x": torch.zeros(7, 3)}, y=f.get_output(0))["y"]
+    assert y.tolist() == list(range(7))
+
+
+def test_fill_shape_from_a_constant_shape_tensor(refnet):
+    f = refnet.network.add_fill((0,), LIN, trt.int32)
+    f.set_input(0, const(refnet, [4], np.int32))
+    assert tuple(f.get_output(0).shape) == (4,)
+    assert refnet.run({}, y=f.get_output(0))["y"].tolist() == [0, 1, 2, 3]
+
+
+def test_float_alpha_with_an_int_linspace_truncates(refnet):
+    f = refnet.network.add_fill((4,), LIN, trt.int32)
+    f.alpha, f.beta = 1.5, 0.75  # 1.5, 2.25, 3.0, 3.75
+    assert refnet.run({}, y=f.get_output(0))["y"].tolist() == [1, 2, 3, 3]
+
+
+@pytest.mark.parametrize("to", [trt.float32, trt.float16])
+def test_random_uniform_statistics(refnet, to):
+    f = refnet.network.add_fill((200, 200), UNI, to)
+    f.alpha, f.beta = -2.0, 4.0
+    y = refnet.run({}, y=f.get_output(0))["y"].double()
+    assert y.dtype == torch.float64 and tuple(y.shape) == (200, 200)
+    assert -2.0 <= y.min() and y.max() <= 4.0 and y.min() < -1.99 and y.max() > 3.99
+    assert abs(y.mean() - 1.0) < 0.05 and abs(y.std() - 6 / 12 ** 0.5) < 0.05
+
+
+def test_random_normal_statistics(refnet):
+    f = refnet.network.add_fill((200, 200), NORM, trt.float32)
+    f.alpha, f.beta = 3.0, 0.5
+    y = refnet.run({}, y=f.get_output(0))["y"].double()
+    assert abs(y.mean() - 3.0) < 0.02 and abs(y.std() - 0.5) < 0.02
+
+
+def test_random_uniform_bounds_from_tensors(refnet):
+    f = refnet.network.add_fill((100, 100), UNI, trt.float32)
+    f.set_input(1, const(refnet, 5.0, np.float32))
+    f.set_input(2, const(refnet, 7.0, np.float32))
+    y = refnet.run({}, y=f.get_output(0))["y"]
+    assert 5.0 <= y.min() and y.max() <= 7.0 and abs(y.double().mean() - 6.0) < 0.05
+
+
+@pytest.mark.parametrize("op, to", [(LIN, trt.float16), (LIN, trt.bfloat16), (UNI, trt.int32), (NORM, trt.bfloat16)])
+def test_fill_output_types_refused(refnet, op, to):
+    f = refnet.network.add_fill((4,), op, to)
+    with pytest.raises(trt.NetworkError, match=f"FillOperation.{op.name} gives .* outputs, not {to.name}"):
+        f.get_output(0).shape
+
+
+def test_fill_with_only_alpha_as_a_tensor_is_refused(refnet):
+    f = refnet.network.add_fill((4,), LIN, trt.float32)
+    f.set_input(1, const(refnet, 5.0, np.float32))
+    refnet.network.mark_output(f.get_output(0))
+    assert refnet.build() is None
+    assert any("both be tensors or both attributes" in e for e in refnet.logger.errors)
+
+
+def test_nd_linspace_from_attributes_is_refused_by_the_reference():
+    """TensorRT-RTX builds it, but TensorRT's kernel asserts "Alpha and beta tensor should be set when output an
+    ND tensor": one static delta cannot step two dims."""
+    net = RefNet()
+    f = net.network.add_fill((2, 3), LIN, trt.float32)
+    with pytest.raises(trt.NetworkError, match="needs alpha and beta tensors for an N-D output"):
+        f.get_output(0).shape
+
+
+def test_alpha_kind_follows_python_type():
+    net = RefNet()
+    f = net.network.add_fill((4,), LIN, trt.int64)
+    f.alpha = 5
+    assert f.is_alpha_beta_int64() and f.alpha == 5 and f.beta == 1
+    f.alpha = 2.0
+    assert not f.is_alpha_beta_int64()
+    with pytest.raises(TypeError, match="alpha and beta are double"):
+        f.beta = 3
+    with pytest.raises(TypeError, match="a number is needed"):
+        f.beta = [1.0, 2.0]
+
+
+def test_negative_fill_dims_are_refused():
+    net = RefNet()
+    with pytest.raises(trt.NetworkError, match="every dim must be >= 0"):
+        net.network.add_fill((-1, 2), LIN, trt.float32)
+    f = net.network.add_fill((2,), LIN, trt.float32)
+    with pytest.raises(trt.NetworkError, match="every dim must be >= 0"):
+        f.shape = (-1,)
+
+
+# -- shape tensor network inputs ----------------------------------------------------------------------------------
+def _reshape_by_input(net):
+    x = net.input("x", (2, 6))
+    s = net.input("s", (2,), trt.int32)
+    sh = net.network.add_shuffle(x)
+    sh.set_input(1, s)
+    return x, s, sh
+
+
+def test_shape_tensor_input_roles_and_build_time_shape(refnet):
+    x, s, sh = _reshape_by_input(refnet)
+    assert tuple(sh.get_output(0).shape) == (-1, -1)
+    refnet.network.mark_output(sh.get_output(0))
+    assert s.is_shape_tensor and not s.is_execution_tensor
+    assert x.is_execution_tensor and not x.is_shape_tensor
+
+
+def test_flatten_roles(refnet):
+    x = refnet.input("x", (-1, 3, 4, 4))
+    dims = flatten_dims(refnet, x)
+    sh = refnet.network.add_shuffle(x)
+    sh.set_input(1, dims)
+    refnet.network.mark_output(sh.get_output(0))
+    assert dims.is_shape_tensor and not dims.is_execution_tensor
+    assert x.is_execution_tensor and not x.is_shape_tensor
+
+
+def test_shape_tensor_input_needs_set_shape_input():
+    net = RefNet()
+    _, _, sh = _reshape_by_input(net)
+    net.network.mark_output(sh.get_output(0))
+    assert net.build() is None
+    assert "shape tensor" in net.logger.errors[-1]
+
+
+def test_shape_tensor_input_opt_values_must_fit():
+    net = RefNet()
+    _, _, sh = _reshape_by_input(net)
+    net.network.mark_output(sh.get_output(0))
+    p = net.builder.create_optimization_profile()
+    p.set_shape_input("s", (1, 12), (3, 12), (12, 12))
+    assert p.get_shape_input("s") == [[1, 12], [3, 12], [12, 12]]
+    net.config.add_optimization_profile(p)
+    assert net.build() is None
+    assert "opt" in net.logger.errors[-1] and "cannot reshape (2, 6)" in net.logger.errors[-1]
+
+
+def test_set_shape_input_refuses_min_above_max():
+    p = RefNet().builder.create_optimization_profile()
+    with pytest.raises(ValueError, match="min <= opt <= max"):
+        p.set_shape_input("s", (1, 12), (3, 4), (12, 1))
+
+
+def test_shape_tensor_input_values_come_from_host_memory():
+    net = RefNet()
+    _, _, sh = _reshape_by_input(net)
+    sh.get_output(0).name = "y"
+    net.network.mark_output(sh.get_output(0))
+    p = net.builder.create_optimization_profile()
+    p.set_shape_input("s", (1, 1), (3, 4), (12, 12))
+    net.config.add_optimization_profile(p)
+    plan = net.build()
+    assert plan is not None, net.logger.errors
+    engine = trt.Runtime(net.logger).deserialize_cuda_engine(plan)
+    assert engine.is_shape_inference_io("s") and not engine.is_shape_inference_io("x")
+    assert engine.get_tensor_location("s") == trt.TensorLocation.HOST
+    ctx = engine.create_execution_context()
+    xv = torch.arange(12.0).reshape(2, 6).to(device())
+    ctx.set_tensor_address("x", xv.data_ptr())
+    assert ctx.infer_shapes() == ["s"]
+    sv = torch.tensor([4, 3], dtype=torch.int32)  # host memory
+    ctx.set_tensor_address("s", sv.data_ptr())
+    assert ctx.infer_shapes() == [] and tuple(ctx.get_tensor_shape("y")) == (4, 3)
+    y = torch.empty(4, 3, device=device())
+    ctx.set_tensor_address("y", y.data_ptr())
+    assert ctx.execute_async_v3(0)
+    close(y.cpu(), np.arange(12.0).reshape(4, 3))
+    sv[:] = torch.tensor([13, 1], dtype=torch.int32)
+    with pytest.raises(trt.NetworkError, match="outside the optimization profile range"):
+        ctx.infer_shapes()
