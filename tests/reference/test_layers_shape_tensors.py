@@ -77,7 +77,7 @@ def test_shuffle_refuses_a_float_shape_input():
     sh = net.network.add_shuffle(net.input("x", (2, 6)))
     sh.set_input(1, const(net, [3.0, 4.0], np.float32))
     with pytest.raises(trt.NetworkError, match="shape input must be an INT32 or INT64 tensor"):
-        sh.get_output(0).shape
+        _ = sh.get_output(0).shape
 
 
 def test_slice_size_from_add_shape_with_a_dynamic_dim(refnet):
@@ -202,7 +202,7 @@ def test_random_uniform_bounds_from_tensors(refnet):
 def test_fill_output_types_refused(refnet, op, to):
     f = refnet.network.add_fill((4,), op, to)
     with pytest.raises(trt.NetworkError, match=f"FillOperation.{op.name} gives .* outputs, not {to.name}"):
-        f.get_output(0).shape
+        _ = f.get_output(0).shape
 
 
 def test_fill_with_only_alpha_as_a_tensor_is_refused(refnet):
@@ -219,7 +219,7 @@ def test_nd_linspace_from_attributes_is_refused_by_the_reference():
     net = RefNet()
     f = net.network.add_fill((2, 3), LIN, trt.float32)
     with pytest.raises(trt.NetworkError, match="needs alpha and beta tensors for an N-D output"):
-        f.get_output(0).shape
+        _ = f.get_output(0).shape
 
 
 def test_alpha_kind_follows_python_type():

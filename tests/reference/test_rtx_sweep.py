@@ -32,6 +32,7 @@ import pytest
 
 from helpers import rtx_sweep as S
 from helpers import rtx_sweep_shape as SS
+from helpers import rtx_sweep_shape_tensor as ST
 from helpers import rtx_sweep_tables as T
 from helpers import twin
 from helpers.rtx_sweep_runner import RtxRunner, Tally, judge
@@ -47,6 +48,7 @@ FAMILIES = {
     "matrix_multiply": (SS.matmul_case, 300), "softmax": (SS.softmax_case, 120),
     "normalization": (SS.normalization_case, 300),
     "resize": (S.resize_case, 200),
+    "shape_tensor": (ST.shape_tensor_case, 120), "fill": (ST.fill_case, 120),
 }
 SEED = 0
 

@@ -54,29 +54,34 @@ def lower_fill(g: GraphBuilder, layer, ins, outs):
 
 
 def _linspace(g, layer, ins, outs, to, tensors, dims_in):
-    """A 1-D LINSPACE is Range(alpha, alpha + n * beta, beta); ONNX Range has no N-D form."""
+    """A 1-D LINSPACE is alpha + beta * Range(0, n, 1): the Range in INT64 (TensorRT-RTX 1.7's ONNX parser
+    asserts on a FLOAT Range of scalars), then a Cast, Mul and Add in the output type, or in FLOAT where a
+    float alpha/beta fills an integer output (Cast truncates toward zero, as the reference does)."""
+    import numpy as np
+
     p = layer._params
     rank = len(layer.get_output(0).shape)
     if rank != 1:
         g.fail(f"a rank-{rank} LINSPACE: ONNX Range makes only 1-D sequences")
-    dtype = onnx_type(to, layer.name)
-    np_type = {DataType.FLOAT: "float32", DataType.INT32: "int32", DataType.INT64: "int64"}[to]
+    floats = not tensors and not p["alpha_beta_int64"] and to != DataType.FLOAT and (
+        float(p["alpha"]) != int(p["alpha"]) or float(p["beta"]) != int(p["beta"]))
+    compute = DataType.FLOAT if floats else to
+    ctype = onnx_type(compute, layer.name)
+    np_type = {DataType.FLOAT: "float32", DataType.INT32: "int32", DataType.INT64: "int64"}[compute]
     if tensors:
-        start = g.add("Cast", [ins[1]], to=dtype)
-        delta = g.add("Cast", [g.add("Reshape", [ins[2], g.ints([], "scalar")])], to=dtype)
+        start = ins[1]
+        delta = g.add("Reshape", [ins[2], g.ints([], "scalar")])
     else:
-        import numpy as np
-
-        start = g.const(np.array(p["alpha"]).astype(np_type), dtype, "start")
-        delta = g.const(np.array(p["beta"]).astype(np_type), dtype, "delta")
-    if dims_in is None:
-        import numpy as np
-
-        n = g.const(np.array(int(p["dimensions"][0])).astype(np_type), dtype, "count")
-    else:
-        n = g.add("Cast", [g.add("Reshape", [dims_in, g.ints([], "scalar")])], to=dtype)
-    limit = g.add("Add", [start, g.add("Mul", [n, delta])])
-    g.add("Range", [start, limit, delta], outs)
+        start = g.const(np.array([p["alpha"]]).astype(np_type), ctype, "start")
+        delta = g.const(np.array([p["beta"]]).astype(np_type), ctype, "delta")
+    n = g.ints(p["dimensions"], "count") if dims_in is None else dims_in
+    # Range takes 0-D inputs (initializers here are at least 1-D: Reshape to [])
+    zero, one = (g.add("Reshape", [g.ints([v], what), g.ints([], "scalar")]) for v, what in ((0, "zero"), (1, "one")))
+    n = g.add("Reshape", [n, g.ints([], "scalar")])
+    idx = g.add("Cast", [g.add("Range", [zero, n, one])], to=ctype)
+    y = g.add("Add", [g.add("Mul", [idx, delta]), start], outs if compute == to else None)
+    if compute != to:
+        g.add("Cast", [y], outs, to=onnx_type(to, layer.name))
 
 
 def lower_dynamic_slice(g: GraphBuilder, layer, ins, outs):

@@ -31,6 +31,7 @@ from .registry import register
 _TYPES = {FillOperation.LINSPACE: (DataType.INT32, DataType.INT64, DataType.FLOAT),
           FillOperation.RANDOM_UNIFORM: (DataType.FLOAT, DataType.HALF),
           FillOperation.RANDOM_NORMAL: (DataType.FLOAT, DataType.HALF)}
+_ALPHA_BETA_TYPES = (DataType.FLOAT, DataType.HALF, DataType.INT32, DataType.INT64)
 _ROLES = {FillOperation.LINSPACE: ("start", "delta"), FillOperation.RANDOM_UNIFORM: ("minimum", "maximum"),
           FillOperation.RANDOM_NORMAL: ("mean", "standard deviation")}
 
@@ -118,14 +119,16 @@ def infer(p, w, shapes, dtypes, name, plugin):
             if tuple(shapes[i]) != want:
                 fail(name, f"input {i} (the {role}) has shape {tuple(shapes[i])}; it must have shape {want}"
                            + (" (one delta per output dim)" if want else " (a scalar)"))
-            allowed = (to,) if to != DataType.HALF else (DataType.HALF, DataType.FLOAT)
-            if dtypes[i] not in allowed:
-                fail(name, f"input {i} (the {role}) has type {dtypes[i].name}; the output has type {to.name}")
+            if dtypes[i] not in _ALPHA_BETA_TYPES:  # TensorRT-RTX 1.7 takes any of these, whatever the output type
+                fail(name, f"input {i} (the {role}) has type {dtypes[i].name}; alpha and beta tensors are FLOAT, HALF, "
+                           "INT32 or INT64")
+    elif op == FillOperation.RANDOM_UNIFORM and not p["alpha"] < p["beta"]:
+        fail(name, f"RANDOM_UNIFORM from alpha {p['alpha']} to beta {p['beta']}: the minimum must be below the maximum")
+    elif op == FillOperation.RANDOM_NORMAL and not p["beta"] > 0:
+        fail(name, f"RANDOM_NORMAL with beta {p['beta']}: the standard deviation must be > 0")
     elif op == FillOperation.LINSPACE and len(out) != 1:
         fail(name, f"a LINSPACE of rank {len(out)} with alpha and beta as attributes (one delta); TensorRT's kernel "
                    "needs alpha and beta tensors for an N-D output (set_input(1, start), set_input(2, deltas))")
-    if op != FillOperation.LINSPACE and not have[0] and p["alpha_beta_int64"]:
-        fail(name, f"alpha and beta are int64; FillOperation.{op.name} takes float alpha and beta")
     return [out], [to]
 
 
