@@ -131,3 +131,11 @@ def test_random_fill_with_tensor_bounds_is_refused_in_one_sentence():
         return {"y": f.get_output(0)}
     with pytest.raises(OnnxExportError, match="take their bounds only as attributes"):
         export_onnx(build(define, trt.float32))
+
+
+def test_slice_with_an_axes_input():
+    def define(net, dt):
+        sl = net.add_slice(net.add_input("x", dt, (4, 6, 5)), (1, 0), (2, 3), (1, 2))
+        sl.set_input(5, const(net, [-1, 1], np.int32))
+        return {"y": sl.get_output(0)}
+    check(define, expect_ops=("Slice",))

@@ -324,3 +324,42 @@ def test_shape_tensor_input_values_come_from_host_memory():
     sv[:] = torch.tensor([13, 1], dtype=torch.int32)
     with pytest.raises(trt.NetworkError, match="outside the optimization profile range"):
         ctx.infer_shapes()
+
+
+# -- slice axes (input 5) -----------------------------------------------------------------------------------------
+@pytest.mark.parametrize("axes, start, size, stride, index", [
+    ([1], [1], [2], [2], (slice(None), slice(1, 4, 2), slice(None))),
+    ([-1, 0], [1, 2], [2, 2], [1, 1], (slice(2, 4), slice(None), slice(1, 3))),
+])
+def test_slice_axes_input(refnet, axes, start, size, stride, index):
+    x = refnet.input("x", (4, 6, 5))
+    sl = refnet.network.add_slice(x, start, size, stride)
+    sl.set_input(5, const(refnet, axes, np.int32))
+    xv = torch.randn(4, 6, 5, generator=gen)
+    expected = xv.double()[index]
+    assert tuple(sl.get_output(0).shape) == tuple(expected.shape)
+    close(refnet.run({"x": xv}, y=sl.get_output(0))["y"], expected)
+
+
+def test_slice_axes_with_start_and_size_tensors(refnet):
+    x = refnet.input("x", (4, 6, 5))
+    sl = refnet.network.add_slice(x, (0,), (1,), (2,))
+    sl.set_input(1, const(refnet, [1]))
+    sl.set_input(2, const(refnet, [2]))
+    sl.set_input(5, const(refnet, [1]))
+    assert tuple(sl.get_output(0).shape) == (4, 2, 5)
+    xv = torch.randn(4, 6, 5, generator=gen)
+    close(refnet.run({"x": xv}, y=sl.get_output(0))["y"], xv.double()[:, 1:4:2])
+
+
+def test_slice_axes_of_the_wrong_count_are_refused(refnet):
+    sl = refnet.network.add_slice(refnet.input("x", (4, 6, 5)), (0, 0, 0), (1, 1, 1), (1, 1, 1))
+    sl.set_input(5, const(refnet, [1]))
+    with pytest.raises(trt.NetworkError, match="start has 3 values but the axes input 1"):
+        _ = sl.get_output(0).shape
+
+
+def test_slice_axes_from_a_network_input_leave_every_dim_unknown(refnet):
+    sl = refnet.network.add_slice(refnet.input("x", (4, 6, 5)), (1,), (2,), (1,))
+    sl.set_input(5, refnet.input("axes", (1,), trt.int64))
+    assert tuple(sl.get_output(0).shape) == (-1, -1, -1)

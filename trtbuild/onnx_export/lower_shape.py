@@ -62,7 +62,7 @@ def lower_concatenation(g: GraphBuilder, layer, ins, outs):
 def lower_slice(g: GraphBuilder, layer, ins, outs):
     """STRICT_BOUNDS with non-zero strides -> Slice; other modes -> Gather with constant indices per
     dim (WRAP/CLAMP/REFLECT/FILL need the dims known at export time), FILL adds a Where with 0."""
-    if any(layer.get_input(i) is not None for i in (1, 2, 3)):  # start/size/stride as shape tensors
+    if any(layer.get_input(i) is not None for i in (1, 2, 3, 5)):  # start/size/stride/axes as shape tensors
         from .lower_shape_tensors import lower_dynamic_slice
 
         return lower_dynamic_slice(g, layer, ins, outs)

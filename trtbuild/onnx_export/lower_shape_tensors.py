@@ -85,7 +85,8 @@ def _linspace(g, layer, ins, outs, to, tensors, dims_in):
 
 
 def lower_dynamic_slice(g: GraphBuilder, layer, ins, outs):
-    """A slice whose start or size is a shape tensor: ONNX Slice with ends = start + size * stride. Only
+    """A slice whose start, size or axes is a shape tensor: ONNX Slice (its axes input is TensorRT's input 5) with
+    ends = start + size * stride. Only
     STRICT_BOUNDS with positive strides given as attributes: ONNX counts a negative end from the back, which
     a stride of unknown sign could not avoid."""
     from trtbuild.reference.enums import SampleMode
@@ -102,7 +103,8 @@ def lower_dynamic_slice(g: GraphBuilder, layer, ins, outs):
     sizes = int64_input(g, layer, 2, ins[2]) if shape_input(layer, 2) else g.ints(p["shape"], "sizes")
     steps = g.ints(p["stride"], "steps")
     ends = g.add("Add", [starts, g.add("Mul", [sizes, steps])])
-    g.add("Slice", [ins[0], starts, ends, g.ints(range(rank), "axes"), steps], outs)
+    axes = int64_input(g, layer, 5, ins[5]) if shape_input(layer, 5) else g.ints(range(rank), "axes")
+    g.add("Slice", [ins[0], starts, ends, axes, steps], outs)
 
 
 def lower_dynamic_resize(g: GraphBuilder, layer, ins, outs, attrs: dict, x: str, target: str):
