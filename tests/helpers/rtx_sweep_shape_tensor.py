@@ -22,12 +22,13 @@ def shape_tensor_case(rng):
     dynamic = rng.random() < 0.3
     xshape = dyn(shape, dynamic)
     kind = pick(rng, {"INT64": 6, "INT32": 3, "FLOAT": 1})
-    use = pick(rng, {"flatten": 3, "dims": 2, "slice": 3, "resize": 2})
+    use = pick(rng, {"flatten": 3, "dims": 2, "slice": 3, "resize": 2, "computed": 4})
     axis = rng.randint(0, rank)
     dims = [rng.choice([0, -1, 1, 2, 3, 4, 6]) for _ in range(rng.randint(1, 4))]
     halve = [rng.choice([1, 2]) for _ in range(rank)]
     start = [rng.randint(0, 1) for _ in range(rank)]
     grow = [rng.choice([1, 2]) for _ in range(rank)]
+    pieces = _pieces(rng, rank)
 
     def build(trt, net):
         x = net.add_input("x", dt(trt, "FLOAT"), xshape)
@@ -46,6 +47,9 @@ def shape_tensor_case(rng):
             d = d.get_output(0)
             layer = net.add_slice(x, start, [1] * rank, [1] * rank)
             layer.set_input(1, _const(net, start, kind))
+        elif use == "computed":
+            d = net.add_concatenation([_piece(trt, net, s, piece) for piece in pieces]).get_output(0)
+            layer = net.add_shuffle(x)
         else:
             d = net.add_elementwise(s, _const(net, grow, "INT64"), enum(trt, "ElementWiseOperation", "PROD"))
             d = d.get_output(0)
@@ -54,7 +58,7 @@ def shape_tensor_case(rng):
         return [layer.get_output(0)]
 
     what = {"flatten": f"axis={axis}", "dims": f"dims={dims}", "slice": f"start={start} size=shape//{halve}",
-            "resize": f"shape*{grow}"}[use]
+            "resize": f"shape*{grow}", "computed": f"dims={pieces}"}[use]
     return single("shape_tensor", f"shape tensor {use} x={shape_str(xshape)} {kind} {what}", build, dynamic)
 
 
@@ -87,3 +91,37 @@ def fill_case(rng):
 
     how = f"tensors {tensor_type}" if tensors else f"alpha={alpha} beta={beta}"
     return single("fill", f"fill {op} {to} dims={dims} from {shape_in or 'attribute'} {how}", build)
+
+
+_OPS = ("SUM", "SUB", "PROD", "FLOOR_DIV", "MIN", "MAX")
+
+
+def _pieces(rng, rank: int) -> list:
+    """Random reshape dims computed from the input's shape: ("dim", i), ("const", k), ("prod", i, j) (the product
+    of dims i..j-1 by a reduce) or ("op", name, i, k) (dim i with a constant)."""
+    out = []
+    for _ in range(rng.randint(1, 3)):
+        kind = pick(rng, {"dim": 3, "const": 2, "prod": 2, "op": 2})
+        i = rng.randrange(rank)
+        if kind == "dim":
+            out.append(("dim", i))
+        elif kind == "const":
+            out.append(("const", rng.choice([-1, 0, 1, 2, 3, 4])))
+        elif kind == "prod":
+            out.append(("prod", i, rng.randint(i + 1, rank)))
+        else:
+            out.append(("op", rng.choice(_OPS), i, rng.choice([0, 1, 1, 2, 3])))
+    return out
+
+
+def _piece(trt, net, s, piece):
+    if piece[0] == "const":
+        return _const(net, [piece[1]], "INT64")
+    if piece[0] == "prod":
+        part = net.add_slice(s, (piece[1],), (piece[2] - piece[1],), (1,)).get_output(0)
+        return net.add_reduce(part, enum(trt, "ReduceOperation", "PROD"), 1, True).get_output(0)
+    dim = net.add_slice(s, (piece[-2] if piece[0] == "op" else piece[1],), (1,), (1,)).get_output(0)
+    if piece[0] == "dim":
+        return dim
+    return net.add_elementwise(dim, _const(net, [piece[3]], "INT64"),
+                               enum(trt, "ElementWiseOperation", piece[1])).get_output(0)

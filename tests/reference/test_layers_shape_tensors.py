@@ -363,3 +363,30 @@ def test_slice_axes_from_a_network_input_leave_every_dim_unknown(refnet):
     sl = refnet.network.add_slice(refnet.input("x", (4, 6, 5)), (1,), (2,), (1,))
     sl.set_input(5, refnet.input("axes", (1,), trt.int64))
     assert tuple(sl.get_output(0).shape) == (-1, -1, -1)
+
+
+# -- build-time values: what is known of a computed shape -----------------------------------------------------------
+def _reshape_by_first_dim(net, x, op, k):
+    s = net.network.add_shape(x).get_output(0)
+    first = net.network.add_slice(s, (0,), (1,), (1,)).get_output(0)
+    d = net.network.add_elementwise(first, const(net, [k]), op).get_output(0)
+    sh = net.network.add_shuffle(x)
+    sh.set_input(1, net.network.add_concatenation([d, const(net, [-1])]).get_output(0))
+    return sh.get_output(0)
+
+
+@pytest.mark.parametrize("op, k, shape", [
+    (trt.ElementWiseOperation.PROD, 1, (-1, 12)),  # N * 1 is still the batch dim: 12 follows
+    (trt.ElementWiseOperation.SUM, 0, (-1, 12)),
+    (trt.ElementWiseOperation.FLOOR_DIV, 1, (-1, 12)),
+    (trt.ElementWiseOperation.PROD, 2, (-1, -1)),  # 2N is unknown, and so is the rest
+])
+def test_unknown_dims_keep_their_identity_through_neutral_arithmetic(refnet, op, k, shape):
+    y = _reshape_by_first_dim(refnet, refnet.input("x", (-1, 3, 4)), op, k)
+    assert tuple(y.shape) == shape
+
+
+def test_a_shape_computation_dividing_by_zero_is_refused(refnet):
+    y = _reshape_by_first_dim(refnet, refnet.input("x", (5, 3, 4)), trt.ElementWiseOperation.FLOOR_DIV, 0)
+    with pytest.raises(trt.NetworkError, match="a shape computation divides by zero"):
+        _ = y.shape

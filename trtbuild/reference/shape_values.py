@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from .core import NetworkError
-from .enums import DataType, LayerType
+from .enums import DataType, ElementWiseOperation, LayerType
 
 #: the largest shape tensor whose value is tracked (TensorRT limits shape tensors to small volumes too)
 MAX_VOLUME = 1024
@@ -133,7 +133,7 @@ _NUMBER = {DataType.FLOAT: float, DataType.HALF: float, DataType.BF16: float, Da
            DataType.INT64: int, DataType.INT8: int, DataType.UINT8: int, DataType.BOOL: bool}
 
 
-def output_values(op, p, w, shapes, dtypes, values, keys, out_shapes, out_dtypes, weights_of=None):
+def output_values(op, p, w, shapes, dtypes, values, keys, out_shapes, out_dtypes, name: str = ""):
     """The flat values of a layer's outputs (None for each one not known at all): from its params and input
     shapes (add_shape), by running it where every input value is known, or by moving partly known elements
     through data-movement layers and elementwise arithmetic. `p` is already bound."""
@@ -157,6 +157,8 @@ def output_values(op, p, w, shapes, dtypes, values, keys, out_shapes, out_dtypes
         return torch.tensor(vals, dtype=TORCH_DTYPE[dtypes[i]]).reshape(tuple(shapes[i]))
 
     full = [i for i in present if ins[i] is not None and all(known(e) for e in ins[i])]
+    if op.type == LayerType.ELEMENTWISE:
+        _no_division_by_zero(p, dtypes, ins, name)
     try:
         if len(full) == len(present):
             inputs = [tensor(i) if i in present else None for i in range(len(shapes))]
@@ -169,6 +171,17 @@ def output_values(op, p, w, shapes, dtypes, values, keys, out_shapes, out_dtypes
     except Exception:  # noqa: BLE001 - a value that cannot be computed at build time is unknown, not an error
         return [None] * len(out_shapes)
     return [None] * len(out_shapes)
+
+
+def _no_division_by_zero(p, dtypes, ins, name: str) -> None:
+    """TensorRT-RTX 1.7 refuses an integer shape computation that divides by a known 0 ("Shape Error (divide by
+    zero)"), where the reference would otherwise fold it to some value."""
+    if ElementWiseOperation(p["op"]) not in (ElementWiseOperation.DIV, ElementWiseOperation.FLOOR_DIV):
+        return
+    if dtypes[1] in (DataType.INT32, DataType.INT64) and ins[1] is not None and any(
+            known(e) and e == 0 for e in ins[1]):
+        what = ElementWiseOperation(p["op"]).name
+        raise NetworkError(f"layer '{name}': a shape computation divides by zero (a {what} whose divisor holds 0)")
 
 
 def _moved(op, p, w, shapes, dtypes, ins, present, out_dtypes, tensor):
@@ -203,7 +216,24 @@ def _elementwise(op, p, shapes, dtypes, ins, out_dtypes, tensor):
     kb = torch.tensor([known(e) for e in ins[1]]).reshape(tuple(shapes[1]))
     out = run_layer(op.type, p, {}, [a, b], list(out_dtypes))[0]
     mask = torch.broadcast_to(ka & kb, tuple(out.shape))
-    return [tuple(v if k else None for v, k in zip(out.reshape(-1).tolist(), mask.reshape(-1).tolist()))]
+    values = [v if k else None for v, k in zip(out.reshape(-1).tolist(), mask.reshape(-1).tolist())]
+    # x + 0, x - 0, x * 1, x // 1, 0 + x, 1 * x keep an unknown dim's identity (TensorRT's symbolic shapes do)
+    ia, ib = (torch.broadcast_to(torch.arange(len(ins[i])).reshape(tuple(shapes[i])), tuple(out.shape)).reshape(-1)
+              for i in (0, 1))
+    keep = _IDENTITY.get(ElementWiseOperation(p["op"]))
+    for j, (x, y) in enumerate(zip(ia.tolist(), ib.tolist())):
+        u, v = ins[0][x], ins[1][y]
+        if keep is not None and isinstance(u, Sym) and v == keep[1]:
+            values[j] = u
+        elif keep is not None and keep[0] and isinstance(v, Sym) and u == keep[1]:
+            values[j] = v
+    return [tuple(values)]
+
+
+#: ElementWiseOperation value -> (commutative, the constant that leaves the other operand unchanged)
+_IDENTITY = {ElementWiseOperation.SUM: (True, 0), ElementWiseOperation.PROD: (True, 1),
+             ElementWiseOperation.SUB: (False, 0), ElementWiseOperation.DIV: (False, 1),
+             ElementWiseOperation.FLOOR_DIV: (False, 1)}
 
 
 def record(op, p, w, shapes, dtypes, in_keys, out_keys, out_shapes, out_dtypes, values: dict, need: set, name: str):
@@ -215,7 +245,7 @@ def record(op, p, w, shapes, dtypes, in_keys, out_keys, out_shapes, out_dtypes, 
     bound = bind(op.cls, p, shapes, dtypes, ins, in_keys, name)
     only_shapes = getattr(op.cls, "_READS_ONLY_SHAPES", False)
     outs = output_values(op, bound, w, shapes, dtypes, [None] * len(ins) if only_shapes else ins, in_keys,
-                         out_shapes, out_dtypes)
+                         out_shapes, out_dtypes, name)
     for k, v in zip(out_keys, outs):
         values[k] = v
 

@@ -245,7 +245,8 @@ class ILayer:
             keys = [id(t) for t in self._inputs]
             op = op_for(self._TYPE)
             p = bind(type(self), self._params, ins, in_types, values, keys, self.name)
-            cached = (stamp, output_values(op, p, self._weights, ins, in_types, values, keys, shapes, dtypes))
+            cached = (stamp, output_values(op, p, self._weights, ins, in_types, values, keys, shapes, dtypes,
+                                           self.name))
             self._values_cache = cached
         return cached[1]
 
