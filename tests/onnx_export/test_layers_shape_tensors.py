@@ -139,3 +139,17 @@ def test_slice_with_an_axes_input():
         sl.set_input(5, const(net, [-1, 1], np.int32))
         return {"y": sl.get_output(0)}
     check(define, expect_ops=("Slice",))
+
+
+def test_flatten_of_a_dynamic_batch():
+    def define(net, dt):
+        x = net.add_input("x", dt, (-1, 3, 2, 2))
+        s = net.add_shape(x).get_output(0)
+        sh = net.add_shuffle(x)
+        sh.set_input(1, net.add_concatenation([net.add_slice(s, (0,), (1,), (1,)).get_output(0),
+                                               const(net, [-1])]).get_output(0))
+        return {"y": sh.get_output(0)}
+    model = check(define, feeds=lambda net: {"x": np.arange(60, dtype=np.float32).reshape(5, 3, 2, 2)},
+                  expect_ops=("Shape", "Slice", "Concat", "Reshape"))
+    dims = model.graph.input[0].type.tensor_type.shape.dim
+    assert not dims[0].HasField("dim_value")  # the batch stays dynamic in the ONNX model

@@ -390,3 +390,77 @@ def test_a_shape_computation_dividing_by_zero_is_refused(refnet):
     y = _reshape_by_first_dim(refnet, refnet.input("x", (5, 3, 4)), trt.ElementWiseOperation.FLOOR_DIV, 0)
     with pytest.raises(trt.NetworkError, match="a shape computation divides by zero"):
         _ = y.shape
+
+
+# -- shape outputs (mark_output_for_shapes) -------------------------------------------------------------------------
+def test_mark_output_for_shapes_roles_and_repeats(refnet):
+    x = refnet.input("x", (-1, 6))
+    s = refnet.network.add_shape(x).get_output(0)
+    assert refnet.network.mark_output_for_shapes(s)
+    assert s.is_network_output and s.is_shape_tensor and not s.is_execution_tensor
+    assert refnet.network.num_outputs == 1
+    assert not refnet.network.mark_output_for_shapes(s)
+    assert refnet.network.unmark_output_for_shapes(s) and refnet.network.num_outputs == 0
+    assert not refnet.network.unmark_output_for_shapes(s)
+
+
+def test_a_float_shape_output_is_refused_at_build(refnet):
+    x = refnet.input("x", (2, 6))
+    y = refnet.network.add_identity(x).get_output(0)
+    refnet.network.mark_output_for_shapes(y)
+    assert refnet.build() is None
+    assert "output shape tensors must have type INT32 or INT64" in refnet.logger.errors[-1]
+
+
+def test_infer_shapes_writes_shape_outputs_to_host_memory():
+    net = RefNet()
+    x = net.input("x", (-1, 6))
+    s = net.network.add_cast(net.network.add_shape(x).get_output(0), trt.int32).get_output(0)
+    s.name = "s"
+    net.network.mark_output_for_shapes(s)
+    y = net.network.add_identity(x).get_output(0)
+    y.name = "y"
+    net.network.mark_output(y)
+    add_profile(net, {"x": ((1, 6), (2, 6), (8, 6))})
+    plan = net.build()
+    assert plan is not None, net.logger.errors
+    engine = trt.Runtime(net.logger).deserialize_cuda_engine(plan)
+    assert engine.is_shape_inference_io("s") and not engine.is_shape_inference_io("y")
+    assert engine.get_tensor_location("s") == trt.TensorLocation.HOST
+    ctx = engine.create_execution_context()
+    ctx.set_input_shape("x", (5, 6))
+    host = torch.zeros(2, dtype=torch.int32)
+    ctx.set_tensor_address("s", host.data_ptr())
+    assert ctx.infer_shapes() == [] and host.tolist() == [5, 6]
+
+
+def test_get_tensor_profile_values_takes_the_profile_index_first():
+    net = RefNet()
+    _, _, sh = _reshape_by_input(net)
+    net.network.mark_output(sh.get_output(0))
+    p = net.builder.create_optimization_profile()
+    p.set_shape_input("s", (1, 1), (3, 4), (12, 12))
+    net.config.add_optimization_profile(p)
+    engine = trt.Runtime(net.logger).deserialize_cuda_engine(net.build())
+    assert engine.get_tensor_profile_values(0, "s") == [[1, 1], [3, 4], [12, 12]]
+    with pytest.raises(trt.NetworkError, match="'x' is not a shape tensor input"):
+        engine.get_tensor_profile_values(0, "x")
+
+
+def test_plan_header_shape_values_are_checked():
+    from trtbuild.reference.plan import PlanError, check_header, deserialize_plan
+
+    net = RefNet()
+    _, _, sh = _reshape_by_input(net)
+    net.network.mark_output(sh.get_output(0))
+    p = net.builder.create_optimization_profile()
+    p.set_shape_input("s", (1, 1), (3, 4), (12, 12))
+    net.config.add_optimization_profile(p)
+    header, _ = deserialize_plan(net.build())
+    assert header["shape_values"] == [{"s": [[1, 1], [3, 4], [12, 12]]}]
+    for broken, message in ((dict(header, shape_values=[{}]), "no values for shape tensor input 's'"),
+                            (dict(header, shape_values=[{"s": [[1, 1], [3, 4], [2, 2]]}]), "min <= opt <= max"),
+                            (dict(header, shape_values=[{"s": [[1, 1], [3, 4], [12, 12]], "x": [[1], [1], [1]]}]),
+                             "not a shape tensor input")):
+        with pytest.raises(PlanError, match=message):
+            check_header(broken)

@@ -70,8 +70,9 @@ class PlanGraph:
             plugin = _rebuild_plugin(entry, arrays) if "plugin" in entry else None
             self.layers.append((LayerType[entry["type"]], entry, weights, plugin))
         self._device_weights: dict = {}
-        self._need = needed((op_for(ltype).cls if op_for(ltype) else object, _keys(entry["inputs"]),
-                             [o["id"] for o in entry["outputs"]]) for ltype, entry, _, _ in self.layers)
+        self._need = needed(((op_for(ltype).cls if op_for(ltype) else object, _keys(entry["inputs"]),
+                              [o["id"] for o in entry["outputs"]]) for ltype, entry, _, _ in self.layers),
+                            [t["id"] for t in header["outputs"] if t.get("shape_tensor")])
         self._check_declared()
 
     def _check_declared(self) -> None:
@@ -120,13 +121,15 @@ class PlanGraph:
                outs, dts, values, self._need, entry["name"])
         return outs, dts
 
-    def infer_shapes(self, input_shapes: dict[str, tuple], input_values: dict[str, tuple] | None = None
-                     ) -> dict[int, tuple]:
-        """The shape of every tensor for these input shapes (and the values of shape tensor inputs)."""
+    def infer_shapes(self, input_shapes: dict[str, tuple], input_values: dict[str, tuple] | None = None,
+                     values: dict | None = None) -> dict[int, tuple]:
+        """The shape of every tensor for these input shapes (and the values of shape tensor inputs); `values`
+        receives the values of the tensors shape inputs and shape outputs need, by tensor id."""
         shapes = {t["id"]: tuple(input_shapes[t["name"]]) for t in self.header["inputs"]}
         dtypes = {t["id"]: DataType(t["dtype"]) for t in self.header["inputs"]}
-        values = {t["id"]: tuple(input_values[t["name"]]) for t in self.header["inputs"]
-                  if input_values and t["name"] in input_values}
+        values = {} if values is None else values
+        values.update((t["id"], tuple(input_values[t["name"]])) for t in self.header["inputs"]
+                      if input_values and t["name"] in input_values)
         for ltype, entry, weights, plugin in self.layers:
             outs, dts = self._infer_entry(ltype, entry, weights, plugin, shapes, dtypes, values, _WeightMeta(weights))
             for o, s, d in zip(entry["outputs"], outs, dts):

@@ -95,7 +95,8 @@ def serialize_network(network, profiles: list[dict], extra: dict) -> IHostMemory
             entry["plugin"] = {"creator": c.name, "version": str(c.plugin_version), "namespace": c.plugin_namespace,
                                "name": plugin._name, "fields": fields}
         out_layers.append(entry)
-    outputs = [{"id": tid(t), "name": t.name, "dtype": int(t.dtype), "shape": list(t.shape)} for t in network._outputs]
+    outputs = [{"id": tid(t), "name": t.name, "dtype": int(t.dtype), "shape": list(t.shape),
+                **({"shape_tensor": True} if id(t) in network._shape_outputs else {})} for t in network._outputs]
     header = {"format": FORMAT_VERSION, "name": network.name, "inputs": inputs, "outputs": outputs,
               "layers": out_layers, "profiles": profiles, **extra, **debug_header(network, ids)}
     hj = json.dumps(header, separators=(",", ":")).encode()
@@ -263,11 +264,39 @@ def check_header(header: dict) -> None:
             _need(all(d == -1 or s[i] == d for s in shapes for i, d in enumerate(inputs[name]["shape"])),
                   f"profiles[{k}] gives '{name}' {shapes!r}, which disagrees with its static dims "
                   f"{inputs[name]['shape']}")
+    _check_shape_tensor_header(header, inputs)
     for name, t in inputs.items():
         if -1 in t["shape"]:
             _need(header["profiles"] and all(name in prof for prof in header["profiles"]),
                   f"input '{name}' has dynamic shape {t['shape']} but not every optimization profile (there are "
                   f"{len(header['profiles'])}) gives its shapes")
+
+
+def _check_shape_tensor_header(header: dict, inputs: dict) -> None:
+    """The shape tensor marks of the I/O tensors and the set_shape_input values of each profile."""
+    for where in ("inputs", "outputs"):
+        for t in header[where]:
+            _need(t.get("shape_tensor", True) is True, f"{where} '{t['name']}' has shape_tensor "
+                                                         f"{t.get('shape_tensor')!r}, not true")
+            _need(not t.get("shape_tensor") or (len(t["shape"]) <= 1 and all(d >= 0 for d in t["shape"])),
+                  f"{where} '{t['name']}' is a shape tensor of shape {t['shape']}, not 0-D or 1-D and static")
+    shape_inputs = {name: t for name, t in inputs.items() if t.get("shape_tensor")}
+    values = header.get("shape_values", [{} for _ in header["profiles"]])
+    _need(isinstance(values, list) and len(values) == len(header["profiles"]),
+          f"'shape_values' is {values!r}, not a list with one object per profile")
+    for k, prof in enumerate(values):
+        _need(isinstance(prof, dict), f"shape_values[{k}] is a {type(prof).__name__}, not an object")
+        for name in shape_inputs:
+            _need(name in prof, f"shape_values[{k}] has no values for shape tensor input '{name}'")
+        for name, v in prof.items():
+            _need(name in shape_inputs, f"shape_values[{k}] names '{name}', which is not a shape tensor input")
+            count = math.prod(shape_inputs[name]["shape"])
+            _need(isinstance(v, list) and len(v) == 3
+                  and all(isinstance(s, list) and len(s) == count and all(_is_int(d) for d in s) for s in v)
+                  and all(a <= b <= c for a, b, c in zip(*v)),
+                  f"shape_values[{k}] gives '{name}' {v!r}, not [min, opt, max] lists of {count} integers with "
+                  "min <= opt <= max")
+    _need(not shape_inputs or header["profiles"], "the plan has shape tensor inputs but no optimization profiles")
 
 
 def check_arrays(header: dict, arrays: dict) -> None:

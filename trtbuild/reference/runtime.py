@@ -95,9 +95,23 @@ class ICudaEngine(EngineDebugTensors):
         return TensorLocation.HOST if self.is_shape_inference_io(name) else TensorLocation.DEVICE
 
     def is_shape_inference_io(self, name: str) -> bool:
-        """Whether infer_shapes reads this tensor: an input that layers read as a shape (from host memory)."""
-        t, mode = self._tensor(name)
-        return mode == TensorIOMode.INPUT and bool(t.get("shape_tensor"))
+        """Whether infer_shapes reads or writes this tensor (in host memory): an input that layers read as a shape,
+        or an output marked with mark_output_for_shapes."""
+        t, _ = self._tensor(name)
+        return bool(t.get("shape_tensor"))
+
+    def get_tensor_profile_values(self, name: int, profile_index: str) -> list:
+        """The min/opt/max values of a shape tensor input in a profile. As in TensorRT's bindings, the first
+        argument (named `name`) is the profile index and the second (`profile_index`) the tensor name."""
+        index, tensor = name, profile_index
+        t, mode = self._tensor(tensor)
+        if mode != TensorIOMode.INPUT or not t.get("shape_tensor"):
+            raise NetworkError(f"get_tensor_profile_values: '{tensor}' is not a shape tensor input")
+        profiles = self._header.get("shape_values", [])
+        if not 0 <= index < len(profiles):
+            raise NetworkError(f"get_tensor_profile_values: profile {index} does not exist (the engine has "
+                               f"{len(profiles)})")
+        return [list(v) for v in profiles[index].get(tensor, [])]
 
     def get_tensor_profile_shape(self, name: str, profile_index: int) -> list:
         profiles = self._header["profiles"]
@@ -152,9 +166,15 @@ class IExecutionContext(ContextDebugState):
         missing = [n for n, s in self._shapes.items() if any(d < 0 for d in s)]
         missing += [n for n in self._shape_inputs() if n not in self._addresses]
         if not missing:
-            values = {n: self._host_values(n) for n in self._shape_inputs()}
-            ids = self.engine._graph.infer_shapes(self._shapes, values)
+            computed: dict = {}
+            ids = self.engine._graph.infer_shapes(self._shapes, {n: self._host_values(n) for n in self._shape_inputs()},
+                                                  computed)
             self._out_shapes = {t["name"]: ids[t["id"]] for t in self.engine._header["outputs"]}
+            for t in self.engine._header["outputs"]:  # shape outputs: written to host memory, where bound
+                if t.get("shape_tensor") and t["name"] in self._addresses:
+                    out = _wrap(self._addresses[t["name"]], self._out_shapes[t["name"]], DataType(t["dtype"]),
+                                torch.device("cpu"))
+                    out.copy_(torch.tensor(computed[t["id"]], dtype=out.dtype).reshape(out.shape))
         return missing
 
     def _shape_inputs(self) -> list[str]:
@@ -207,7 +227,8 @@ class IExecutionContext(ContextDebugState):
                      for t in self.engine._header["inputs"]}
             results = self.engine._graph.run(feeds, dev, self._debug_callback(dev, stream_handle))
             for t in self.engine._header["outputs"]:
-                out = _wrap(self._addresses[t["name"]], self._out_shapes[t["name"]], DataType(t["dtype"]), dev)
+                out = _wrap(self._addresses[t["name"]], self._out_shapes[t["name"]], DataType(t["dtype"]),
+                            torch.device("cpu") if t.get("shape_tensor") else dev)
                 out.copy_(results[t["name"]])
         return True
 

@@ -97,12 +97,12 @@ def reads(op_cls, index: int) -> bool:
     return index in shape_inputs(op_cls)
 
 
-def needed(layers) -> set:
-    """The keys of the tensors whose values some shape input needs. `layers`: (op class, input keys, output
-    keys) in topological order; a layer whose outputs are needed needs its inputs' values, except where it
-    reads only their shapes (`_READS_ONLY_SHAPES`, add_shape)."""
+def needed(layers, outputs=()) -> set:
+    """The keys of the tensors whose values some shape input (or shape output: `outputs`) needs. `layers`: (op
+    class, input keys, output keys) in topological order; a layer whose outputs are needed needs its inputs'
+    values, except where it reads only their shapes (`_READS_ONLY_SHAPES`, add_shape)."""
     layers = list(layers)
-    need = set()
+    need = set(outputs)
     for cls, ins, _ in layers:
         need.update(k for i, k in enumerate(ins) if k is not None and reads(cls, i))
     for cls, ins, outs in reversed(layers):
@@ -255,8 +255,8 @@ def shape_input_names(network) -> set[str]:
     from .plan import _topological
 
     layers = _topological(network)
-    need = needed((type(layer), [None if t is None else id(t) for t in layer._inputs], [id(t) for t in layer._outputs])
-                  for layer in layers)
+    need = needed(((type(layer), [None if t is None else id(t) for t in layer._inputs], [id(t) for t in layer._outputs])
+                   for layer in layers), network._shape_outputs)
     return {t.name for t in network._inputs if id(t) in need}
 
 
@@ -268,13 +268,13 @@ def roles(network) -> tuple[set, set]:
     from .plan import _topological
 
     layers = _topological(network)
-    shape = needed((type(layer), [None if t is None else id(t) for t in layer._inputs],
-                    [id(t) for t in layer._outputs]) for layer in layers)
+    shape = needed(((type(layer), [None if t is None else id(t) for t in layer._inputs],
+                     [id(t) for t in layer._outputs]) for layer in layers), network._shape_outputs)
     for layer in layers:
         for t in layer._inputs:
             if t is not None and t._producer is not None and getattr(t._producer, "_READS_ONLY_SHAPES", False):
                 shape.add(id(t))
-    execution = {id(t) for t in network._outputs}
+    execution = {id(t) for t in network._outputs if id(t) not in network._shape_outputs}
     for layer in reversed(layers):
         if any(id(t) in execution for t in layer._outputs) and not getattr(layer, "_READS_ONLY_SHAPES", False):
             execution.update(id(t) for i, t in enumerate(layer._inputs) if t is not None and not reads(type(layer), i))
