@@ -7,12 +7,17 @@ import json
 
 from . import arithmetic as _arith
 from .argtypes import api_types
-from .core import Dims, ILogger, Logger, NetworkError, binding_int
+from typing import TYPE_CHECKING
+
+from .core import Dims, ILogger, Logger, NetworkError
 from .enums import BuilderFlag, MemoryPoolType, ProfilingVerbosity
 from .host_memory import IHostMemory, host_memory_of
 from .network import INetworkDefinition
 from .plan import serialize_network, validate_profiles
 from .plugins import get_plugin_registry
+
+if TYPE_CHECKING:  # the annotations' names; argtypes.api_types resolves them itself
+    from collections.abc import Sequence
 
 REFERENCE_VERSION = "reference"
 
@@ -46,10 +51,10 @@ class IOptimizationProfile:
     def get_shape(self, input: str) -> list:
         return [Dims(s) for s in self._shapes.get(str(input), [])]
 
-    def set_shape_input(self, input: str, min: Dims, opt: Dims, max: Dims) -> None:
+    def set_shape_input(self, input: str, min: Sequence[int], opt: Sequence[int], max: Sequence[int]) -> None:
         """The min/opt/max values of a shape tensor input; TensorRT refuses (ValueError) values that are not
         min <= opt <= max element by element or whose counts differ."""
-        vals = [tuple(binding_int(v, "set_shape_input") for v in s) for s in (min, opt, max)]
+        vals = [tuple(int(v) for v in s) for s in (min, opt, max)]
         if len({len(v) for v in vals}) != 1:
             raise ValueError(f"set_shape_input '{input}': min, opt and max have {[len(v) for v in vals]} values; "
                              "they must have as many")
