@@ -72,10 +72,9 @@ def test_shuffle_shape_input_zero_copies_an_input_dim(refnet):
     close(refnet.run({"x": xv}, y=sh.get_output(0))["y"], xv.double().reshape(2, 12))
 
 
-def test_shuffle_refuses_a_float_shape_input():
-    net = RefNet()
-    sh = net.network.add_shuffle(net.input("x", (2, 6)))
-    sh.set_input(1, const(net, [3.0, 4.0], np.float32))
+def test_shuffle_refuses_a_float_shape_input(refnet):
+    sh = refnet.network.add_shuffle(refnet.input("x", (2, 6)))
+    sh.set_input(1, const(refnet, [3.0, 4.0], np.float32))
     with pytest.raises(trt.NetworkError, match="shape input must be an INT32 or INT64 tensor"):
         _ = sh.get_output(0).shape
 
@@ -271,24 +270,40 @@ def test_flatten_roles(refnet):
     assert x.is_execution_tensor and not x.is_shape_tensor
 
 
-def test_shape_tensor_input_needs_set_shape_input():
-    net = RefNet()
-    _, _, sh = _reshape_by_input(net)
-    net.network.mark_output(sh.get_output(0))
-    assert net.build() is None
-    assert "shape tensor" in net.logger.errors[-1]
+def shape_input_profile(refnet, values: dict):
+    """One optimization profile of set_shape_input values {input: (min, opt, max)} on the reference's config and,
+    where `refnet` is twinned, on TensorRT-RTX's; the reference's profile is returned."""
+    profiles = []
+    for net in [refnet] + ([refnet.rtxnet] if hasattr(refnet, "rtxnet") else []):
+        profile = net.builder.create_optimization_profile()
+        for name, (mn, opt, mx) in values.items():
+            profile.set_shape_input(name, mn, opt, mx)
+        net.config.add_optimization_profile(profile)
+        profiles.append(profile)
+    return profiles[0]
 
 
-def test_shape_tensor_input_opt_values_must_fit():
-    net = RefNet()
-    _, _, sh = _reshape_by_input(net)
-    net.network.mark_output(sh.get_output(0))
-    p = net.builder.create_optimization_profile()
-    p.set_shape_input("s", (1, 12), (3, 12), (12, 12))
+def test_shape_tensor_input_needs_set_shape_input(refnet):
+    _, _, sh = _reshape_by_input(refnet)
+    refnet.network.mark_output(sh.get_output(0))
+    assert refnet.build() is None
+    assert "shape tensor" in refnet.logger.errors[-1]
+
+
+def test_shape_tensor_input_opt_values_must_fit(refnet):
+    _, _, sh = _reshape_by_input(refnet)
+    refnet.network.mark_output(sh.get_output(0))
+    p = shape_input_profile(refnet, {"s": ((1, 12), (3, 12), (12, 12))})
     assert p.get_shape_input("s") == [[1, 12], [3, 12], [12, 12]]
-    net.config.add_optimization_profile(p)
-    assert net.build() is None
-    assert "opt" in net.logger.errors[-1] and "cannot reshape (2, 6)" in net.logger.errors[-1]
+    assert refnet.build() is None
+    assert "opt" in refnet.logger.errors[-1] and "cannot reshape (2, 6)" in refnet.logger.errors[-1]
+
+
+def test_shape_tensor_input_builds_with_fitting_values(refnet):
+    _, _, sh = _reshape_by_input(refnet)
+    refnet.network.mark_output(sh.get_output(0))
+    shape_input_profile(refnet, {"s": ((1, 1), (3, 4), (12, 12))})
+    assert refnet.build() is not None
 
 
 def test_set_shape_input_refuses_min_above_max():
