@@ -479,3 +479,25 @@ def test_plan_header_shape_values_are_checked():
                              "not a shape tensor input")):
         with pytest.raises(PlanError, match=message):
             check_header(broken)
+
+
+def test_attributes_replaced_by_shape_tensors_read_as_tensorrt_rtx_reads_them():
+    """TensorRT-RTX 1.7's getters: "getReshapeDimensions works only for static reshape dimensions" (None), and so
+    for a slice's size, a resize's output shape and scales ([]), a fill's dims (None) and alpha/beta (-1.0)."""
+    net = RefNet()
+    x = net.input("x", (1, 1, 2, 2))
+    sh = net.network.add_shuffle(x)
+    sh.reshape_dims = (4,)
+    sh.set_input(1, const(net, [2, 2]))
+    assert sh.reshape_dims is None
+    sl = net.network.add_slice(x, (0, 0, 0, 0), (1, 1, 1, 1), (1, 1, 1, 1))
+    sl.set_input(2, const(net, [1, 1, 2, 2]))
+    assert (tuple(sl.start), sl.shape, tuple(sl.stride)) == ((0, 0, 0, 0), None, (1, 1, 1, 1))
+    r = net.network.add_resize(x)
+    r.set_input(1, const(net, [1, 1, 4, 4]))
+    assert (r.shape, r.scales) == (None, [])
+    f = net.network.add_fill((3,), LIN, trt.float32)
+    f.set_input(0, const(net, [4]))
+    f.set_input(1, const(net, 1.0, np.float32))
+    f.set_input(2, const(net, [2.0], np.float32))
+    assert (f.shape, f.alpha, f.beta) == (None, -1.0, -1.0)

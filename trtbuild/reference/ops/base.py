@@ -87,12 +87,16 @@ def setter_value(kind, value, where):
     return _CONVERTERS[kind](value) if isinstance(kind, str) else value
 
 
-def param(key: str, kind: str, check=None):
+def param(key: str, kind: str, check=None, shape_input: int | None = None):
     """A layer attribute stored in `_params[key]`; `kind` is a converter name or an enum class.
-    `check(value)` returns why a value is refused (TensorRT refuses it in the setter), or None."""
+    `check(value)` returns why a value is refused (TensorRT refuses it in the setter), or None.
+    `shape_input`: the input whose shape tensor replaces the attribute; while it is set the attribute reads
+    None, as TensorRT-RTX's getters return ("works only for static ...")."""
     conv = _CONVERTERS[kind] if isinstance(kind, str) else kind
 
     def get(self):
+        if shape_input is not None and self.get_input(shape_input) is not None:
+            return None
         v = self._params[key]
         return conv(v) if v is not None else None
 

@@ -51,7 +51,7 @@ class IFillLayer(ILayer):
     _FIRST_INPUT_OPTIONAL = True
     #: input 0: the output dims as a 1-D shape tensor (replacing `shape`)
     _SHAPE_INPUTS = {0: "dimensions"}
-    shape = param("dimensions", "dims", _dims_check)
+    shape = param("dimensions", "dims", _dims_check, shape_input=0)
     operation = param("operation", FillOperation)
     to_type = param("to_type", DataType)
 
@@ -62,7 +62,8 @@ class IFillLayer(ILayer):
 
     @property
     def alpha(self):
-        return self._params["alpha"]
+        """-1.0 while alpha is a tensor (input 1), as TensorRT-RTX 1.7 reads it."""
+        return -1.0 if self.get_input(1) is not None else self._params["alpha"]
 
     @alpha.setter
     def alpha(self, value) -> None:
@@ -72,7 +73,7 @@ class IFillLayer(ILayer):
 
     @property
     def beta(self):
-        return self._params["beta"]
+        return -1.0 if self.get_input(2) is not None else self._params["beta"]
 
     @beta.setter
     def beta(self, value) -> None:

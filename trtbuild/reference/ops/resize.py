@@ -38,8 +38,8 @@ class IResizeLayer(ILayer):
 
     @property
     def shape(self):
-        """The static output shape, or None where scales give it (as in TensorRT)."""
-        v = self._params["shape"]
+        """The static output shape, or None where scales or a shape tensor (input 1) give it (as in TensorRT)."""
+        v = self._params["shape"] if self.get_input(1) is None else None
         return None if v is None else Dims(v)
 
     @shape.setter
@@ -50,8 +50,8 @@ class IResizeLayer(ILayer):
 
     @property
     def scales(self) -> list[float]:
-        """The scale of each dim; [] where a static shape gives the output."""
-        v = self._params["scales"]
+        """The scale of each dim; [] where a static shape or a shape tensor (input 1) gives the output."""
+        v = self._params["scales"] if self.get_input(1) is None else None
         return [] if v is None else list(v)
 
     @scales.setter

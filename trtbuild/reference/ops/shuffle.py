@@ -19,7 +19,7 @@ class IShuffleLayer(ILayer):
     _SHAPE_INPUTS = {1: "reshape_dims"}
     first_transpose = param("first_transpose", "perm")
     second_transpose = param("second_transpose", "perm")
-    reshape_dims = param("reshape_dims", "dims")
+    reshape_dims = param("reshape_dims", "dims", shape_input=1)
     zero_is_placeholder = param("zero_is_placeholder", "bool")
 
 

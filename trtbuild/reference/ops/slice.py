@@ -20,9 +20,9 @@ class ISliceLayer(ILayer):
     #: start, size and stride as 1-D shape tensors (replacing the attributes; trtbuild.reference.shape_values),
     #: and the axes they apply to
     _SHAPE_INPUTS = {1: "start", 2: "shape", 3: "stride", 5: "axes"}
-    start = param("start", "dims")
-    shape = param("shape", "dims")
-    stride = param("stride", "dims")
+    start = param("start", "dims", shape_input=1)
+    shape = param("shape", "dims", shape_input=2)
+    stride = param("stride", "dims", shape_input=3)
     mode = param("mode", SampleMode)
 
 
