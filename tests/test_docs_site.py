@@ -215,3 +215,40 @@ def test_fragment_records_command_date_machine_and_output(tmp_path, monkeypatch,
     assert "--fragment " + str(mine) + ": exists and is not a benchmark fragment" in capsys.readouterr().err
     monkeypatch.setattr(sys, "argv", ["bench_x.py", "--fragment", str(out)])
     assert docs_fragment.run_writing_fragment(main, "bench_x") == 0  # a fragment is replaced
+
+
+# ------------------------------------------------------------------------------------- layer-type table
+
+
+def _layer_rows(site: Path) -> dict[str, list[str]]:
+    """{layer type: [cells]} of the built layer-type table."""
+    text = (site / "layer-types" / "index.html").read_text()
+    rows = {}
+    for row in re.findall(r"<tr>(.*?)</tr>", text, re.S):
+        cells = [" ".join(html.unescape(re.sub(r"<[^>]+>", "", c)).split()) for c in re.findall(r"<td[^>]*>(.*?)</td>",
+                                                                                                 row, re.S)]
+        if cells:
+            rows[cells[0]] = cells
+    return rows
+
+
+def test_layer_table_has_a_true_row_for_every_tensorrt_layer_type(site):
+    import trtbuild.onnx_export.lower  # noqa: F401 - registers the lowerings
+    import trtbuild.reference as trt
+    from trtbuild.reference.ops import op_for
+
+    rows = _layer_rows(site)
+    assert set(rows) == {t.name for t in trt.LayerType}
+    assert len(rows) == 57  # TensorRT 10.16 and 11.4 both have 57 layer types
+    for ltype in trt.LayerType:
+        op = op_for(ltype)
+        _, added_by, reference, onnx, rtx, _builders = rows[ltype.name]
+        assert reference == ("✓" if op else "—"), ltype.name
+        assert onnx == ("✓" if op is not None and op.lower is not None else "—"), ltype.name
+        method = added_by.split(".")[-1]
+        if "." not in added_by:  # a network method: the reference has it exactly where it registers the type
+            assert hasattr(trt.INetworkDefinition, method) == (op is not None), added_by
+    # spot checks a reader would make against the code
+    assert rows["RESIZE"][5] == "resize.interpolate"
+    assert "lrn.lrn" in rows["LRN"][5]
+    assert rows["PLUGIN"][2:5] == ["—", "—", "—"]  # the legacy plugin API: no backend of trtbuild's builds it

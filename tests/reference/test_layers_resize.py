@@ -286,3 +286,65 @@ def test_linear_from_scales_uses_the_length_ratio(refnet):
     x = randn(1, 1, 5, 5)
     y = resize(refnet, x, scales=[1, 1, 1.5, 1.5], resize_mode=IM.LINEAR, coordinate_transformation=CT.HALF_PIXEL)
     close(y, ort_resize(x.numpy(), (1, 1, 7, 7), IM.LINEAR, CT.HALF_PIXEL))
+
+
+# ----------------------------------------------- the F.interpolate fast path against the documented formulas
+
+
+def _resize_params(mode, ct=CT.HALF_PIXEL, rounding=trt.ResizeRoundMode.FLOOR, coeff=-0.75, exclude=False):
+    return {"resize_mode": int(mode), "coordinate_transformation": int(ct), "nearest_rounding": int(rounding),
+            "selector_for_single_pixel": int(trt.ResizeSelector.FORMULA), "cubic_coeff": coeff,
+            "exclude_outside": exclude}
+
+
+FAST_CASES = [  # (params, input shape, output shape, the F.interpolate call it must equal)
+    (_resize_params(IM.NEAREST, CT.ASYMMETRIC), (2, 3, 5, 7), (2, 3, 10, 14), ("nearest", None)),
+    (_resize_params(IM.NEAREST, CT.ASYMMETRIC), (2, 3, 9, 7), (2, 3, 4, 5), ("nearest", None)),
+    (_resize_params(IM.NEAREST, CT.HALF_PIXEL, trt.ResizeRoundMode.HALF_UP), (1, 2, 5, 6), (1, 2, 8, 13),
+     ("nearest-exact", None)),
+    (_resize_params(IM.LINEAR, CT.HALF_PIXEL), (2, 5, 7, 3), (2, 9, 7, 6), ("trilinear", False)),  # one dim kept
+    (_resize_params(IM.LINEAR, CT.HALF_PIXEL), (2, 3, 5, 7), (2, 3, 11, 4), ("bilinear", False)),
+    (_resize_params(IM.LINEAR, CT.ALIGN_CORNERS), (2, 3, 5, 7), (2, 3, 11, 4), ("bilinear", True)),
+    (_resize_params(IM.LINEAR, CT.HALF_PIXEL), (2, 3, 4, 5, 6), (2, 3, 7, 3, 9), ("trilinear", False)),
+    (_resize_params(IM.LINEAR, CT.ALIGN_CORNERS), (3, 9), (3, 20), ("linear", True)),
+    (_resize_params(IM.CUBIC, CT.HALF_PIXEL), (1, 2, 6, 5), (1, 2, 13, 9), ("bicubic", False)),
+    (_resize_params(IM.CUBIC, CT.ALIGN_CORNERS), (1, 2, 6, 5), (1, 2, 3, 9), ("bicubic", True)),
+]
+
+
+@pytest.mark.parametrize("params,shape,out,call", FAST_CASES, ids=lambda v: str(v) if isinstance(v, tuple) else "p")
+def test_the_formula_path_and_the_fast_path_equal_f_interpolate(params, shape, out, call):
+    """resize_by_taps computes ONNX's formulas (float64 weights) and equals F.interpolate to float32 rounding;
+    resize() takes the F.interpolate path for exactly these cases, and a NEAREST copy is then bit-identical."""
+    from trtbuild.reference.ops import resize as R
+
+    x = torch.randn(*shape, generator=torch.Generator().manual_seed(3))
+    mode, align = call
+    k = {"linear": 1, "bilinear": 2, "bicubic": 2, "trilinear": 3}.get(mode, 2)  # nearest: the cases' 2
+    lead = shape[:-k]
+    expected = F.interpolate(x.reshape((1, -1) + shape[-k:]), size=out[-k:], mode=mode,
+                             **({} if align is None else {"align_corners": align})).reshape(out)
+    assert R.torch_equivalent(params, shape, out) == (mode, align, k)
+    by_taps = R.resize_by_taps(params, x, out)
+    assert by_taps.shape == expected.shape and lead == tuple(out[:-k])
+    if mode.startswith("nearest"):
+        assert torch.equal(by_taps, expected) and torch.equal(R.resize(params, x, out), expected)
+    else:
+        close(by_taps, expected, atol=2e-6, rtol=2e-6)
+        close(R.resize(params, x, out), by_taps, atol=2e-6, rtol=2e-6)
+
+
+@pytest.mark.parametrize("params,shape,out", [
+    (_resize_params(IM.LINEAR, CT.ASYMMETRIC), (1, 2, 5, 7), (1, 2, 9, 3)),  # no PyTorch mode maps so
+    (_resize_params(IM.CUBIC, CT.HALF_PIXEL, coeff=-0.5), (1, 2, 5, 7), (1, 2, 9, 3)),
+    (_resize_params(IM.CUBIC, CT.HALF_PIXEL, exclude=True), (1, 2, 5, 7), (1, 2, 9, 3)),
+    (_resize_params(IM.NEAREST, CT.HALF_PIXEL, trt.ResizeRoundMode.CEIL), (1, 2, 5, 7), (1, 2, 9, 3)),
+    (_resize_params(IM.NEAREST, CT.HALF_PIXEL, trt.ResizeRoundMode.FLOOR), (1, 2, 5, 6), (1, 2, 8, 13)),
+    (_resize_params(IM.LINEAR, CT.HALF_PIXEL), (2, 5, 7, 3, 4), (2, 9, 8, 6, 5)),  # 4 resized dims
+])
+def test_resizes_pytorch_lacks_take_the_formula_path(params, shape, out):
+    from trtbuild.reference.ops import resize as R
+
+    assert R.torch_equivalent(params, shape, out) is None
+    x = torch.randn(*shape, generator=torch.Generator().manual_seed(4))
+    assert torch.equal(R.resize(params, x, out), R.resize_by_taps(params, x, out))

@@ -101,3 +101,23 @@ def test_squeeze_then_unsqueeze_round_trip(refnet):
     un = refnet.network.add_unsqueeze(sq.get_output(0), const(refnet, [1]))
     y = refnet.run({"x": x}, y=un.get_output(0))["y"]
     close(y, x)
+
+
+def test_squeezing_a_dynamic_dimension_builds_and_the_run_checks_its_size(refnet):
+    """TensorRT-RTX builds a squeeze of a -1 dimension (its size is known only at run time); so does the
+    reference, which runs it where the size is 1 and refuses, naming the layer, where it is not."""
+    from helpers.refnet import add_profile
+
+    layer = refnet.network.add_squeeze(refnet.input("x", (-1, 3)), const(refnet, [0]))
+    layer.name = "drop_batch"
+    assert tuple(layer.get_output(0).shape) == (3,)
+    add_profile(refnet, {"x": ((1, 3), (1, 3), (2, 3))})
+    refnet.network.mark_output(layer.get_output(0))
+    plan = refnet.build()
+    assert plan is not None
+    from helpers.refnet import run_plan
+
+    x = torch.arange(3.0).reshape(1, 3)
+    close(run_plan(plan, {"x": x})[layer.get_output(0).name], x.reshape(3))
+    with pytest.raises(trt.NetworkError, match=r"layer 'drop_batch': squeeze axis 0 has size 2"):
+        run_plan(plan, {"x": torch.zeros(2, 3)})

@@ -166,3 +166,28 @@ def test_constant_rejects_bool_weights(refnet):
     REFERENCE_STRICTER)."""
     with pytest.raises(trt.NetworkError, match=r"does not support boolean and uint8 types"):
         refnet.network.add_constant((2,), np.array([True, False]))
+
+
+def test_an_empty_constant_keeps_its_type_through_the_plan(rtxnet):
+    """trt.Weights(DataType.INT32) is an empty INT32 constant (TensorRT-RTX builds it, here into a squeeze with
+    no axes); the plan stores no array for it and must still give it its type when the engine is loaded and run."""
+    from helpers.refnet import RefNet
+
+    rtx = rtxnet.trt
+    for net, mod in ((RefNet(), trt), (rtxnet, rtx)):
+        empty = net.network.add_constant((0,), mod.Weights(mod.DataType.INT32)).get_output(0)
+        y = net.network.add_squeeze(net.network.add_input("x", mod.float32, (2, 1)), empty).get_output(0)
+        assert (empty.dtype.name, tuple(empty.shape), tuple(y.shape)) == ("INT32", (0,), (2, 1)), mod.__name__
+    ref = RefNet()
+    empty = ref.network.add_constant((0,), trt.Weights(trt.DataType.INT32)).get_output(0)
+    y = ref.network.add_squeeze(ref.input("x", (2, 1)), empty).get_output(0)
+    result = ref.run({"x": torch.ones(2, 1)}, y=y, e=empty)
+    assert result["e"].dtype == torch.int32 and result["e"].shape == (0,)
+    assert result["y"].shape == (2, 1)
+
+
+def test_an_empty_numpy_array_is_refused_as_constant_weights(refnet):
+    """TensorRT requires count > 0 exactly when the values pointer is non-null, and an empty numpy array has a
+    pointer: TensorRT-RTX's add_constant refuses it (and returns None); the reference says why in one sentence."""
+    with pytest.raises(trt.NetworkError, match="hold no values but point at memory"):
+        refnet.network.add_constant((0,), np.zeros(0, np.int32))

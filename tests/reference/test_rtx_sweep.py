@@ -31,6 +31,7 @@ import re
 import pytest
 
 from helpers import rtx_sweep as S
+from helpers import rtx_sweep_index as SI
 from helpers import rtx_sweep_shape as SS
 from helpers import rtx_sweep_shape_tensor as ST
 from helpers import rtx_sweep_tables as T
@@ -48,6 +49,9 @@ FAMILIES = {
     "matrix_multiply": (SS.matmul_case, 300), "softmax": (SS.softmax_case, 120),
     "normalization": (SS.normalization_case, 300),
     "resize": (S.resize_case, 200),
+    "squeeze": (SI.squeeze_case, 120), "unsqueeze": (SI.unsqueeze_case, 100),
+    "parametric_relu": (SI.parametric_relu_case, 100), "select": (SI.select_case, 120),
+    "gather": (SI.gather_case, 200), "cumulative": (SI.cumulative_case, 100), "one_hot": (SI.one_hot_case, 100),
     "shape_tensor": (ST.shape_tensor_case, 120), "fill": (ST.fill_case, 120),
 }
 SEED = 0

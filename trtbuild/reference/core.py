@@ -105,6 +105,7 @@ class Weights:
             raise TypeError(f"Weights(): unexpected arguments {sorted(kwargs)}")
         if not args or isinstance(args[0], (DataType, IntEnum)):
             self._dtype = DataType(args[0]) if args else DataType.FLOAT
+            self._null = len(args) < 3 or not int(args[1])  # TensorRT's `values` pointer is null
             if len(args) == 3:
                 count = int(args[2])
                 n = int(count * self._dtype.itemsize)
@@ -129,6 +130,7 @@ class Weights:
         held = not arr.flags.writeable and arr.flags.c_contiguous
         self._array = arr if held else np.ascontiguousarray(arr).copy()
         self._dtype = _NP_TO_DT[arr.dtype]
+        self._null = False  # an array's pointer, even an empty one's
 
     @property
     def dtype(self) -> DataType:

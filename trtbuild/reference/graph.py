@@ -89,7 +89,7 @@ class PlanGraph:
             try:
                 check_params(ltype, entry["params"], entry["name"])
                 outs, dts = self._infer_entry(ltype, entry, weights, plugin, shapes, dtypes, values,
-                                              _WeightMeta(weights))
+                                              _WeightMeta(weights, entry.get("empty_weight_types")))
                 outs, dts = [tuple(s) for s in outs], [DataType(d) for d in dts]
             except NetworkError as e:
                 reason = str(e).removeprefix(f"layer '{entry['name']}': ")
@@ -131,7 +131,8 @@ class PlanGraph:
         values.update((t["id"], tuple(input_values[t["name"]])) for t in self.header["inputs"]
                       if input_values and t["name"] in input_values)
         for ltype, entry, weights, plugin in self.layers:
-            outs, dts = self._infer_entry(ltype, entry, weights, plugin, shapes, dtypes, values, _WeightMeta(weights))
+            meta = _WeightMeta(weights, entry.get("empty_weight_types"))
+            outs, dts = self._infer_entry(ltype, entry, weights, plugin, shapes, dtypes, values, meta)
             for o, s, d in zip(entry["outputs"], outs, dts):
                 shapes[o["id"]], dtypes[o["id"]] = tuple(s), d
         return shapes
@@ -167,15 +168,18 @@ def _keys(ids) -> list:
 
 
 class _WeightMeta(dict):
-    """Exposes .size/.dtype of plan weights to infer_layer, as Weights objects do."""
+    """Exposes .size/.dtype of plan weights to infer_layer, as Weights objects do; `empty_types` gives the type of
+    weights with no values (stored without an array), FLOAT where not given."""
 
     class _Meta:
-        def __init__(self, t):
+        def __init__(self, t, empty_type=DataType.FLOAT):
             self.size = 0 if t is None else int(t.numel())
-            self.dtype = DataType.FLOAT if t is None else {v: k for k, v in TORCH_DTYPE.items()}[t.dtype]
+            self.dtype = DataType(empty_type) if t is None else {v: k for k, v in TORCH_DTYPE.items()}[t.dtype]
 
-    def __init__(self, weights):
+    def __init__(self, weights, empty_types=None):
         super().__init__({k: self._Meta(v) for k, v in weights.items()})
+        for key, dtype in (empty_types or {}).items():
+            self[key] = self._Meta(None, dtype)
 
     def __missing__(self, key):
         return self._Meta(None)

@@ -336,6 +336,12 @@ class INetworkDefinition(NetworkDebugMarks):
         return t
 
     def add_constant(self, shape: Dims, weights: Weights) -> L.IConstantLayer:
+        if not isinstance(weights, Weights):  # a numpy array (TensorRT's bindings take one as Weights)
+            weights = Weights(weights)
+        if weights.size == 0 and not weights._null:
+            raise NetworkError("add_constant: the weights hold no values but point at memory (an empty numpy array); "
+                               "TensorRT requires count > 0 exactly when values is non-null: pass "
+                               "trt.Weights(trt.DataType.<type>) for an empty constant")
         return self._add(L.IConstantLayer, [], {"shape": tuple(Dims(shape))}, {"weights": weights})
 
     def add_scale(self, input: ITensor, mode: ScaleMode, shift: Weights | None = None, scale: Weights | None = None,

@@ -17,6 +17,7 @@ import struct
 import numpy as np
 
 from .core import NetworkError
+from .enums import DataType
 from .host_memory import IHostMemory, host_memory_from_parts
 from .safetensors_blob import safetensors_parts, safetensors_views
 from .layers import _is_int
@@ -84,6 +85,8 @@ def serialize_network(network, profiles: list[dict], extra: dict) -> IHostMemory
                 arrays[ref] = w._array  # stored bits; BF16 as uint16 patterns
                 entry["weights"][key] = ref
                 entry.setdefault("weight_types", {})[key] = int(w.dtype)
+            elif w.dtype != DataType.FLOAT:  # no array, but its type is the type of an empty constant's output
+                entry.setdefault("empty_weight_types", {})[key] = int(w.dtype)
         plugin = getattr(layer, "_plugin", None)
         if plugin is not None:
             c = plugin._creator

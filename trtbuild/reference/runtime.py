@@ -167,11 +167,8 @@ class IExecutionContext(ContextDebugState):
         missing += [n for n in self._shape_inputs() if n not in self._addresses]
         if not missing:
             computed: dict = {}
-            try:
-                ids = self.engine._graph.infer_shapes(self._shapes, {n: self._host_values(n) for n in
-                                                                     self._shape_inputs()}, computed)
-            except NetworkError as e:  # TensorRT: "RuntimeError if shape inference fails due to reasons other
-                raise RuntimeError(f"infer_shapes: {e}") from None  # than insufficiently specified tensors"
+            ids = self.engine._graph.infer_shapes(self._shapes, {n: self._host_values(n) for n in
+                                                                 self._shape_inputs()}, computed)
             self._out_shapes = {t["name"]: ids[t["id"]] for t in self.engine._header["outputs"]}
             for t in self.engine._header["outputs"]:  # shape outputs: written to host memory, where bound
                 if t.get("shape_tensor") and t["name"] in self._addresses:

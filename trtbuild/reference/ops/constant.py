@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 
+import torch
+
 from ..enums import DataType, LayerType
 from .base import ILayer, param, weights
 from .common import fail
@@ -33,6 +35,8 @@ def infer(p, w, shapes, dtypes, name, plugin):
 
 
 def run(p, w, inputs, plugin):
+    if w["weights"] is None:  # an empty constant (a plan stores no array for it); the caller gives it its type
+        return [torch.zeros(tuple(p["shape"]))]
     return [w["weights"].reshape(tuple(p["shape"]))]
 
 

@@ -8,6 +8,7 @@ import math
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 
 from ..core import Dims, ITensor
 from ..enums import (InterpolationMode, LayerType, ResizeCoordinateTransformation, ResizeRoundMode,
@@ -140,46 +141,129 @@ def nearest_index(p, n_in: int, n_out: int) -> np.ndarray:
     return np.clip(_round(x, RM(p["nearest_rounding"])), 0, max(n_in - 1, 0)).astype(np.int64)
 
 
-def weights_matrix(p, n_in: int, n_out: int) -> np.ndarray:
-    """(n_out, n_in) float64: output index j is sum_i W[j, i] * input[i] along one resized dim."""
+def taps(p, n_in: int, n_out: int) -> tuple[np.ndarray, np.ndarray]:
+    """(indices, weights), each (n_out, k) (k = 1, 2 or 4 for NEAREST, LINEAR, CUBIC): output index j is
+    sum_t weights[j, t] * input[indices[j, t]] along one resized dim; weights in float64."""
     mode = InterpolationMode(p["resize_mode"])
     x = _source(p, n_in, n_out)
-    m = np.zeros((n_out, n_in))
-    rows = np.arange(n_out)
-    if n_in == 0 or n_out == 0:
-        return m
     if mode == InterpolationMode.NEAREST:
-        m[rows, nearest_index(p, n_in, n_out)] = 1.0
-    elif mode == InterpolationMode.LINEAR:
+        return nearest_index(p, n_in, n_out)[:, None], np.ones((n_out, 1))
+    if mode == InterpolationMode.LINEAR:
         x = np.clip(x, 0, n_in - 1)
         i0 = np.floor(x).astype(np.int64)
-        i1 = np.minimum(i0 + 1, n_in - 1)
         t = x - i0
-        np.add.at(m, (rows, i0), 1 - t)
-        np.add.at(m, (rows, i1), t)
-    else:
-        i0 = np.floor(x)
-        wts = _cubic_weights(x - i0, float(p["cubic_coeff"]))
-        taps = i0.astype(np.int64)[:, None] + np.arange(-1, 3)[None, :]
-        if p["exclude_outside"]:
-            wts = np.where((taps >= 0) & (taps < n_in), wts, 0.0)
-            wts = wts / wts.sum(axis=1, keepdims=True)
-        np.add.at(m, (np.repeat(rows, 4), np.clip(taps, 0, n_in - 1).reshape(-1)), wts.reshape(-1))
+        return np.stack([i0, np.minimum(i0 + 1, n_in - 1)], axis=1), np.stack([1 - t, t], axis=1)
+    i0 = np.floor(x)
+    wts = _cubic_weights(x - i0, float(p["cubic_coeff"]))
+    index = i0.astype(np.int64)[:, None] + np.arange(-1, 3)[None, :]
+    if p["exclude_outside"]:
+        wts = np.where((index >= 0) & (index < n_in), wts, 0.0)
+        wts = wts / wts.sum(axis=1, keepdims=True)
+    return np.clip(index, 0, n_in - 1), wts
+
+
+def weights_matrix(p, n_in: int, n_out: int) -> np.ndarray:
+    """(n_out, n_in) float64: output index j is sum_i W[j, i] * input[i] along one resized dim."""
+    m = np.zeros((n_out, n_in))
+    if n_in == 0 or n_out == 0:
+        return m
+    index, wts = taps(p, n_in, n_out)
+    np.add.at(m, (np.repeat(np.arange(n_out), index.shape[1]), index.reshape(-1)), wts.reshape(-1))
     return m
 
 
+def _nearest(p, x: torch.Tensor, axes: list[int], out_shape) -> torch.Tensor:
+    """NEAREST over `axes` as one gather (a copy: inf and nan stay put): advanced indexing with one index
+    vector per resized axis, broadcast against each other, keeps adjacent axes where they are."""
+    index: list = [slice(None)] * x.dim()
+    for k, axis in enumerate(axes):
+        idx = torch.from_numpy(nearest_index(p, x.shape[axis], out_shape[axis])).to(x.device)
+        index[axis] = idx.reshape((-1,) + (1,) * (len(axes) - 1 - k))
+    return x[tuple(index)]
+
+
+def _torch_nearest_index(n_in: int, n_out: int, exact: bool) -> np.ndarray:
+    """The input index PyTorch's "nearest" / "nearest-exact" interpolation reads for each output index (its
+    float32 arithmetic: scale = n_in / n_out, floor(j * scale) or floor((j + 0.5) * scale), clamped)."""
+    j = np.arange(n_out, dtype=np.float32)
+    scale = np.float32(n_in / n_out)
+    src = np.floor(((j + np.float32(0.5)) if exact else j) * scale)
+    return np.minimum(src.astype(np.int64), n_in - 1)
+
+
+#: F.interpolate's mode for LINEAR over 1, 2 or 3 trailing dims
+_TORCH_LINEAR = {1: "linear", 2: "bilinear", 3: "trilinear"}
+
+
+def torch_equivalent(p, in_shape, out_shape) -> tuple[str, bool | None, int] | None:
+    """(mode, align_corners, k) of the F.interpolate call that computes this resize over x's k trailing dims,
+    or None.
+
+    NEAREST qualifies where every resized dim's index map equals PyTorch's exactly (a copy: the outputs are then
+    identical). LINEAR and CUBIC qualify where PyTorch implements the same formula: HALF_PIXEL or ALIGN_CORNERS
+    coordinates (align_corners False / True), the FORMULA selector, and for CUBIC Keys' a = -0.75 without
+    exclude_outside. PyTorch derives the weights in float32 where `taps` does in float64, so the two differ by a
+    rounding of the weights (tests/reference/test_layers_resize.py bounds it)."""
+    axes = [a for a in range(len(in_shape)) if in_shape[a] != out_shape[a]]
+    k = len(in_shape) - axes[0]
+    if k > 3:
+        return None
+    mode = InterpolationMode(p["resize_mode"])
+    if mode == InterpolationMode.NEAREST:
+        for exact in (False, True):
+            if all(np.array_equal(nearest_index(p, in_shape[a], out_shape[a]),
+                                  _torch_nearest_index(in_shape[a], out_shape[a], exact)) for a in axes):
+                return ("nearest-exact" if exact else "nearest"), None, k
+        return None
+    ct = CT(p["coordinate_transformation"])
+    if ct not in (CT.HALF_PIXEL, CT.ALIGN_CORNERS) or ResizeSelector(p["selector_for_single_pixel"]) != \
+            ResizeSelector.FORMULA:
+        return None
+    if mode == InterpolationMode.LINEAR:
+        return _TORCH_LINEAR[k], ct == CT.ALIGN_CORNERS, k
+    if k == 2 and p["cubic_coeff"] == -0.75 and not p["exclude_outside"]:
+        return "bicubic", ct == CT.ALIGN_CORNERS, k
+    return None
+
+
 def resize(p, x: torch.Tensor, out_shape) -> torch.Tensor:
-    """`x` resized to `out_shape`, one dim at a time (innermost first), in x's dtype."""
-    for axis in reversed(range(x.dim())):
-        n_in, n_out = x.shape[axis], out_shape[axis]
-        if n_in == n_out:
-            continue
-        if InterpolationMode(p["resize_mode"]) == InterpolationMode.NEAREST:  # a gather: inf/nan stay put
-            idx = torch.from_numpy(nearest_index(p, n_in, n_out)).to(x.device)
-            x = torch.index_select(x, axis, idx)
-            continue
-        m = torch.from_numpy(weights_matrix(p, n_in, n_out)).to(x.dtype)
-        x = torch.movedim(torch.matmul(torch.movedim(x, axis, -1), m.T), -1, axis)
+    """`x` resized to `out_shape`, in x's dtype: by F.interpolate where it computes the same resize
+    (torch_equivalent), else by the documented formulas (resize_by_taps)."""
+    if tuple(x.shape) == tuple(out_shape) or 0 in x.shape or 0 in out_shape:
+        return resize_by_taps(p, x, out_shape)
+    same = torch_equivalent(p, tuple(x.shape), tuple(out_shape))
+    if same is None:
+        return resize_by_taps(p, x, out_shape)
+    mode, align, k = same
+    lead = tuple(x.shape[:-k])
+    y = F.interpolate(x.reshape((1, math.prod(lead)) + tuple(x.shape[-k:])), size=tuple(out_shape[-k:]), mode=mode,
+                      **({} if align is None else {"align_corners": align}))
+    return y.reshape(lead + tuple(out_shape[-k:]))
+
+
+def resize_by_taps(p, x: torch.Tensor, out_shape) -> torch.Tensor:
+    """`x` resized to `out_shape` by the documented formulas, one dim at a time (innermost first), in x's
+    dtype. Each output element is the sum of its (at most four) taps, weighted in x's dtype: the cost of a
+    resize, not of a dense matrix."""
+    axes = [a for a in range(x.dim()) if x.shape[a] != out_shape[a]]
+    if not axes or 0 in x.shape:
+        return x.new_zeros(out_shape) if 0 in x.shape or 0 in out_shape else x
+    if InterpolationMode(p["resize_mode"]) == InterpolationMode.NEAREST:
+        if axes == list(range(axes[0], axes[-1] + 1)):
+            return _nearest(p, x, axes, out_shape)
+        for axis in axes:
+            x = _nearest(p, x, [axis], out_shape)
+        return x
+    for axis in reversed(axes):
+        index, wts = taps(p, x.shape[axis], out_shape[axis])
+        view = [1] * x.dim()
+        view[axis] = -1
+        y = None
+        for t in range(index.shape[1]):
+            picked = torch.index_select(x, axis, torch.from_numpy(index[:, t]).to(x.device))
+            term = picked * torch.from_numpy(wts[:, t]).to(x.dtype).reshape(view)
+            y = term if y is None else y.add_(term)
+        x = y
     return x
 
 

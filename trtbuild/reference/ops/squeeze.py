@@ -78,8 +78,8 @@ def infer(p, w, shapes, dtypes, name, plugin):
     if axes is None:  # every statically unit dimension
         return [tuple(d for d in x if d != 1)], [dtypes[0]]
     axes = normalized_axes(name, axes, len(x), "squeeze")
-    for a in axes:
-        if x[a] != 1:
+    for a in axes:  # a dynamic (-1) dim is accepted, as TensorRT-RTX does, and checked when the run gives its size
+        if x[a] not in (1, -1):
             fail(name, f"squeeze axis {a} has size {x[a]} in input shape {x}; only unit dimensions can be removed")
     return [tuple(d for i, d in enumerate(x) if i not in axes)], [dtypes[0]]
 
