@@ -504,3 +504,28 @@ def test_attributes_replaced_by_shape_tensors_read_as_tensorrt_rtx_reads_them():
     f.set_input(1, const(net, 1.0, np.float32))
     f.set_input(2, const(net, [2.0], np.float32))
     assert (f.shape, f.alpha, f.beta) == (None, -1.0, -1.0)
+
+
+def test_one_engine_flattens_each_batch_size_it_runs_with():
+    """ONNX exporters' classifier head: flatten by shape arithmetic, then a matmul; one context, two batch sizes."""
+    net = RefNet()
+    x = net.input("x", (-1, 2, 3))
+    sh = net.network.add_shuffle(x)
+    sh.set_input(1, flatten_dims(net, x))
+    w = np.arange(12, dtype=np.float32).reshape(6, 2) / 10
+    mm = net.network.add_matrix_multiply(sh.get_output(0), trt.MatrixOperation.NONE, const(net, w, np.float32),
+                                         trt.MatrixOperation.NONE)
+    mm.get_output(0).name = "y"
+    net.network.mark_output(mm.get_output(0))
+    add_profile(net, {"x": ((1, 2, 3), (2, 2, 3), (6, 2, 3))})
+    engine = trt.Runtime(net.logger).deserialize_cuda_engine(net.build())
+    ctx = engine.create_execution_context()
+    for n in (1, 5):
+        xv = torch.randn(n, 2, 3, generator=gen).to(device())
+        assert ctx.set_input_shape("x", (n, 2, 3))
+        assert tuple(ctx.get_tensor_shape("y")) == (n, 2)
+        y = torch.empty(n, 2, device=device())
+        ctx.set_tensor_address("x", xv.data_ptr())
+        ctx.set_tensor_address("y", y.data_ptr())
+        assert ctx.execute_async_v3(0)
+        close(y.cpu(), xv.cpu().double().reshape(n, 6) @ torch.from_numpy(w).double())
