@@ -529,3 +529,18 @@ def test_one_engine_flattens_each_batch_size_it_runs_with():
         ctx.set_tensor_address("y", y.data_ptr())
         assert ctx.execute_async_v3(0)
         close(y.cpu(), xv.cpu().double().reshape(n, 6) @ torch.from_numpy(w).double())
+
+
+@pytest.mark.parametrize("values", [[[2, 6]], 12], ids=["2-D", "0-D"])
+def test_a_shape_input_must_be_1d(refnet, values):
+    sh = refnet.network.add_shuffle(refnet.input("x", (2, 6)))
+    sh.set_input(1, const(refnet, values))
+    with pytest.raises(trt.NetworkError, match="a shape input must be a 1-D tensor"):
+        _ = sh.get_output(0).shape
+
+
+def test_a_shape_input_of_the_wrong_length_for_a_slice_is_refused(refnet):
+    sl = refnet.network.add_slice(refnet.input("x", (4, 6)), (0, 0), (1, 1), (1, 1))
+    sl.set_input(2, const(refnet, [2, 3, 1]))
+    with pytest.raises(trt.NetworkError, match="must each have rank 2"):
+        _ = sl.get_output(0).shape
