@@ -165,3 +165,14 @@ def test_flatten_of_a_dynamic_batch():
                   expect_ops=("Shape", "Slice", "Concat", "Reshape"))
     dims = model.graph.input[0].type.tensor_type.shape.dim
     assert not dims[0].HasField("dim_value")  # the batch stays dynamic in the ONNX model
+
+
+def test_range_sized_by_a_dynamic_batch():
+    def define(net, dt):
+        x = net.add_input("x", dt, (-1, 2))
+        f = net.add_fill((0,), LIN, trt.int64)
+        f.set_input(0, net.add_slice(net.add_shape(x).get_output(0), (0,), (1,), (1,)).get_output(0))
+        f.alpha, f.beta = 3, 2
+        return {"y": f.get_output(0)}
+    model = check(define, feeds=lambda net: {"x": np.zeros((6, 2), np.float32)}, expect_ops=("Shape", "Range"))
+    assert model is not None
