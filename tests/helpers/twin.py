@@ -66,6 +66,14 @@ class Stricter:
 #: TensorRT 10/11 documentation that forbids them (also listed in docs/rtx_differences.md).
 REFERENCE_STRICTER: list[Stricter] = [
     Stricter(
+        r"TensorRT's kernel needs alpha and beta tensors for an N-D output",
+        "TensorRT's Fill operator: LINSPACE gives output[a_0, ..., a_n] = alpha + beta[0..n] . [a_0..a_n], beta one "
+        "delta per dim, and \"input2 has shape [n] if the operation is LINSPACE\"; the attribute beta is one number "
+        "(IFillLayer::setBeta(double)), and TensorRT's LINSPACE kernel asserts \"Alpha and beta tensor should be set "
+        "when output an ND tensor\" (TensorRT 7/8, NVIDIA's trt-samples cookbook). TensorRT-RTX 1.7 builds it",
+        lambda network, trt: network.add_fill((2, 3), trt.FillOperation.LINSPACE,
+                                              trt.DataType.FLOAT).get_output(0).shape),
+    Stricter(
         r"INT8, a quantized type",
         'DataType.INT8: "Signed 8-bit integer representing a quantized floating-point value." (TensorRT 10 and 11); '
         'ITensor.dynamic_range: "Deprecated in TensorRT 10.1. Superseded by explicit quantization." Its scale comes '

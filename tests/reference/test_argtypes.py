@@ -101,6 +101,10 @@ NETWORK = {
     "add_assertion": lambda t, e: (e["holds"], "ones are equal"),
     "add_if_conditional": lambda t, e: (),
     "add_loop": lambda t, e: (),
+    "add_shape": lambda t, e: (e["x"],),
+    "add_fill": lambda t, e: ((4,), t.FillOperation.LINSPACE, t.int32),
+    "mark_output_for_shapes": lambda t, e: (e["dims"],),
+    "unmark_output_for_shapes": lambda t, e: (e["shape_out"],),
     "get_layer": lambda t, e: (0,),
     "get_input": lambda t, e: (0,),
     "get_output": lambda t, e: (0,),
@@ -127,6 +131,8 @@ OTHERS = {
     ("config", "set_timing_cache"): lambda t, e: (e["cache"], False),
     ("profile", "set_shape"): lambda t, e: ("s", (1, 4, 1, 1), (1, 4, 1, 1), (1, 4, 1, 1)),
     ("profile", "get_shape"): lambda t, e: ("x",),
+    ("profile", "set_shape_input"): lambda t, e: ("idx", (1, 1), (2, 2), (3, 3)),
+    ("profile", "get_shape_input"): lambda t, e: ("idx",),
     ("cache", "combine"): lambda t, e: (e["cache2"], False),
     ("layer", "get_input"): lambda t, e: (0,),
     ("layer", "get_output"): lambda t, e: (0,),
@@ -178,6 +184,9 @@ def _env(trt) -> dict:
     env["out"] = env["layer"].get_output(0)
     network.mark_output(env["out"])
     env["free"] = network.add_shuffle(x).get_output(0)
+    env["dims"] = network.add_shape(x).get_output(0)
+    env["shape_out"] = network.add_shape(env["free"]).get_output(0)
+    network.mark_output_for_shapes(env["shape_out"])
     env["config"] = builder.create_builder_config()
     env["profile"] = builder.create_optimization_profile()
     env["profile"].set_shape("x", (1, 4, 6, 6), (1, 4, 6, 6), (1, 4, 6, 6))
@@ -311,7 +320,8 @@ def test_every_checked_parameter_has_tensorrt_rtxs_type(rtx):
 _CLASS = {"builder": "Builder", "config": "IBuilderConfig", "profile": "IOptimizationProfile", "cache": "ITimingCache",
           "layer": "ILayer", "x": "ITensor", "trt_logger": "Logger", "loop": "ILoop", "conditional": "IIfConditional"}
 _RTX_TYPES = {"typing.SupportsInt": "int", "typing.SupportsFloat": "float", "typing_extensions.Buffer": "Buffer",
-              "collections.abc.Sequence[ITensor]": "Sequence[ITensor]"}
+              "collections.abc.Sequence[ITensor]": "Sequence[ITensor]",
+              "collections.abc.Sequence[typing.SupportsInt]": "Sequence[int]"}
 #: where TensorRT's null pointer is taken (probed: a None Weights bias is no bias, a None name or profile is
 #: logged as an API usage error); pybind11's signatures do not say it
 _NULLABLE = {("add_input", "name"), ("add_optimization_profile", "profile"), ("set_dimension_name", "name"),

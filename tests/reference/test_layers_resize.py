@@ -138,12 +138,13 @@ def test_rejected(refnet, what):
         tuple(layer.get_output(0).shape)
 
 
-def test_a_shape_tensor_input_is_refused_in_one_sentence():
+def test_a_shape_tensor_input_gives_the_output_shape():
+    """Shape tensors: tests/reference/test_layers_shape_tensors.py; a network input read as the shape is one."""
     net = RefNet()
     layer = net.network.add_resize(net.input("x", (1, 1, 2, 2)))
     shape = net.input("s", (4,), trt.int64)
-    with pytest.raises(NetworkError, match="shape tensors, which the reference backend does not have"):
-        layer.set_input(1, shape)
+    layer.set_input(1, shape)
+    assert tuple(layer.get_output(0).shape) == (-1, -1, -1, -1)
 
 
 # -- values against PyTorch -----------------------------------------------------------------------------------

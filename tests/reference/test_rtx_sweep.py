@@ -36,6 +36,7 @@ from helpers import rtx_sweep_control as SC
 from helpers import rtx_sweep_index as SI
 from helpers import rtx_sweep_sample as SA
 from helpers import rtx_sweep_shape as SS
+from helpers import rtx_sweep_shape_tensor as SST
 from helpers import rtx_sweep_topk as ST
 from helpers import rtx_sweep_tables as T
 from helpers import twin
@@ -60,6 +61,7 @@ FAMILIES = {
     "reverse_sequence": (ST.reverse_sequence_case, 100), "einsum": (ST.einsum_case, 250),
     "grid_sample": (SA.grid_sample_case, 120), "ragged_softmax": (SA.ragged_softmax_case, 80),
     "rotary_embedding": (SA.rotary_embedding_case, 120), "kv_cache_update": (SA.kv_cache_update_case, 120),
+    "shape_tensor": (SST.shape_tensor_case, 120), "fill": (SST.fill_case, 120),
 }
 FAMILIES.update({"conditional": (SC.conditional_case, 60), "loop": (SC.loop_case, 60)})
 SEED = 0

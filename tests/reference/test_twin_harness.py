@@ -25,8 +25,8 @@ def plant(monkeypatch, layer_type, change):
     """Make the reference's inference of `layer_type` return change(shapes, dtypes) (or raise)."""
     real = infer.infer_layer
 
-    def planted(ltype, p, w, shapes, dtypes, name, plugin=None):
-        out = real(ltype, p, w, shapes, dtypes, name, plugin=plugin)
+    def planted(ltype, p, w, shapes, dtypes, name, plugin=None, **shape_values):
+        out = real(ltype, p, w, shapes, dtypes, name, plugin=plugin, **shape_values)
         return change(*out, name) if ltype == layer_type else out
 
     monkeypatch.setattr(infer, "infer_layer", planted)
@@ -93,10 +93,10 @@ def test_acceptance_that_rtx_does_not_share_fails_at_the_end(pair, monkeypatch):
     """An LRN window of 4: the planted reference skips its window check, RTX refuses the layer."""
     real = infer.infer_layer
 
-    def no_window_check(ltype, p, w, shapes, dtypes, name, plugin=None):
+    def no_window_check(ltype, p, w, shapes, dtypes, name, plugin=None, **shape_values):
         if ltype == trt.LayerType.LRN:
             return [tuple(shapes[0])], [dtypes[0]]
-        return real(ltype, p, w, shapes, dtypes, name, plugin=plugin)
+        return real(ltype, p, w, shapes, dtypes, name, plugin=plugin, **shape_values)
 
     monkeypatch.setattr(infer, "infer_layer", no_window_check)
     pair.network.add_lrn(pair.input("x", (1, 8, 4, 4)), 4, 1e-4, 0.75, 1.0)

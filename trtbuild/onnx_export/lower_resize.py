@@ -35,9 +35,10 @@ def lower_resize(g: GraphBuilder, layer, ins, outs):
     g.require_opset(13, "Resize with an explicit sizes input")
     p = layer._params
     shape = tuple(layer.get_input(0).shape)
-    if any(d < 0 for d in shape) and p["scales"] is not None:
+    dynamic = layer.get_input(1) is not None  # the output shape as a shape tensor
+    if any(d < 0 for d in shape) and p["scales"] is not None and not dynamic:
         g.fail(f"scales on an input of unknown shape {shape}: the export writes explicit output sizes")
-    sizes = output_shape(p, shape)
+    sizes = output_shape(p, shape) if not dynamic else None
     transform = _TRANSFORM[ResizeCoordinateTransformation(p["coordinate_transformation"])]
     if transform == "half_pixel" and p["selector_for_single_pixel"] == ResizeSelector.UPPER:
         transform = "pytorch_half_pixel"
@@ -50,6 +51,12 @@ def lower_resize(g: GraphBuilder, layer, ins, outs):
                  else None,
                  cubic_coeff_a=float(p["cubic_coeff"]) if mode == InterpolationMode.CUBIC else None,
                  exclude_outside=int(bool(p["exclude_outside"])) if mode == InterpolationMode.CUBIC else None)
+    if dynamic:
+        from .lower_shape_tensors import lower_dynamic_resize
+
+        lower_dynamic_resize(g, layer, ins, outs, attrs, x, target)
+        g.from_float(target, outs[0], dtype)
+        return
     resized = [i for i, (a, b) in enumerate(zip(shape, sizes)) if a != b]
     if _one_node(mode, len(shape), resized):
         g.add("Resize", [x, "", "", g.ints(sizes, "sizes")], [target], **attrs)

@@ -26,7 +26,15 @@ def lower_shuffle(g: GraphBuilder, layer, ins, outs):
     if perm1 != list(range(rank)):
         steps.append(("Transpose", None, {"perm": perm1}))
     dims = p["reshape_dims"]
-    if dims is not None:
+    if len(ins) > 1 and ins[1]:  # the dims as a shape tensor: the same Reshape, its dims an ONNX value
+        from .lower_shape_tensors import int64_input
+
+        if not p["zero_is_placeholder"]:
+            g.require_opset(14, "a reshape whose 0 dims are literal (allowzero=1)")
+        steps.append(("Reshape", int64_input(g, layer, 1, ins[1]),
+                      {"allowzero": None if p["zero_is_placeholder"] else 1}))
+        rank = layer.get_input(1).shape[0]
+    elif dims is not None:
         dims = list(dims)
         literal_zero = 0 in dims and not p["zero_is_placeholder"]
         if literal_zero:
@@ -41,7 +49,7 @@ def lower_shuffle(g: GraphBuilder, layer, ins, outs):
         return
     cur = ins[0]
     for i, (op, dims, attrs) in enumerate(steps):
-        inputs = [cur] if dims is None else [cur, g.ints(dims)]
+        inputs = [cur] if dims is None else [cur, dims if isinstance(dims, str) else g.ints(dims)]
         cur = g.add(op, inputs, outs if i == len(steps) - 1 else None, **attrs)
 
 
@@ -54,6 +62,10 @@ def lower_concatenation(g: GraphBuilder, layer, ins, outs):
 def lower_slice(g: GraphBuilder, layer, ins, outs):
     """STRICT_BOUNDS with non-zero strides -> Slice; other modes -> Gather with constant indices per
     dim (WRAP/CLAMP/REFLECT/FILL need the dims known at export time), FILL adds a Where with 0."""
+    if any(layer.get_input(i) is not None for i in (1, 2, 3, 5)):  # start/size/stride/axes as shape tensors
+        from .lower_shape_tensors import lower_dynamic_slice
+
+        return lower_dynamic_slice(g, layer, ins, outs)
     p = layer._params
     x = layer.get_input(0)
     shape, dt = tuple(x.shape), x.dtype

@@ -12,7 +12,8 @@ convert it (checked against TensorRT-RTX 1.7.1.116, tests/reference/test_argtype
   (not a str, tuple or list);
 - `str` takes a str or bytes (decoded); `Dims` takes Dims or a sequence of integers (not a bare
   integer, a str or bytes, floats refused); `ITensor` (and any other API class) an instance of the
-  reference's class; `Sequence[ITensor]` a list or tuple of them; `Weights` Weights or a numpy array;
+  reference's class; `Sequence[ITensor]` a list or tuple of them; `Sequence[int]` a sequence of what `int`
+  takes; `Weights` Weights or a numpy array;
   `Buffer` anything with the buffer protocol;
 - `X | None` also takes None (TensorRT's null pointer, which the method then handles).
 
@@ -122,6 +123,14 @@ def _weights(v):
     return v if isinstance(v, (Weights, np.ndarray)) else _BAD
 
 
+def _ints(v):
+    """A sequence of integers (`Sequence[int]`: set_shape_input's values), each taken as `int` takes it."""
+    if not is_sequence(v):
+        return _BAD
+    items = [_int(d) for d in v]
+    return _BAD if any(d is _BAD for d in items) else items
+
+
 def _instance(cls):
     def convert(v):
         return v if isinstance(v, cls) else _BAD
@@ -142,7 +151,7 @@ CONVERTERS = {"int": _int, "float": _float, "bool": _bool, "dims": _dims}
 BAD = _BAD
 
 _KINDS = {"int": _int, "float": _float, "bool": _bool, "str": _str, "Dims": _dims, "Buffer": _buffer,
-          "Weights": _weights, "Sequence[ITensor]": _tensors}
+          "Weights": _weights, "Sequence[ITensor]": _tensors, "Sequence[int]": _ints}
 
 
 def _resolve(annotation: str):

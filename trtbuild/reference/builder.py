@@ -7,12 +7,17 @@ import json
 
 from . import arithmetic as _arith
 from .argtypes import api_types
+from typing import TYPE_CHECKING
+
 from .core import Dims, ILogger, Logger, NetworkError
 from .enums import BuilderFlag, MemoryPoolType, ProfilingVerbosity
 from .host_memory import IHostMemory, host_memory_of
 from .network import INetworkDefinition
 from .plan import serialize_network, validate_profiles
 from .plugins import get_plugin_registry
+
+if TYPE_CHECKING:  # the annotations' names; argtypes.api_types resolves them itself
+    from collections.abc import Sequence
 
 REFERENCE_VERSION = "reference"
 
@@ -37,6 +42,7 @@ class IProgressMonitor:
 class IOptimizationProfile:
     def __init__(self):
         self._shapes: dict[str, list[tuple]] = {}
+        self._values: dict[str, list[list[int]]] = {}  # set_shape_input
         self.extra_memory_target = 1.0
 
     def set_shape(self, input: str, min: Dims, opt: Dims, max: Dims) -> None:
@@ -45,8 +51,22 @@ class IOptimizationProfile:
     def get_shape(self, input: str) -> list:
         return [Dims(s) for s in self._shapes.get(str(input), [])]
 
+    def set_shape_input(self, input: str, min: Sequence[int], opt: Sequence[int], max: Sequence[int]) -> None:
+        """The min/opt/max values of a shape tensor input; TensorRT refuses (ValueError) values that are not
+        min <= opt <= max element by element or whose counts differ."""
+        vals = [tuple(int(v) for v in s) for s in (min, opt, max)]
+        if len({len(v) for v in vals}) != 1:
+            raise ValueError(f"set_shape_input '{input}': min, opt and max have {[len(v) for v in vals]} values; "
+                             "they must have as many")
+        if any(not a <= b <= c for a, b, c in zip(*vals)):
+            raise ValueError(f"set_shape_input '{input}': need min <= opt <= max for every value, got {list(vals)}")
+        self._values[str(input)] = [list(v) for v in vals]
+
+    def get_shape_input(self, input: str) -> list:
+        return [list(v) for v in self._values.get(str(input), [])]
+
     def __bool__(self) -> bool:
-        return bool(self._shapes)
+        return bool(self._shapes) or bool(self._values)
 
 
 _CACHE_MAGIC = b"TRTBREF-TIMING\x01"
@@ -170,8 +190,9 @@ class Builder:
         phase = "Building reference plan"
         try:
             network._validate()
-            profiles = [p._shapes for p in config._profiles if p]
-            validate_profiles(network, profiles)
+            used = [p for p in config._profiles if p]
+            profiles, shape_values = [p._shapes for p in used], [p._values for p in used]
+            validate_profiles(network, profiles, shape_values)
             if monitor is not None:
                 monitor.phase_start(phase, None, len(network._layers))
             for i in range(len(network._layers)):
@@ -184,7 +205,7 @@ class Builder:
                                        f":{[tuple(t.shape) for t in layer._inputs]}".encode()).hexdigest()
                     config._timing_cache._entries.setdefault(key, layer._TYPE.name)
             plan = serialize_network(network, profiles, {
-                "backend": REFERENCE_VERSION,
+                "backend": REFERENCE_VERSION, **({"shape_values": shape_values} if any(shape_values) else {}),
                 "workspace_limit": config.get_memory_pool_limit(MemoryPoolType.WORKSPACE),
                 **({"arithmetic": config._arithmetic} if config._arithmetic != _arith.DEFAULT else {})})
             if monitor is not None:

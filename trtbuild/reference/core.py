@@ -233,6 +233,12 @@ class ITensor:
         self._shape = shape
         self._network._touch()
 
+    def _value(self):
+        """The flat value known at build time (trtbuild.reference.shape_values), or None."""
+        if self._producer is not None:
+            return self._producer._values()[self._index]
+        return None
+
     @property
     def is_network_input(self) -> "bool":
         return self._producer is None and self in self._network._inputs
@@ -243,11 +249,17 @@ class ITensor:
 
     @property
     def is_shape_tensor(self) -> "bool":
-        return False
+        """Whether a layer leading to an output reads this tensor as a shape (trtbuild.reference.shape_values)."""
+        from .shape_values import roles
+
+        return id(self) in roles(self._network)[0]
 
     @property
     def is_execution_tensor(self) -> "bool":
-        return True
+        """Whether this tensor is a network output or read as data on the way to one."""
+        from .shape_values import roles
+
+        return id(self) in roles(self._network)[1]
 
     def get_dimension_name(self, index: int) -> str | None:
         return self._dimension_names.get(int(index))

@@ -14,6 +14,7 @@ import torch
 from . import arithmetic as _arith
 from .enums import DataType
 from .ops import op_for
+from .shape_values import bind_run
 
 TORCH_DTYPE = {
     DataType.FLOAT: torch.float32, DataType.HALF: torch.float16, DataType.BF16: torch.bfloat16,
@@ -29,6 +30,7 @@ def run_layer(ltype, p, w, inputs, out_dtypes, plugin=None, arithmetic=_arith.DE
     op = op_for(ltype)
     if op is None:  # pragma: no cover - infer_layer rejects these first
         raise NotImplementedError(ltype)
+    p = bind_run(op.cls, p, inputs)
     if (arithmetic == _arith.PESSIMISTIC and op.pessimistic is not None and len(out_dtypes) == 1
             and out_dtypes[0] in (DataType.HALF, DataType.BF16)):
         y = op.pessimistic(p, w, inputs, _arith.rounder(TORCH_DTYPE[out_dtypes[0]]))

@@ -14,6 +14,8 @@ from .execute import TORCH_DTYPE, run_layer
 from .ops._control import execute
 from .tf32 import no_tf32
 from .infer import infer_layer
+from .ops import op_for
+from .shape_values import needed, record
 from .layers import check_params
 from .safetensors_blob import ALIGNMENT
 from .plugins import PluginFieldCollection, PluginField, get_plugin_registry
@@ -69,6 +71,9 @@ class PlanGraph:
             plugin = _rebuild_plugin(entry, arrays) if "plugin" in entry else None
             self.layers.append((LayerType[entry["type"]], entry, weights, plugin))
         self._device_weights: dict = {}
+        self._need = needed(((op_for(ltype).cls if op_for(ltype) else object, _keys(entry["inputs"]),
+                              [o["id"] for o in entry["outputs"]]) for ltype, entry, _, _ in self.layers),
+                            [t["id"] for t in header["outputs"] if t.get("shape_tensor")])
         self._check_declared()
         self._steps = self._plan_steps()
 
@@ -95,13 +100,13 @@ class PlanGraph:
 
         shapes = {t["id"]: tuple(t["shape"]) for t in self.header["inputs"]}
         dtypes = {t["id"]: DataType(t["dtype"]) for t in self.header["inputs"]}
+        values: dict = {}
         for ltype, entry, weights, plugin in self.layers:
             what = f"layer '{entry['name']}' ({ltype.name})"
             try:
                 check_params(ltype, entry["params"], entry["name"])
-                outs, dts = infer_layer(ltype, entry["params"], _WeightMeta(weights, entry.get("empty_weight_types")),
-                                        [shapes.get(i) for i in entry["inputs"]],
-                                        [dtypes.get(i) for i in entry["inputs"]], entry["name"], plugin=plugin)
+                outs, dts = self._infer_entry(ltype, entry, weights, plugin, shapes, dtypes, values,
+                                              _WeightMeta(weights, entry.get("empty_weight_types")))
                 outs, dts = [tuple(s) for s in outs], [DataType(d) for d in dts]
             except NetworkError as e:
                 reason = str(e).removeprefix(f"layer '{entry['name']}': ")
@@ -121,13 +126,30 @@ class PlanGraph:
                                 f"{DataType(t['dtype']).name} but its tensor has {shapes[t['id']]} and "
                                 f"{dtypes[t['id']].name}", "graph")
 
-    def infer_shapes(self, input_shapes: dict[str, tuple]) -> dict[int, tuple]:
+    def _infer_entry(self, ltype, entry, weights, plugin, shapes, dtypes, values, meta):
+        """infer_layer for one plan entry, with its shape inputs' values; records the values of its outputs
+        that shape inputs need (trtbuild.reference.shape_values)."""
+        keys = _keys(entry["inputs"])
+        ins = [shapes.get(i) for i in entry["inputs"]]
+        in_types = [dtypes.get(i) for i in entry["inputs"]]
+        outs, dts = infer_layer(ltype, entry["params"], meta, ins, in_types, entry["name"], plugin=plugin,
+                                values=[values.get(k) for k in keys], keys=keys)
+        record(op_for(ltype), entry["params"], weights, ins, in_types, keys, [o["id"] for o in entry["outputs"]],
+               outs, dts, values, self._need, entry["name"])
+        return outs, dts
+
+    def infer_shapes(self, input_shapes: dict[str, tuple], input_values: dict[str, tuple] | None = None,
+                     values: dict | None = None) -> dict[int, tuple]:
+        """The shape of every tensor for these input shapes (and the values of shape tensor inputs); `values`
+        receives the values of the tensors shape inputs and shape outputs need, by tensor id."""
         shapes = {t["id"]: tuple(input_shapes[t["name"]]) for t in self.header["inputs"]}
         dtypes = {t["id"]: DataType(t["dtype"]) for t in self.header["inputs"]}
+        values = {} if values is None else values
+        values.update((t["id"], tuple(input_values[t["name"]])) for t in self.header["inputs"]
+                      if input_values and t["name"] in input_values)
         for ltype, entry, weights, plugin in self.layers:
             meta = _WeightMeta(weights, entry.get("empty_weight_types"))
-            outs, dts = infer_layer(ltype, entry["params"], meta, [shapes.get(i) for i in entry["inputs"]],
-                                    [dtypes.get(i) for i in entry["inputs"]], entry["name"], plugin=plugin)
+            outs, dts = self._infer_entry(ltype, entry, weights, plugin, shapes, dtypes, values, meta)
             for o, s, d in zip(entry["outputs"], outs, dts):
                 shapes[o["id"]], dtypes[o["id"]] = tuple(s), d
         return shapes
@@ -166,6 +188,11 @@ class PlanGraph:
         with no_tf32():  # float32 layers compute in true fp32, as TensorRT without BuilderFlag.TF32
             execute(self._steps, values, run_node)
         return {t["name"]: values[t["id"]] for t in self.header["outputs"]}
+
+
+def _keys(ids) -> list:
+    """Plan tensor ids as shape_values keys (None for an unset optional input)."""
+    return [None if i == -1 else i for i in ids]
 
 
 class _WeightMeta(dict):

@@ -81,6 +81,7 @@ class INetworkDefinition(NetworkDebugMarks):
         self._layers: list[L.ILayer] = []
         self._inputs: list[ITensor] = []
         self._outputs: list[ITensor] = []
+        self._shape_outputs: set[int] = set()  # ids of the outputs marked with mark_output_for_shapes
         self._version = 0
         # names (see _auto_layer_name and _auto_tensor_name): TensorRT-RTX 1.7's behaviour, probed
         self._layer_counter = 0
@@ -277,7 +278,34 @@ class INetworkDefinition(NetworkDebugMarks):
     def unmark_output(self, tensor: ITensor) -> None:
         if tensor in self._outputs:
             self._outputs.remove(tensor)
+            self._shape_outputs.discard(id(tensor))
             self._touch()
+
+    def mark_output_for_shapes(self, tensor: ITensor) -> bool:
+        """A network output whose values infer_shapes computes into host memory (an INT32/INT64 tensor of at
+        most one dim, checked at build). Marking it twice logs TensorRT-RTX's API usage error and returns False."""
+        tensor = self._own(tensor, "mark_output_for_shapes")
+        if tensor in self._outputs:
+            self._api_usage_error(
+                "INetworkDefinition::markOutputForShapes: Error Code 4: API Usage Error (Failed attempt to set a "
+                f"shape tensor {tensor.name} as network-level shape output. It was already set as a network-level "
+                f"{'shape ' if id(tensor) in self._shape_outputs else ''}output.)")
+            return False
+        self._outputs.append(tensor)
+        self._shape_outputs.add(id(tensor))
+        self._touch()
+        return True
+
+    def unmark_output_for_shapes(self, tensor: ITensor) -> bool:
+        tensor = self._own(tensor, "unmark_output_for_shapes")
+        if id(tensor) not in self._shape_outputs:
+            self._api_usage_error(
+                "INetworkDefinition::unmarkOutputForShapes: Error Code 3: API Usage Error (Failed attempt to unset a "
+                f"tensor {tensor.name} as a network-level shape output. It's currently not set as a network-level "
+                "shape output.)")
+            return False
+        self.unmark_output(tensor)
+        return True
 
     # -- layers ---------------------------------------------------------------------------
     def __getattr__(self, name: str):
@@ -459,12 +487,13 @@ class INetworkDefinition(NetworkDebugMarks):
                                f"repeated: {sorted(dup)}")
         for layer in self._layers:
             for i, t in enumerate(layer._inputs):
-                if t is None and (i == 0 or not layer._OPTIONAL_INPUTS):
+                if t is None and ((i == 0 and not layer._FIRST_INPUT_OPTIONAL) or not layer._OPTIONAL_INPUTS):
                     raise NetworkError(f"layer '{layer.name}': input {i} is not set")
             layer._infer()
             layer._check_in_network()
         self._validate_scopes()
         self._validate_uint8()
+        self._validate_shape_outputs()
         validate_quantization(self)
 
     def _validate_scopes(self) -> None:
@@ -476,6 +505,17 @@ class INetworkDefinition(NetworkDebugMarks):
             construct._check()
         if self._constructs:
             network_steps(self, _topological(self))
+
+    def _validate_shape_outputs(self) -> None:
+        for t in self._outputs:
+            if id(t) not in self._shape_outputs:
+                continue
+            if t.dtype not in (DataType.INT32, DataType.INT64):
+                raise NetworkError(f"Output shape tensor {t.name} has type {t.dtype.name} but output shape tensors "
+                                   "must have type INT32 or INT64")
+            if len(t.shape) > 1 or any(d < 0 for d in t.shape):
+                raise NetworkError(f"output shape tensor {t.name} has shape {tuple(t.shape)}; a shape output is 0-D or "
+                                   "1-D with its length known at build time")
 
     def _validate_uint8(self) -> None:
         """TensorRT-RTX: a UINT8 tensor is only a network input or output, and a UINT8 output comes from

@@ -75,7 +75,11 @@ def serialize_network(network, profiles: list[dict], extra: dict) -> IHostMemory
         return ids.setdefault(id(t), len(ids))
 
     arrays: dict[str, np.ndarray] = {}
-    inputs = [{"id": tid(t), "name": t.name, "dtype": int(t.dtype), "shape": list(t.shape)} for t in network._inputs]
+    from .shape_values import shape_input_names
+
+    shape_inputs = shape_input_names(network)
+    inputs = [{"id": tid(t), "name": t.name, "dtype": int(t.dtype), "shape": list(t.shape),
+               **({"shape_tensor": True} if t.name in shape_inputs else {})} for t in network._inputs]
     out_layers = []
     for layer in layers:
         shapes, dtypes = layer._infer()
@@ -103,7 +107,8 @@ def serialize_network(network, profiles: list[dict], extra: dict) -> IHostMemory
             entry["plugin"] = {"creator": c.name, "version": str(c.plugin_version), "namespace": c.plugin_namespace,
                                "name": plugin._name, "fields": fields}
         out_layers.append(entry)
-    outputs = [{"id": tid(t), "name": t.name, "dtype": int(t.dtype), "shape": list(t.shape)} for t in network._outputs]
+    outputs = [{"id": tid(t), "name": t.name, "dtype": int(t.dtype), "shape": list(t.shape),
+                **({"shape_tensor": True} if id(t) in network._shape_outputs else {})} for t in network._outputs]
     header = {"format": FORMAT_VERSION, "name": network.name, "inputs": inputs, "outputs": outputs,
               "layers": out_layers, "profiles": profiles, **extra, **debug_header(network, ids)}
     hj = json.dumps(header, separators=(",", ":")).encode()
@@ -283,11 +288,39 @@ def check_header(header: dict) -> None:
             _need(all(d == -1 or s[i] == d for s in shapes for i, d in enumerate(inputs[name]["shape"])),
                   f"profiles[{k}] gives '{name}' {shapes!r}, which disagrees with its static dims "
                   f"{inputs[name]['shape']}")
+    _check_shape_tensor_header(header, inputs)
     for name, t in inputs.items():
         if -1 in t["shape"]:
             _need(header["profiles"] and all(name in prof for prof in header["profiles"]),
                   f"input '{name}' has dynamic shape {t['shape']} but not every optimization profile (there are "
                   f"{len(header['profiles'])}) gives its shapes")
+
+
+def _check_shape_tensor_header(header: dict, inputs: dict) -> None:
+    """The shape tensor marks of the I/O tensors and the set_shape_input values of each profile."""
+    for where in ("inputs", "outputs"):
+        for t in header[where]:
+            _need(t.get("shape_tensor", True) is True, f"{where} '{t['name']}' has shape_tensor "
+                                                         f"{t.get('shape_tensor')!r}, not true")
+            _need(not t.get("shape_tensor") or (len(t["shape"]) <= 1 and all(d >= 0 for d in t["shape"])),
+                  f"{where} '{t['name']}' is a shape tensor of shape {t['shape']}, not 0-D or 1-D and static")
+    shape_inputs = {name: t for name, t in inputs.items() if t.get("shape_tensor")}
+    values = header.get("shape_values", [{} for _ in header["profiles"]])
+    _need(isinstance(values, list) and len(values) == len(header["profiles"]),
+          f"'shape_values' is {values!r}, not a list with one object per profile")
+    for k, prof in enumerate(values):
+        _need(isinstance(prof, dict), f"shape_values[{k}] is a {type(prof).__name__}, not an object")
+        for name in shape_inputs:
+            _need(name in prof, f"shape_values[{k}] has no values for shape tensor input '{name}'")
+        for name, v in prof.items():
+            _need(name in shape_inputs, f"shape_values[{k}] names '{name}', which is not a shape tensor input")
+            count = math.prod(shape_inputs[name]["shape"])
+            _need(isinstance(v, list) and len(v) == 3
+                  and all(isinstance(s, list) and len(s) == count and all(_is_int(d) for d in s) for s in v)
+                  and all(a <= b <= c for a, b, c in zip(*v)),
+                  f"shape_values[{k}] gives '{name}' {v!r}, not [min, opt, max] lists of {count} integers with "
+                  "min <= opt <= max")
+    _need(not shape_inputs or header["profiles"], "the plan has shape tensor inputs but no optimization profiles")
 
 
 def check_arrays(header: dict, arrays: dict) -> None:
@@ -324,8 +357,19 @@ def check_profile(name: str, shape, profile_shapes) -> str | None:
     return None
 
 
-def validate_profiles(network, profiles: list[dict]) -> None:
-    """Each dynamic input needs a profile; profiles must satisfy min <= opt <= max and match static dims."""
+def validate_profiles(network, profiles: list[dict], shape_values: list[dict] | None = None) -> None:
+    """Each dynamic input needs a profile; profiles must satisfy min <= opt <= max and match static dims.
+    Each shape tensor input needs its values in every profile (set_shape_input), and none other has them."""
+    shape_values = shape_values or [{} for _ in profiles]
+    from .shape_values import shape_input_names
+
+    shape_inputs = shape_input_names(network)
+    for t in network._inputs:
+        if t.name in shape_inputs and not profiles:
+            raise NetworkError(f"input '{t.name}' is a shape tensor: add an optimization profile with "
+                               "set_shape_input")
+        for k, values in enumerate(shape_values):
+            _check_shape_values(t, k, values.get(t.name), t.name in shape_inputs)
     for t in network._inputs:
         dynamic = any(d < 0 for d in t.shape)
         if dynamic and not profiles:
@@ -348,22 +392,54 @@ def validate_profiles(network, profiles: list[dict]) -> None:
                     raise NetworkError(f"optimization profile {k}, input '{t.name}' dim {i} is static ({d}) but the "
                                        f"profile gives {a}/{b}/{c}")
     for k, prof in enumerate(profiles):
-        _check_profile_shapes(network, k, prof)
+        _check_profile_shapes(network, k, prof, shape_values[k])
 
 
-def _shapes_at(network, which: int, prof: dict, on_error):
+def _check_shape_values(t, k: int, values, is_shape: bool) -> None:
+    """The set_shape_input values of profile k for input t (None: not given)."""
+    if values is None:
+        if is_shape:
+            raise NetworkError(f"optimization profile {k} has no values for shape tensor input '{t.name}' (call "
+                               "set_shape_input)")
+        return
+    if not is_shape:
+        raise NetworkError(f"optimization profile {k} gives values for input '{t.name}', which is not a shape "
+                           "tensor (set_shape_input is for inputs that layers read as shapes)")
+    count = math.prod(t.shape)
+    for which, v in zip(("min", "opt", "max"), values):
+        if len(v) != count:
+            raise NetworkError(f"optimization profile {k}, shape input '{t.name}': {which} has {len(v)} values, the "
+                               f"input {count}")
+    for i, (a, b, c) in enumerate(zip(*values)):
+        if not a <= b <= c:
+            raise NetworkError(f"optimization profile {k}, shape input '{t.name}' value {i}: need min <= opt <= max, "
+                               f"got {a}, {b}, {c}")
+
+
+def _shapes_at(network, which: int, prof: dict, on_error, shape_values: dict | None = None):
     """Shape inference of the needed layers with every input at its min (0), opt (1) or max (2)
-    profile shape; on_error(layer, error, input shapes) gives the outputs where inference fails."""
+    profile shape (and shape tensor inputs at those profile values); on_error(layer, error, input
+    shapes) gives the outputs where inference fails."""
     from .infer import infer_layer
+    from .ops import op_for
+    from .shape_values import needed, record
 
+    layers = _topological(network)
     shapes = {id(t): tuple(prof[t.name][which]) if t.name in prof else tuple(t.shape) for t in network._inputs}
     dtypes = {id(t): t.dtype for t in network._inputs}
-    for layer in _topological(network):
+    values = {id(t): tuple(shape_values[t.name][which]) for t in network._inputs if t.name in (shape_values or {})}
+    need = needed((type(layer), [None if t is None else id(t) for t in layer._inputs],
+                   [id(t) for t in layer._outputs]) for layer in layers)
+    for layer in layers:
         ins = [None if t is None else shapes.get(id(t)) for t in layer._inputs]
         in_types = [None if t is None else dtypes.get(id(t), t.dtype) for t in layer._inputs]
+        keys = [None if t is None else id(t) for t in layer._inputs]
         try:
             outs, dts = infer_layer(layer._TYPE, layer._params, layer._weights, ins, in_types, layer.name,
-                                    plugin=getattr(layer, "_plugin", None))
+                                    plugin=getattr(layer, "_plugin", None), values=[values.get(k) for k in keys],
+                                    keys=keys)
+            record(op_for(layer._TYPE), layer._params, layer._weights, ins, in_types, keys,
+                   [id(t) for t in layer._outputs], outs, dts, values, need, layer.name)
         except NetworkError as e:
             outs, dts = on_error(layer, e, ins, in_types)
         for t, s, d in zip(layer._outputs, outs, dts):
@@ -371,7 +447,7 @@ def _shapes_at(network, which: int, prof: dict, on_error):
     return shapes
 
 
-def _check_profile_shapes(network, k: int, prof: dict) -> None:
+def _check_profile_shapes(network, k: int, prof: dict, shape_values: dict | None = None) -> None:
     """The build-time shape checks TensorRT-RTX makes with a profile ("kOPT values for profile 0 violate
     shape constraints"), as observed: a reshape or slice must work at the opt shapes; any other layer
     that fails at opt but works at max is rejected too (a dim that fails at max as well is taken to be
@@ -385,8 +461,9 @@ def _check_profile_shapes(network, k: int, prof: dict) -> None:
         def on_error(layer, error, ins, in_types, which=which):
             failures[which][id(layer)] = error
             return layer._infer()
-        shapes.append(_shapes_at(network, which, prof, on_error))
+        shapes.append(_shapes_at(network, which, prof, on_error, shape_values))
     opt = {name: tuple(s[1]) for name, s in prof.items()}
+    opt.update((name, tuple(v[1])) for name, v in (shape_values or {}).items())
     for layer in _topological(network):
         error = failures[1].get(id(layer))
         if error is None or layer._TYPE == LayerType.SCALE:

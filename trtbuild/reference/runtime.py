@@ -92,8 +92,27 @@ class ICudaEngine(EngineDebugTensors):
         return DataType(self._tensor(name)[0]["dtype"])
 
     def get_tensor_location(self, name: str) -> TensorLocation:
-        self._tensor(name)
-        return TensorLocation.DEVICE
+        """A shape tensor input lives in host memory (its values are read by infer_shapes)."""
+        return TensorLocation.HOST if self.is_shape_inference_io(name) else TensorLocation.DEVICE
+
+    def is_shape_inference_io(self, name: str) -> bool:
+        """Whether infer_shapes reads or writes this tensor (in host memory): an input that layers read as a shape,
+        or an output marked with mark_output_for_shapes."""
+        t, _ = self._tensor(name)
+        return bool(t.get("shape_tensor"))
+
+    def get_tensor_profile_values(self, name: int, profile_index: str) -> list:
+        """The min/opt/max values of a shape tensor input in a profile. As in TensorRT's bindings, the first
+        argument (named `name`) is the profile index and the second (`profile_index`) the tensor name."""
+        index, tensor = name, profile_index
+        t, mode = self._tensor(tensor)
+        if mode != TensorIOMode.INPUT or not t.get("shape_tensor"):
+            raise NetworkError(f"get_tensor_profile_values: '{tensor}' is not a shape tensor input")
+        profiles = self._header.get("shape_values", [])
+        if not 0 <= index < len(profiles):
+            raise NetworkError(f"get_tensor_profile_values: profile {index} does not exist (the engine has "
+                               f"{len(profiles)})")
+        return [list(v) for v in profiles[index].get(tensor, [])]
 
     def get_tensor_profile_shape(self, name: str, profile_index: int) -> list:
         profiles = self._header["profiles"]
@@ -149,10 +168,37 @@ class IExecutionContext(ContextDebugState):
 
     def infer_shapes(self) -> list[str]:
         missing = [n for n, s in self._shapes.items() if any(d < 0 for d in s)]
+        missing += [n for n in self._shape_inputs() if n not in self._addresses]
         if not missing:
-            ids = self.engine._graph.infer_shapes(self._shapes)
+            computed: dict = {}
+            ids = self.engine._graph.infer_shapes(self._shapes, {n: self._host_values(n) for n in
+                                                                 self._shape_inputs()}, computed)
             self._out_shapes = {t["name"]: ids[t["id"]] for t in self.engine._header["outputs"]}
+            for t in self.engine._header["outputs"]:  # shape outputs: written to host memory, where bound
+                if t.get("shape_tensor") and t["name"] in self._addresses:
+                    out = _wrap(self._addresses[t["name"]], self._out_shapes[t["name"]], DataType(t["dtype"]),
+                                torch.device("cpu"))
+                    out.copy_(torch.tensor(computed[t["id"]], dtype=out.dtype).reshape(out.shape))
         return missing
+
+    def _shape_inputs(self) -> list[str]:
+        return [t["name"] for t in self.engine._header["inputs"] if t.get("shape_tensor")]
+
+    def _host_values(self, name: str) -> tuple:
+        """The values of a shape tensor input, read from the host memory its address points to; TensorRT refuses
+        values outside the optimization profile's [min, max]."""
+        t, _ = self.engine._tensor(name)
+        count = math.prod(self._shapes[name])
+        cpu = _wrap(self._addresses[name], (count,), DataType(t["dtype"]), torch.device("cpu"))
+        values = tuple(int(v) for v in cpu.tolist())
+        profiles = self.engine._header.get("shape_values", [])
+        if profiles and name in profiles[0]:
+            mn, _, mx = profiles[0][name]
+            for i, (v, lo, hi) in enumerate(zip(values, mn, mx)):
+                if not lo <= v <= hi:
+                    raise NetworkError(f"infer_shapes: shape input '{name}' value {i} is {v}, outside the "
+                                       f"optimization profile range [{lo}, {hi}]")
+        return values
 
     def get_tensor_shape(self, name: str) -> Dims:
         t, mode = self.engine._tensor(name)
@@ -205,7 +251,8 @@ class IExecutionContext(ContextDebugState):
         dev = device()
         stream = torch.cuda.ExternalStream(stream_handle) if dev.type == "cuda" and stream_handle else None
         with torch.cuda.stream(stream) if stream is not None else _Null():
-            feeds = {t["name"]: _wrap(self._addresses[t["name"]], self._shapes[t["name"]], DataType(t["dtype"]), dev)
+            feeds = {t["name"]: _wrap(self._addresses[t["name"]], self._shapes[t["name"]], DataType(t["dtype"]),
+                                      torch.device("cpu") if t.get("shape_tensor") else dev)
                      for t in self.engine._header["inputs"]}
             try:
                 results = self.engine._graph.run(feeds, dev, self._debug_callback(dev, stream_handle))
@@ -224,7 +271,7 @@ class IExecutionContext(ContextDebugState):
         if allocator is not None:
             self._addresses[name] = allocate(allocator, name, shape, TORCH_DTYPE[dtype].itemsize,
                                              self._addresses.get(name, 0), stream_handle)
-        _wrap(self._addresses[name], shape, dtype, dev).copy_(value)
+        _wrap(self._addresses[name], shape, dtype, torch.device("cpu") if t.get("shape_tensor") else dev).copy_(value)
         if any(d < 0 for d in self._out_shapes[name]):
             self._ran_shapes[name] = shape
         if allocator is not None:

@@ -87,12 +87,16 @@ def setter_value(kind, value, where):
     return _CONVERTERS[kind](value) if isinstance(kind, str) else value
 
 
-def param(key: str, kind: str, check=None):
+def param(key: str, kind: str, check=None, shape_input: int | None = None):
     """A layer attribute stored in `_params[key]`; `kind` is a converter name or an enum class.
-    `check(value)` returns why a value is refused (TensorRT refuses it in the setter), or None."""
+    `check(value)` returns why a value is refused (TensorRT refuses it in the setter), or None.
+    `shape_input`: the input whose shape tensor replaces the attribute; while it is set the attribute reads
+    None, as TensorRT-RTX's getters return ("works only for static ...")."""
     conv = _CONVERTERS[kind] if isinstance(kind, str) else kind
 
     def get(self):
+        if shape_input is not None and self.get_input(shape_input) is not None:
+            return None
         v = self._params[key]
         return conv(v) if v is not None else None
 
@@ -199,6 +203,8 @@ class ILayer:
 
     #: whether inputs after the first may stay unset (a slice's start/size/stride/fill/axes)
     _OPTIONAL_INPUTS = False
+    #: whether input 0 may stay unset too (a fill's dims)
+    _FIRST_INPUT_OPTIONAL = False
     #: how many inputs set_input may address; TensorRT's slice takes up to 6 (start, size, stride, fill, axes)
     _MAX_INPUTS = 1
 
@@ -229,9 +235,40 @@ class ILayer:
             shapes, dtypes = infer_layer(self._TYPE, self._params, self._weights,
                                          [t.shape if t is not None else None for t in self._inputs],
                                          [t.dtype if t is not None else None for t in self._inputs],
-                                         self.name, plugin=getattr(self, "_plugin", None))
+                                         self.name, plugin=getattr(self, "_plugin", None),
+                                         values=self._shape_input_values(), keys=[id(t) for t in self._inputs])
             self._cache = (stamp, [Dims(s) for s in shapes], list(dtypes))
         return self._cache[1], self._cache[2]
+
+    def _shape_input_values(self) -> list | None:
+        """The build-time values of the shape inputs (None elsewhere): trtbuild.reference.shape_values."""
+        from ..shape_values import reads
+
+        if not getattr(self, "_SHAPE_INPUTS", None):
+            return None
+        return [t._value() if t is not None and reads(type(self), i) else None for i, t in enumerate(self._inputs)]
+
+    def _values(self) -> list:
+        """The build-time values of the outputs, each None where nothing of it is known (cached until the
+        network changes); computed only where a shape input needs them."""
+        stamp = self._network._version
+        cached = getattr(self, "_values_cache", None)
+        if cached is None or cached[0] != stamp:
+            from ..infer import bind
+            from ..shape_values import output_values
+
+            shapes, dtypes = self._infer()
+            ins = [t.shape if t is not None else None for t in self._inputs]
+            in_types = [t.dtype if t is not None else None for t in self._inputs]
+            only_shapes = getattr(self, "_READS_ONLY_SHAPES", False)
+            values = [None if t is None or only_shapes else t._value() for t in self._inputs]
+            keys = [id(t) for t in self._inputs]
+            op = op_for(self._TYPE)
+            p = bind(type(self), self._params, ins, in_types, values, keys, self.name)
+            cached = (stamp, output_values(op, p, self._weights, ins, in_types, values, keys, shapes, dtypes,
+                                           self.name))
+            self._values_cache = cached
+        return cached[1]
 
 
 def non_negative(value):

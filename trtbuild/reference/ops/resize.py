@@ -10,9 +10,10 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ..core import Dims, ITensor, NetworkError
+from ..core import Dims, ITensor
 from ..enums import (InterpolationMode, LayerType, ResizeCoordinateTransformation, ResizeRoundMode,
                      ResizeSelector)
+from ..shape_values import InputDim
 from .base import ILayer, param, setter_value
 from .common import f32, fail, need_float
 from .registry import register
@@ -27,6 +28,8 @@ _LINEAR_DIMS = 3
 class IResizeLayer(ILayer):
     _TYPE = LayerType.RESIZE
     _MAX_INPUTS = 2
+    #: input 1: the output shape as a 1-D shape tensor (it replaces `shape` and `scales`)
+    _SHAPE_INPUTS = {1: "shape"}
     resize_mode = param("resize_mode", InterpolationMode)
     coordinate_transformation = param("coordinate_transformation", ResizeCoordinateTransformation)
     selector_for_single_pixel = param("selector_for_single_pixel", ResizeSelector)
@@ -36,8 +39,8 @@ class IResizeLayer(ILayer):
 
     @property
     def shape(self):
-        """The static output shape, or None where scales give it (as in TensorRT)."""
-        v = self._params["shape"]
+        """The static output shape, or None where scales or a shape tensor (input 1) give it (as in TensorRT)."""
+        v = self._params["shape"] if self.get_input(1) is None else None
         return None if v is None else Dims(v)
 
     @shape.setter
@@ -48,8 +51,8 @@ class IResizeLayer(ILayer):
 
     @property
     def scales(self) -> list[float]:
-        """The scale of each dim; [] where a static shape gives the output."""
-        v = self._params["scales"]
+        """The scale of each dim; [] where a static shape or a shape tensor (input 1) gives the output."""
+        v = self._params["scales"] if self.get_input(1) is None else None
         return [] if v is None else list(v)
 
     @scales.setter
@@ -62,17 +65,14 @@ class IResizeLayer(ILayer):
         self._params["scales"], self._params["shape"] = vals, None
         self._network._touch()
 
-    def set_input(self, index: int, tensor) -> None:
-        if index == 1:
-            raise NetworkError(f"layer '{self.name}': a shape tensor as the output shape (set_input(1)) needs "
-                               "shape tensors, which the reference backend does not have; set `shape` or "
-                               "`scales`, or build with --backend tensorrt-rtx")
-        super().set_input(index, tensor)
 
 
 def infer(p, w, shapes, dtypes, name, plugin):
     x, dtype = tuple(shapes[0]), dtypes[0]
     need_float(name, dtype)
+    if _shape_input(shapes):
+        p = {**p, "scales": None, "shape": tuple(-1 if d is None else (x[d.axis] if isinstance(d, InputDim) else d)
+                                                for d in p["shape"])}
     if p["scales"] is not None:
         scales = p["scales"]
         if len(scales) != len(x):
@@ -84,14 +84,14 @@ def infer(p, w, shapes, dtypes, name, plugin):
         out = tuple(p["shape"])
         if len(out) != len(x):
             fail(name, f"output shape {out} has rank {len(out)}, the input {x} rank {len(x)}; they must be equal")
-        if any(d < 0 for d in out):
+        if any(d < -1 or (d == -1 and not _shape_input(shapes)) for d in out):
             fail(name, f"output shape {out}: every dim must be >= 0")
     if p["scales"] is not None:
         resized = [i for i, sc in enumerate(p["scales"]) if sc != 1]
     else:
         # a dynamic dim counts as resized only once known (TensorRT-RTX 1.7 builds a LINEAR resize of a
         # dynamic batch dim to a static size)
-        resized = [i for i, (a, b) in enumerate(zip(x, out)) if a >= 0 and a != b]
+        resized = [i for i, (a, b) in enumerate(zip(x, out)) if a >= 0 and b >= 0 and a != b]
     for i in resized:
         if x[i] == 0 and out[i] != 0:
             fail(name, f"dim {i} of the input {x} is empty and cannot be resized to {out[i]}")
@@ -273,8 +273,14 @@ def output_shape(p, shape):
     return tuple(p["shape"])
 
 
+def _shape_input(shapes) -> bool:
+    return len(shapes) > 1 and shapes[1] is not None
+
+
 def run(p, w, inputs, plugin):
     x = f32(inputs[0])
+    if _shape_input(inputs):
+        p = {**p, "scales": None}
     return [resize(p, x, output_shape(p, tuple(x.shape))).contiguous()]
 
 
