@@ -377,9 +377,14 @@ def _wrap(twin: Twin, r, x, what: str):
     """Wrap a call's results: tensors and layers become twins, anything else is the reference's."""
     if isinstance(r, ref.ITensor):
         return TwinTensor(twin, r, x, what)
-    if isinstance(r, ref.ILayer):
+    if isinstance(r, _LAYER_LIKE):
         return TwinLayer(twin, r, x, what)
     return r
+
+
+#: what add_* calls return that twins as a layer: layers, and IAttention (not a layer in TensorRT: it configures
+#: its two boundary layers, and has inputs, outputs and attributes as a layer has)
+_LAYER_LIKE = (ref.ILayer, ref.IAttention)
 
 
 def _describe(name, args, kwargs) -> str:
@@ -445,7 +450,7 @@ class _TwinObject:
         x = twin.rtx_do(on_rtx, what) if self.rtx is not None else None
         if adds and x is None and self.rtx is not None and not twin.rtx_errors:
             twin.rtx_errors.append(f"{what}: TensorRT-RTX returned None")
-        if adds and isinstance(r, ref.ILayer):
+        if adds and isinstance(r, _LAYER_LIKE):
             twin.pairs.append((r, x, what))
         return _wrap(twin, r, x, what if not isinstance(r, ref.ITensor) else f"{self._what}.{what}")
 

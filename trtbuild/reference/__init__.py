@@ -23,6 +23,7 @@ from .enums import (ActivationType, BuilderFlag, DataType, ElementWiseOperation,
 from .enums import InterpolationMode, ResizeCoordinateTransformation, ResizeRoundMode, ResizeSelector
 from .enums import (AttentionNormalizationOp, BoundingBoxFormat, CumulativeOperation, FillOperation, GatherMode,
                     KVCacheMode, LoopOutput, MoEActType, ScatterMode, TopKOperation, TripLimit)
+from .enums import AttentionIOForm, CausalMaskKind  # TensorRT 11 only (IAttention's layouts and causal kinds)
 from .layers import PUBLIC as _LAYER_API
 from .layers import ILayer
 from .debug import IDebugListener
@@ -48,6 +49,7 @@ __all__ = [
     "float32", "float16", "bfloat16", "int8", "int32", "int64", "bool", "uint8",
     "AttentionNormalizationOp", "BoundingBoxFormat", "CumulativeOperation", "FillOperation", "GatherMode",
     "KVCacheMode", "LoopOutput", "MoEActType", "ScatterMode", "TopKOperation", "TripLimit",
+    "AttentionIOForm", "CausalMaskKind",
     "ILayer", *_LAYER_API,
     "INetworkDefinition",
     "IPluginCreatorV3One", "IPluginRegistry", "IPluginV3", "PluginField", "PluginFieldCollection",
