@@ -31,6 +31,7 @@ import re
 import pytest
 
 from helpers import rtx_sweep as S
+from helpers import rtx_sweep_attention as SA
 from helpers import rtx_sweep_shape as SS
 from helpers import rtx_sweep_tables as T
 from helpers import twin
@@ -47,6 +48,7 @@ FAMILIES = {
     "matrix_multiply": (SS.matmul_case, 300), "softmax": (SS.softmax_case, 120),
     "normalization": (SS.normalization_case, 300),
     "resize": (S.resize_case, 200),
+    "attention": (SA.attention_case, 80),
 }
 SEED = 0
 
