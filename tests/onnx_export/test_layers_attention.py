@@ -69,3 +69,25 @@ def test_fp8_normalization_quantize_needs_opset_19():
     net = build(_define((1, 2, 3, 4), (1, 2, 5, 4), quantize=trt.DataType.FP8), trt.float32)
     with pytest.raises(OnnxExportError, match="FP8 normalization quantization needs ONNX opset >= 19"):
         export_onnx(net, opset=17)
+
+
+def test_dynamic_quantize_is_refused_in_one_sentence():
+    def define(net, dt):
+        layer = net.add_dynamic_quantize(net.add_input("x", dt, (4, 32)), 1, 16, trt.DataType.FP4, trt.DataType.FP8)
+        layer.set_input(1, net.add_constant((), trt.Weights(np.array(1.0, np.float32))).get_output(0))
+        return {"y": layer.get_output(0)}
+
+    from trtbuild.onnx_export.graph import GraphBuilder
+    from trtbuild.onnx_export.lower_dynamic_quantize import lower_dynamic_quantize
+
+    net = build(define, trt.float16)
+    layer = net.get_layer(0)
+    g = GraphBuilder(17)
+    g.begin_layer(layer, [])
+    with pytest.raises(OnnxExportError) as info:
+        lower_dynamic_quantize(g, layer, [], [])
+    assert str(info.value) == (f"layer '{layer.name}' (DYNAMIC_QUANTIZE): ONNX has no dynamic block quantization "
+                               "operator (DynamicQuantizeLinear is per-tensor UINT8 with a zero point), so a dynamic "
+                               "quantize layer cannot be exported")
+    with pytest.raises(OnnxExportError, match="no dynamic block quantization operator"):
+        export_onnx(net)

@@ -122,15 +122,19 @@ def _reaches_input(network, tensor, seen: set) -> "object | None":
 
 
 def validate(network) -> None:
-    """Whole-network rules, checked at build: each Q/DQ scale is a build-time constant, and an INT8
-    constant (a quantized weight) feeds dequantize layers only (TensorRT-RTX: "Quantized constant
-    ... is only allowed before DQ"), never a network output."""
+    """Whole-network rules, checked at build: no dynamic quantize layer (ops/dynamic_quantize.py), each Q/DQ
+    scale is a build-time constant, and an INT8 constant (a quantized weight) feeds dequantize layers only
+    (TensorRT-RTX: "Quantized constant ... is only allowed before DQ"), never a network output."""
     consumers: dict[int, list] = {}
     for layer in network._layers:
         for i, t in enumerate(layer._inputs):
             if t is not None:
                 consumers.setdefault(id(t), []).append((layer, i))
+    from .ops.dynamic_quantize import NOT_BUILT
+
     for layer in network._layers:
+        if layer._TYPE == LayerType.DYNAMIC_QUANTIZE:
+            fail(layer.name, NOT_BUILT)
         if layer._TYPE in (LayerType.QUANTIZE, LayerType.DEQUANTIZE):
             source = _reaches_input(network, layer._inputs[1], set())
             if source is not None:
