@@ -485,9 +485,10 @@ class TwinNetwork(_TwinObject):
 class TwinRefNet(RefNet):
     """A RefNet whose network is twinned with a TensorRT-RTX network (see the module docstring)."""
 
-    def __init__(self, rtx_module):
+    def __init__(self, rtx_module, targets=("8.6",)):
+        """`targets`: TensorRT-RTX's target GPUs (FP8 and FP4 build only for sm89 / sm120 and newer)."""
         super().__init__()
-        self.rtxnet = RtxNet(rtx_module)
+        self.rtxnet = RtxNet(rtx_module, targets)
         self.rtxnet.logger.clear()  # shared by every RTX builder (trtbuild.engine.logging_bridge)
         self.twin = Twin(self, self.rtxnet)
         self.network = TwinNetwork(self.twin, self.network, self.rtxnet.network, "network")

@@ -7,6 +7,7 @@ import warnings
 import numpy as np
 import torch
 
+from . import lowbit
 from .arithmetic import DEFAULT as DEFAULT_ARITHMETIC
 from .core import NetworkError
 from .enums import DataType, LayerType
@@ -50,6 +51,8 @@ def _weight_tensor(array: np.ndarray, dtype: DataType) -> torch.Tensor:
         t = t.clone()
     if dtype == DataType.BF16:  # raw 16-bit patterns
         return t.view(torch.int16).view(torch.bfloat16) if t.dtype != torch.int16 else t.view(torch.bfloat16)
+    if dtype in lowbit.STORAGE:  # INT4 values, FP4 codes, FP8 bytes: held as lowbit.holder says
+        return lowbit.holder(dtype, t)
     return t
 
 
@@ -82,7 +85,7 @@ class PlanGraph:
             what = f"layer '{entry['name']}' ({ltype.name})"
             try:
                 check_params(ltype, entry["params"], entry["name"])
-                outs, dts = infer_layer(ltype, entry["params"], _WeightMeta(weights),
+                outs, dts = infer_layer(ltype, entry["params"], _WeightMeta(weights, entry.get("weight_types", {})),
                                         [shapes.get(i) for i in entry["inputs"]],
                                         [dtypes.get(i) for i in entry["inputs"]], entry["name"], plugin=plugin)
                 outs, dts = [tuple(s) for s in outs], [DataType(d) for d in dts]
@@ -108,7 +111,7 @@ class PlanGraph:
         shapes = {t["id"]: tuple(input_shapes[t["name"]]) for t in self.header["inputs"]}
         dtypes = {t["id"]: DataType(t["dtype"]) for t in self.header["inputs"]}
         for ltype, entry, weights, plugin in self.layers:
-            meta = _WeightMeta(weights)
+            meta = _WeightMeta(weights, entry.get("weight_types", {}))
             outs, dts = infer_layer(ltype, entry["params"], meta, [shapes.get(i) for i in entry["inputs"]],
                                     [dtypes.get(i) for i in entry["inputs"]], entry["name"], plugin=plugin)
             for o, s, d in zip(entry["outputs"], outs, dts):
@@ -141,15 +144,18 @@ class PlanGraph:
 
 
 class _WeightMeta(dict):
-    """Exposes .size/.dtype of plan weights to infer_layer, as Weights objects do."""
+    """Exposes .size/.dtype of plan weights to infer_layer, as Weights objects do: the type the plan gives a
+    weight, else the one its tensor has (INT4 and FP4 weights are held in int8 and float8 tensors)."""
 
     class _Meta:
-        def __init__(self, t):
+        def __init__(self, t, declared=None):
             self.size = 0 if t is None else int(t.numel())
-            self.dtype = DataType.FLOAT if t is None else {v: k for k, v in TORCH_DTYPE.items()}[t.dtype]
+            self.dtype = (DataType.FLOAT if t is None else DataType(declared) if declared is not None
+                          else {v: k for k, v in TORCH_DTYPE.items()}[t.dtype])
 
-    def __init__(self, weights):
-        super().__init__({k: self._Meta(v) for k, v in weights.items()})
+    def __init__(self, weights, types=None):
+        types = types or {}
+        super().__init__({k: self._Meta(v, types.get(k)) for k, v in weights.items()})
 
     def __missing__(self, key):
         return self._Meta(None)

@@ -13,6 +13,7 @@ import mmap
 
 import torch
 
+from . import lowbit
 from .core import Dims, ILogger, NetworkError
 from .debug import ContextDebugState, EngineDebugTensors
 from .enums import DataType, TensorIOMode, TensorLocation
@@ -27,16 +28,27 @@ def device() -> torch.device:
 
 
 def _wrap(address: int, shape, dtype: DataType, dev: torch.device) -> torch.Tensor:
+    """The buffer at `address` as a tensor of `shape`; an INT4/FP4 buffer (two values a byte, as TensorRT packs
+    them) as its flat bytes, which lowbit.pack fills."""
+    if dtype in lowbit.HOLDER:
+        nbytes = math.ceil(math.prod(shape) / 2)
+        if nbytes == 0:
+            return torch.empty((0,), dtype=torch.uint8, device=dev)
+        return _bytes_at(address, nbytes, dev)
     nbytes = math.prod(shape) * TORCH_DTYPE[dtype].itemsize
     if nbytes == 0:
         return torch.empty(tuple(shape), dtype=TORCH_DTYPE[dtype], device=dev)
+    return _bytes_at(address, nbytes, dev).view(TORCH_DTYPE[dtype]).reshape(tuple(shape))
+
+
+def _bytes_at(address: int, nbytes: int, dev: torch.device) -> torch.Tensor:
     if dev.type == "cpu":
         raw = torch.frombuffer((ctypes.c_uint8 * nbytes).from_address(address), dtype=torch.uint8)
     else:
         class _Buffer:
             __cuda_array_interface__ = {"shape": (nbytes,), "typestr": "|u1", "data": (address, False), "version": 3}
         raw = torch.as_tensor(_Buffer(), device=dev)
-    return raw.view(TORCH_DTYPE[dtype]).reshape(tuple(shape))
+    return raw
 
 
 class ICudaEngine(EngineDebugTensors):
@@ -180,8 +192,9 @@ class IExecutionContext(ContextDebugState):
                      for t in self.engine._header["inputs"]}
             results = self.engine._graph.run(feeds, dev, self._debug_callback(dev, stream_handle))
             for t in self.engine._header["outputs"]:
-                out = _wrap(self._addresses[t["name"]], self._out_shapes[t["name"]], DataType(t["dtype"]), dev)
-                out.copy_(results[t["name"]])
+                dtype = DataType(t["dtype"])
+                out = _wrap(self._addresses[t["name"]], self._out_shapes[t["name"]], dtype, dev)
+                out.copy_(lowbit.pack(dtype, results[t["name"]]) if dtype in lowbit.HOLDER else results[t["name"]])
         return True
 
     def execute_v2(self, bindings) -> bool:
