@@ -56,3 +56,49 @@ def attention_case(rng):
             f"v={shape_str(vs)} {kind} {norm}" + (f" mask={shape_str(mask[0])} {mask[1]}" if mask else "")
             + (" lengths" if lengths else ""))
     return single("attention", desc, build, dynamic)
+
+
+def block_qdq_case(rng):
+    """INT8/INT4 quantize + dequantize of an input, or dequantize of INT4 weights, with a per-tensor, per-channel
+    or block scale (sometimes of a wrong shape or blocking a wrong dimension), odd volumes included."""
+    rank = pick(rng, {1: 1, 2: 4, 3: 3})
+    shape = [rng.randint(1, 4) * rng.choice([1, 2]) for _ in range(rank)]
+    to = pick(rng, {"INT4": 3, "INT8": 2})
+    weights = to == "INT4" and rng.random() < 0.4
+    kind = pick(rng, {"tensor": 1, "channel": 1, "block": 4})
+    axis = rng.randrange(rank)
+    if kind == "tensor":
+        sshape = []
+    elif kind == "channel":
+        sshape = [shape[axis] + (1 if rng.random() < 0.1 else 0)]
+    else:
+        sshape = list(shape)
+        dim = rng.randrange(rank) if rng.random() < 0.2 else rank - 1 - rng.randrange(min(2, rank))
+        sshape[dim] = max(1, shape[dim] // rng.choice([1, 2, 3]))
+        if rng.random() < 0.1:
+            sshape[rng.randrange(rank)] = 1
+    dtype = rng.choice(FLOATS)
+
+    def build(trt, net):
+        import numpy as np
+
+        s_arr = np.full(sshape, 0.25, np.float32)
+        net._keep = getattr(net, "_keep", []) + [s_arr]
+        s = net.add_constant(tuple(sshape), trt.Weights(s_arr)).get_output(0)
+        if weights:
+            count = int(np.prod(shape))
+            raw = np.arange((count + 1) // 2, dtype=np.uint8)
+            net._keep.append(raw)
+            q = net.add_constant(tuple(shape), trt.Weights(trt.DataType.INT4, raw.ctypes.data, count)).get_output(0)
+        else:
+            x = net.add_input("x", dt(trt, dtype), tuple(shape))
+            ql = net.add_quantize(x, s, dt(trt, to))
+            ql.axis = axis
+            q = ql.get_output(0)
+        d = net.add_dequantize(q, s, dt(trt, dtype))
+        d.axis = axis
+        return [d.get_output(0)]
+
+    desc = (f"qdq {'INT4 weights' if weights else to} {shape_str(shape)} {dtype} scale={shape_str(sshape)} "
+            f"axis={axis}")
+    return single("qdq_block", desc, build)

@@ -247,3 +247,35 @@ def test_a_four_bit_network_output_is_packed(refnet, to, codes):
     assert context.execute_async_v3(0)
     want = [codes[0] | codes[1] << 4, codes[2] | codes[3] << 4, codes[4] | codes[5] << 4]
     assert out.cpu().tolist() == want
+
+
+F32, F16 = trt.float32, trt.float16
+
+
+@pytest.mark.parametrize("to,x_type,q_scale,dq_scale,out,match", [
+    (INT4, F16, F32, F16, F16, None), (INT4, F32, F16, F16, F32, "takes a FLOAT scale, not HALF"),
+    (INT4, F16, F16, F32, F16, "takes a HALF scale, not FLOAT"), (INT4, F16, F16, F16, F32, "takes a FLOAT scale"),
+    (FP8, F16, F32, F32, F16, None), (FP8, F32, F16, F16, F16, "takes a FLOAT scale, not HALF"),
+    (FP8, F16, F16, F16, F32, "takes a FLOAT scale, not HALF"),
+    (FP4, F16, F32, F16, F16, "takes a HALF scale, not FLOAT"), (FP4, F16, F16, F32, F16, "takes a HALF scale"),
+    (FP4, F16, F16, F16, F16, None),
+])
+def test_scale_types_of_the_narrow_types(refnet120, to, x_type, q_scale, dq_scale, out, match):
+    """TensorRT-RTX 1.7 compiles a quantize to INT4/FP8 with a FLOAT scale or one of the input's type (FP4: the
+    input's type), a dequantize of INT4/FP4 with a scale of the output's type (FP8: FLOAT too); INT8 takes any."""
+    np_of = {F32: np.float32, F16: np.float16}
+    x = refnet120.input("x", (2, 4), x_type)
+    q = refnet120.network.add_quantize(x, const(refnet120, None, np.array(0.5, np_of[q_scale])), to)
+    d = refnet120.network.add_dequantize(q.get_output(0), const(refnet120, None, np.array(0.5, np_of[dq_scale])), out)
+    if match is None:
+        assert d.get_output(0).dtype == out
+        return
+    with pytest.raises(trt.NetworkError, match=match):
+        _ = q.get_output(0).shape, d.get_output(0).shape  # the shape queries are what raise
+
+
+def test_a_one_value_block_scale_is_refused(refnet):
+    x = refnet.input("x", (4, 1))
+    q, d = qdq(refnet, x, np.full((1, 1), 0.5, np.float32), trt.DataType.INT8)
+    with pytest.raises(trt.NetworkError, match="one value: per-tensor scales are 0-D or 1-D"):
+        q.get_output(0).shape  # noqa: B018

@@ -67,6 +67,7 @@ def infer(ltype, p, shapes, dtypes, name):
         fail(name, f"output type {to.name}: a {what} layer outputs {_names(want_out)}")
     if sdt not in FLOATS:
         fail(name, f"the scale has type {sdt.name}; it must be FLOAT, HALF or BF16")
+    _check_scale_type(quantize, to if quantize else xdt, xdt if quantize else to, sdt, name)
     rank = len(x)
     if rank == 0:
         fail(name, f"the input is 0-D; a {what} layer needs rank >= 1")
@@ -88,10 +89,29 @@ def infer(ltype, p, shapes, dtypes, name):
     return [x], [to]
 
 
+#: the scale types TensorRT-RTX 1.7 compiles for each narrow type, given the float side's type (the quantize's
+#: input, the dequantize's output): "float" = FLOAT or that type, "same" = that type only. INT8 takes any.
+_SCALE_TYPES = {(True, DataType.INT4): "float", (True, DataType.FP8): "float", (True, DataType.FP4): "same",
+                (False, DataType.INT4): "same", (False, DataType.FP4): "same", (False, DataType.FP8): "float"}
+
+
+def _check_scale_type(quantize: bool, narrow: DataType, wide: DataType, sdt: DataType, name) -> None:
+    rule = _SCALE_TYPES.get((quantize, narrow))
+    ok = rule is None or sdt == wide or (rule == "float" and sdt == DataType.FLOAT)
+    if not ok:
+        side = f"{wide.name} input" if quantize else f"{wide.name} output"
+        allowed = wide.name if rule == "same" or wide == DataType.FLOAT else f"FLOAT or {wide.name}"
+        fail(name, f"a {narrow.name} {'quantize' if quantize else 'dequantize'} with a {side} takes a {allowed} scale, "
+                   f"not {sdt.name} (TensorRT-RTX 1.7 compiles no other)")
+
+
 def _check_blocks(x, s, name) -> None:
     """A block scale: the input's rank, one dimension (among the last two) smaller, dividing the input's."""
     if len(s) != len(x):
         fail(name, f"the scale has shape {s}, the rank-{len(x)} input {x}: a block scale has the input's rank")
+    if math.prod(s) == 1:
+        fail(name, f"the scale has shape {s} but one value: per-tensor scales are 0-D or 1-D (TensorRT-RTX: "
+                   "\"ScaleMode is illegal\")")
     differ = [i for i, (a, b) in enumerate(zip(x, s)) if a != b]
     if len(differ) != 1:
         fail(name, f"the block scale {s} differs from the input {x} in {len(differ)} dimensions; exactly one "
