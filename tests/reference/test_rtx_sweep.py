@@ -48,7 +48,7 @@ FAMILIES = {
     "matrix_multiply": (SS.matmul_case, 300), "softmax": (SS.softmax_case, 120),
     "normalization": (SS.normalization_case, 300),
     "resize": (S.resize_case, 200),
-    "attention": (SA.attention_case, 80), "qdq_block": (SA.block_qdq_case, 120),
+    "attention": (SA.attention_case, 60), "qdq_block": (SA.block_qdq_case, 60),
 }
 SEED = 0
 
