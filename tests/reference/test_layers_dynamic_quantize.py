@@ -97,3 +97,37 @@ def test_rtx_builds_nvfp4_for_sm120(rtx):
     net.network.mark_output(layer.get_output(0))
     net.network.mark_output(layer.get_output(1))
     assert net.build() is not None, net.errors
+
+
+@pytest.mark.parametrize("axis,scales", [(-1, (32, 2)), (-2, (2, 32)), (0, (2, 32))])
+def test_negative_axes_count_from_the_end(refnet, axis, scales):
+    layer = nvfp4(refnet, (32, 32), axis)
+    assert tuple(layer.get_output(1).shape) == scales
+
+
+def test_a_block_shape_set_later_wins_over_axis_and_block_size(refnet):
+    layer = nvfp4(refnet, (32, 32), 1)
+    layer.block_shape = (16, 1)
+    assert tuple(layer.get_output(1).shape) == (2, 32) and (layer.axis, layer.block_size) == (1, 16)
+    x = refnet.network.get_input(0)
+    v2 = refnet.network.add_dynamic_quantize_v2(x, (1, 16), FP4, FP8)
+    assert (v2.axis, v2.block_size) == (-1, -1)
+    v2.set_input(1, double_scale(refnet))
+    v2.axis = 0
+    assert tuple(v2.get_output(1).shape) == (32, 2)
+
+
+@pytest.mark.parametrize("attribute,value", [("block_size", 8), ("block_size", 0), ("to_type", trt.DataType.INT8)])
+def test_setters_refuse_what_tensorrt_refuses(refnet, attribute, value):
+    layer = nvfp4(refnet, (4, 32), 1)
+    with pytest.raises(trt.NetworkError, match="is refused"):
+        setattr(layer, attribute, value)
+    layer.block_size = 32  # accepted, as on TensorRT-RTX (which then refuses FP4 blocks of 32 at build)
+    assert layer.block_size == 32
+
+
+def test_axis_out_of_range(refnet):
+    layer = nvfp4(refnet, (32, 32), 1)
+    layer.axis = -3
+    with pytest.raises(trt.NetworkError, match="axis -3 is refused"):
+        layer.get_output(0).shape  # noqa: B018

@@ -35,8 +35,8 @@ class IDynamicQuantizeLayer(ILayer):
     _MAX_INPUTS = 2
     _OPTIONAL_INPUTS = True
     axis = param("axis", "int")
-    block_size = param("block_size", "int")
-    to_type = param("to_type", DataType)
+    block_size = param("block_size", "int", lambda v: None if v in (16, 32) else "blocks of 16 (NVFP4) or 32 (MXFP8)")
+    to_type = param("to_type", DataType, lambda v: None if v in DATA_TYPES else "the data is FP4 or FP8")
     scale_type = param("scale_type", DataType)
 
     @property
@@ -61,9 +61,10 @@ def _blocks(p, x, name) -> list[int]:
             fail(name, f"block_shape {tuple(shape)} has rank {len(shape)}; the input {x} has rank {len(x)}")
         return [x[i] if b == -1 else b for i, b in enumerate(shape)]
     axis = p["axis"]
-    if axis not in (len(x) - 1, len(x) - 2):
+    if not -len(x) <= axis < len(x) or axis % len(x) < len(x) - 2:
         fail(name, f"axis {axis} is refused: the blocked axis must be the last or second-to-last dimension of the "
                    f"rank-{len(x)} input")
+    axis %= len(x)
     blocks = [1] * len(x)
     blocks[axis] = p["block_size"]
     return blocks
