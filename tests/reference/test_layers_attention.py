@@ -260,3 +260,41 @@ def test_not_decomposable_where_a_fused_kernel_exists(refnet):
     f = {n: t.half() for n, t in feeds((1, 2, 64, 64), (1, 2, 64, 64)).items()}
     y = refnet.run(f, y=a.get_output(0))["y"]
     close(y, expected(f, attn_mask=causal_keep(64, 64, Kind.UPPER_LEFT)), atol=2e-3, rtol=2e-3)
+
+
+SETTER_CASES = [("norm_op", 1), ("decomposable", 1), ("decomposable", None), ("causal", 1), ("causal_kind", 2),
+                ("num_ranks", 0), ("num_ranks", 2.0), ("num_ranks", 3), ("query_form", 0), ("mask", None),
+                ("query_lengths", None), ("key_value_lengths", None)]
+
+
+def _set(module, network, attribute, value) -> str:
+    x = network.add_input("x", module.float16, (1, 2, 3, 8))
+    a = network.add_attention(x, x, x, module.AttentionNormalizationOp.SOFTMAX, False)
+    try:
+        setattr(a, attribute, value)
+    except TypeError:
+        return "TypeError"
+    except (RuntimeError, ValueError):  # TensorRT-RTX: RuntimeError; the reference: NetworkError (a ValueError)
+        return "refused"
+    got = getattr(a, attribute)
+    return repr(got if not hasattr(got, "name") or isinstance(got, bool) else got.name)
+
+
+@pytest.mark.parametrize("attribute,value", SETTER_CASES)
+def test_attribute_setters_take_what_tensorrt_rtx_takes(rtx, attribute, value):
+    from helpers.refnet import RtxNet
+
+    ours = _set(trt, RefNet().network, attribute, value)
+    theirs = _set(rtx, RtxNet(rtx).network, attribute, value)
+    assert ours == theirs
+
+
+def test_a_query_with_no_key_to_attend_is_nan(refnet):
+    """LOWER_RIGHT with more queries than keys: queries 0 and 1 precede every key (j <= i - 2 holds for none);
+    softmax over nothing is NaN in the reference (TensorRT documents no value for it)."""
+    a = attention(refnet, (1, 1, 5, 4), (1, 1, 3, 4), kind=Kind.LOWER_RIGHT)
+    f = feeds((1, 1, 5, 4), (1, 1, 3, 4))
+    y = refnet.run(f, y=a.get_output(0))["y"]
+    assert torch.isnan(y[0, 0, :2]).all()
+    q = {**f, "q": f["q"][:, :, 2:]}
+    close(y[:, :, 2:], expected(q, attn_mask=causal_keep(3, 3, Kind.UPPER_LEFT)), atol=1e-5, rtol=1e-5)

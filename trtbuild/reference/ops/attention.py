@@ -35,7 +35,7 @@ import torch
 from ..core import ITensor, NetworkError
 from ..enums import AttentionIOForm, AttentionNormalizationOp, CausalMaskKind, DataType, LayerType
 from .. import quantize
-from .base import ILayer
+from .base import ILayer, setter_value
 from .common import FLOATS, f32, fail
 from .registry import register
 
@@ -194,6 +194,10 @@ class IAttention:
         self._input_layer._params[key] = value
         self._network._touch()
 
+    def _arg(self, kind, value, attribute: str):
+        """`value` as TensorRT's bindings take it for an attribute of this kind (an enum only as itself, ...)."""
+        return setter_value(kind, value, lambda: f"IAttention.{attribute} = {value!r}")
+
     def _refuse(self, call: str, why: str) -> None:
         """TensorRT's way with these setters: an API usage error logged, and the call has no effect."""
         self._network._api_usage_error(f"IAttention::{call}: Error Code 3: API Usage Error ({why})")
@@ -223,7 +227,7 @@ class IAttention:
 
     @norm_op.setter
     def norm_op(self, value: AttentionNormalizationOp) -> None:
-        self._set("norm_op", int(AttentionNormalizationOp(value)))
+        self._set("norm_op", int(self._arg(AttentionNormalizationOp, value, "norm_op")))
 
     @property
     def decomposable(self) -> bool:
@@ -231,7 +235,7 @@ class IAttention:
 
     @decomposable.setter
     def decomposable(self, value: bool) -> None:
-        self._set("decomposable", bool(value))
+        self._set("decomposable", self._arg("bool", value, "decomposable"))
 
     @property
     def causal_kind(self) -> CausalMaskKind:
@@ -239,7 +243,7 @@ class IAttention:
 
     @causal_kind.setter
     def causal_kind(self, value: CausalMaskKind) -> None:
-        value = CausalMaskKind(value)
+        value = self._arg(CausalMaskKind, value, "causal_kind")
         if value != CausalMaskKind.NONE and self.mask is not None:
             return self._refuse("setCausalKind", "a causal kind cannot be used together with a mask")
         self._set("causal_kind", int(value))
@@ -250,6 +254,7 @@ class IAttention:
 
     @causal.setter
     def causal(self, value: bool) -> None:
+        value = self._arg("bool", value, "causal")
         if value and self.mask is not None:
             return self._refuse("setCausal", "causal inference cannot be used together with a mask")
         self._set("causal_kind", int(CausalMaskKind.UPPER_LEFT if value else CausalMaskKind.NONE))
@@ -259,7 +264,11 @@ class IAttention:
         return inputs[index] if index < len(inputs) else None
 
     def _set_input(self, index: int, tensor) -> None:
-        self._input_layer.set_input(index, tensor)
+        if tensor is not None:
+            self._input_layer.set_input(index, tensor)
+        elif index < len(self._input_layer._inputs):  # None clears an optional input (query/key-value lengths)
+            self._input_layer._inputs[index] = None
+            self._network._touch()
 
     @property
     def mask(self):
@@ -267,6 +276,9 @@ class IAttention:
 
     @mask.setter
     def mask(self, value: ITensor) -> None:
+        if value is None:
+            raise TypeError("IAttention.mask = None: incompatible function arguments: an ITensor is needed (TensorRT "
+                            "cannot unset a mask)")
         if self.causal:
             return self._refuse("setMask", "a mask cannot be used together with a causal kind other than NONE")
         self._set_input(MASK, self._tensor(value, "mask"))
@@ -287,7 +299,7 @@ class IAttention:
 
     @normalization_quantize_to_type.setter
     def normalization_quantize_to_type(self, value: DataType) -> None:
-        value = DataType(value)
+        value = self._arg(DataType, value, "normalization_quantize_to_type")
         if value not in QUANTIZE_TYPES:
             return self._refuse("setNormalizationQuantizeToType",
                                 f"the normalization quantization type must be FP8 or INT8, not {value.name}")
@@ -299,7 +311,7 @@ class IAttention:
 
     @query_form.setter
     def query_form(self, value: AttentionIOForm) -> None:
-        self._set("query_form", int(AttentionIOForm(value)))
+        self._set("query_form", int(self._arg(AttentionIOForm, value, "query_form")))
 
     @property
     def key_value_form(self) -> AttentionIOForm:
@@ -307,7 +319,7 @@ class IAttention:
 
     @key_value_form.setter
     def key_value_form(self, value: AttentionIOForm) -> None:
-        self._set("key_value_form", int(AttentionIOForm(value)))
+        self._set("key_value_form", int(self._arg(AttentionIOForm, value, "key_value_form")))
 
     @property
     def query_lengths(self):
@@ -331,8 +343,9 @@ class IAttention:
 
     @num_ranks.setter
     def num_ranks(self, value: int) -> None:
-        if int(value) < 1:
-            return self._refuse("setNbRanks", f"the number of ranks must be >= 1, not {value}")
+        value = self._arg("int", value, "num_ranks")
+        if value < 1:
+            raise NetworkError(f"attention '{self.name}': num_ranks = {value} is refused: it must be >= 1")
         self._set("num_ranks", int(value))
 
     @property
