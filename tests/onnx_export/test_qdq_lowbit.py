@@ -92,3 +92,21 @@ def test_fp4_is_refused_in_one_sentence():
         export_onnx(net)
     assert "FP4 quantization needs ONNX's FLOAT4E2M1 (opset 23)" in str(info.value)
     assert "\n" not in str(info.value)
+
+
+def test_layerwise_covers_an_int4_network():
+    """Every layer output but the INT4 weights and the INT4 activations (no torch or numpy type holds them) is
+    compared with onnxruntime."""
+    from trtbuild.onnx_export.layerwise import layerwise_against_onnxruntime
+
+    def define(n):
+        x = n.add_input("x", trt.float32, (2, 8))
+        q = n.add_quantize(x, _const(n, np.full((2, 2), 0.25, np.float32)), INT4)
+        q.name = "q"
+        return {"y": n.add_dequantize(q.get_output(0), _const(n, np.full((2, 2), 0.25, np.float32)),
+                                      trt.float32).get_output(0)}
+
+    rows = layerwise_against_onnxruntime(define, seed=4)
+    names = {r["tensor"] for r in rows}
+    assert "y" in names and "q_output" not in names and len(names) == 3, names  # y and the two scales
+    assert all(r["max_abs_err"] <= 1e-6 for r in rows), rows
