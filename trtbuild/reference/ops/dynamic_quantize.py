@@ -9,8 +9,8 @@ scales) the input's shape divided by the block, with the scale type. An FP8 scal
 quantization scale as input 1, an E8M0 one no input 1.
 
 It does not build: TensorRT documents no exact formula for the block scale (how the block's maximum becomes an
-FP8 or E8M0 value, and its rounding), and the reference has no storage for FP4 or E8M0 tensors. TensorRT-RTX 1.7
-builds the layer only for Blackwell targets (sm120), never for sm86.
+FP8 or E8M0 value, and its rounding), and the reference has no storage for E8M0 tensors (FP4 and FP8 it holds:
+lowbit.py). TensorRT-RTX 1.7 builds the layer only for Blackwell targets (sm120), never for sm86.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ DATA_TYPES = (DataType.FP4, DataType.FP8)
 #: why the reference refuses to build the layer (checked at build: quantize.validate)
 NOT_BUILT = ("a dynamic quantize layer is not built by the reference: TensorRT documents no exact formula for its "
              "block scales (the rounding of a block's maximum to FP8 or E8M0), and the reference has no storage for "
-             "FP4 or E8M0 tensors; build it with TensorRT-RTX for an sm120 target")
+             "E8M0 tensors; build it with TensorRT-RTX for an sm120 target")
 
 
 class IDynamicQuantizeLayer(ILayer):
