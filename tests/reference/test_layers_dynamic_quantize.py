@@ -1,6 +1,6 @@
 """trtbuild.reference: IDynamicQuantizeLayer (add_dynamic_quantize / _v2): TensorRT's attributes, shape and type
 rules, judged by TensorRT-RTX (the `refnet` twin compares every shape and type read). The reference does not
-build the layer (no documented block-scale formula, no FP4/E8M0 storage); TensorRT-RTX 1.7 refuses it for sm86
+build the layer (no documented block-scale formula, no E8M0 storage); TensorRT-RTX 1.7 refuses it for sm86
 too (FP4/FP8 are "HW-specific datatypes" there) and builds it for sm120 (test_rtx_builds_nvfp4_for_sm120)."""
 
 from __future__ import annotations
