@@ -474,7 +474,7 @@ def _wrap(twin: Twin, r, x, what: str):
     """Wrap a call's results: tensors and layers become twins, anything else is the reference's."""
     if isinstance(r, ref.ITensor):
         return TwinTensor(twin, r, x, what)
-    if isinstance(r, ref.ILayer):
+    if isinstance(r, _LAYER_LIKE):
         return TwinLayer(twin, r, x, what)
     if isinstance(r, _CONSTRUCTS):
         return TwinConstruct(twin, r, x, what)
@@ -485,6 +485,9 @@ def _wrap(twin: Twin, r, x, what: str):
 #: sides, as a network's; `conditional`/`loop` of a boundary layer is the construct (not compared: RTX's is
 #: another object)
 _CONSTRUCTS = tuple(getattr(ref, name) for name in ("IIfConditional", "ILoop") if hasattr(ref, name))
+#: what add_* calls return that twins as a layer: layers, and IAttention (not a layer in TensorRT: it configures
+#: its two boundary layers, and has inputs, outputs and attributes as a layer has)
+_LAYER_LIKE = (ref.ILayer, ref.IAttention)
 
 
 def _describe(name, args, kwargs) -> str:
@@ -550,7 +553,7 @@ class _TwinObject:
         x = twin.rtx_do(on_rtx, what) if self.rtx is not None else None
         if adds and x is None and self.rtx is not None and not twin.rtx_errors:
             twin.rtx_errors.append(f"{what}: TensorRT-RTX returned None")
-        if adds and isinstance(r, ref.ILayer):
+        if adds and isinstance(r, _LAYER_LIKE):
             twin.pairs.append((r, x, what))
         return _wrap(twin, r, x, what if not isinstance(r, ref.ITensor) else f"{self._what}.{what}")
 
@@ -592,9 +595,10 @@ class TwinConstruct(_TwinObject):
 class TwinRefNet(RefNet):
     """A RefNet whose network is twinned with a TensorRT-RTX network (see the module docstring)."""
 
-    def __init__(self, rtx_module):
+    def __init__(self, rtx_module, targets=("8.6",)):
+        """`targets`: TensorRT-RTX's target GPUs (FP8 and FP4 build only for sm89 / sm120 and newer)."""
         super().__init__()
-        self.rtxnet = RtxNet(rtx_module)
+        self.rtxnet = RtxNet(rtx_module, targets)
         self.rtxnet.logger.clear()  # shared by every RTX builder (trtbuild.engine.logging_bridge)
         self.twin = Twin(self, self.rtxnet)
         self.network = TwinNetwork(self.twin, self.network, self.rtxnet.network, "network")

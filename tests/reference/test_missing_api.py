@@ -37,6 +37,9 @@ def test_a_missing_method_is_one_sentence_naming_it(name, rtx):
         assert "use add_plugin_v3" in text and not hasattr(rtx.INetworkDefinition, name)
     elif name == "add_dist_collective":
         assert "multi-GPU collective" in text
+    elif name == "add_moe":  # the refusal names what TensorRT leaves undefined, and the backend that builds it
+        assert "does not define" in text and "`--backend tensorrt-rtx`" in text
+        assert hasattr(rtx.INetworkDefinition, name)
     else:  # the backend it names must really have the method
         assert "`--backend tensorrt-rtx`" in text and hasattr(rtx.INetworkDefinition, name)
 

@@ -31,8 +31,9 @@ import re
 import pytest
 
 from helpers import rtx_sweep as S
-from helpers import rtx_sweep_dds as D
+from helpers import rtx_sweep_attention as SAT
 from helpers import rtx_sweep_control as SC
+from helpers import rtx_sweep_dds as D
 from helpers import rtx_sweep_index as SI
 from helpers import rtx_sweep_sample as SA
 from helpers import rtx_sweep_shape as SS
@@ -62,6 +63,7 @@ FAMILIES = {
     "grid_sample": (SA.grid_sample_case, 120), "ragged_softmax": (SA.ragged_softmax_case, 80),
     "rotary_embedding": (SA.rotary_embedding_case, 120), "kv_cache_update": (SA.kv_cache_update_case, 120),
     "shape_tensor": (SST.shape_tensor_case, 120), "fill": (SST.fill_case, 120),
+    "attention": (SAT.attention_case, 60), "qdq_block": (SAT.block_qdq_case, 60),
 }
 FAMILIES.update({"conditional": (SC.conditional_case, 60), "loop": (SC.loop_case, 60)})
 SEED = 0

@@ -16,7 +16,7 @@ from trtbuild.reference.ops._control import network_steps, tensors_inside
 
 from .graph import GraphBuilder, OnnxExportError, onnx_type
 from .lower import StepContext
-from .lower_quant import FP8_OPSET, uses_fp8
+from .lower_quant import needs_opset
 
 #: Default opset: the lowest that has LayerNormalization, well inside the range TensorRT 10.x's
 #: ONNX parser reads (9..20 for 10.0, 9..24 for 10.15).
@@ -121,11 +121,12 @@ def export_onnx(network, path: str | os.PathLike | None = None, opset: int | Non
     out, as TensorRT prunes them. With `check` the model must pass onnx.checker (full_check) and
     strict shape inference, whose inferred shapes must agree with the network's. If `path` is
     given the model is written there atomically. Raises OnnxExportError naming the layer.
-    `opset` None: DEFAULT_OPSET, or FP8_OPSET (19) for a network that quantizes to FP8.
+    `opset` None: DEFAULT_OPSET, or what its Q/DQ layers need (lower_quant.needs_opset: 19 for FP8, 21 for INT4
+    and block scales).
     """
     _check_network(network)
     if opset is None:
-        opset = FP8_OPSET if uses_fp8(network) else DEFAULT_OPSET
+        opset = needs_opset(network) or DEFAULT_OPSET
     if not MIN_OPSET <= int(opset) <= MAX_OPSET:
         raise OnnxExportError(f"opset {opset} is not supported: choose {MIN_OPSET}..{MAX_OPSET} "
                               f"(default {DEFAULT_OPSET}; TensorRT 10.0's ONNX parser reads opsets up to 20)")

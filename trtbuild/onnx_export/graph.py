@@ -26,6 +26,7 @@ ONNX_TYPE = {
     DataType.FLOAT: TensorProto.FLOAT, DataType.HALF: TensorProto.FLOAT16, DataType.BF16: TensorProto.BFLOAT16,
     DataType.INT32: TensorProto.INT32, DataType.INT64: TensorProto.INT64, DataType.BOOL: TensorProto.BOOL,
     DataType.INT8: TensorProto.INT8, DataType.UINT8: TensorProto.UINT8, DataType.FP8: TensorProto.FLOAT8E4M3FN,
+    DataType.INT4: TensorProto.INT4,
 }
 LOW_FLOATS = (DataType.HALF, DataType.BF16)
 
@@ -49,7 +50,8 @@ def onnx_type(dtype, where: str) -> int:
         return ONNX_TYPE[DataType(dtype)]
     except KeyError:
         raise OnnxExportError(f"{where}: data type {DataType(dtype).name} has no ONNX equivalent that TensorRT's "
-                              "ONNX parser reads (FLOAT, HALF, BF16, INT32, INT64, BOOL, INT8, UINT8, FP8)") from None
+                              "ONNX parser reads (FLOAT, HALF, BF16, INT32, INT64, BOOL, INT8, UINT8, FP8, "
+                              "INT4)") from None
 
 
 class GraphBuilder:

@@ -84,6 +84,10 @@ def _network_from(source, weights, precision: str, small: bool, seed: int):
     return network, tuple(spec.value_range)
 
 
+_QUANTIZED = (trt.DataType.INT8, trt.DataType.INT4, trt.DataType.FP4, trt.DataType.FP8)
+_PACKED = (trt.DataType.INT4, trt.DataType.FP4)
+
+
 def layerwise_against_onnxruntime(spec_or_network, inputs: dict | None = None, *, weights=None,
                                   precision: str = "fp32", small: bool = True, seed: int = 0,
                                   opset: int | None = None) -> list[dict]:
@@ -106,9 +110,11 @@ def layerwise_against_onnxruntime(spec_or_network, inputs: dict | None = None, *
     names = [t.name for layer in network._layers for t in layer._outputs]
     added = []
     for layer in network._layers:
-        if layer._TYPE == LayerType.CONSTANT and layer._weights["weights"].dtype == trt.DataType.INT8:
+        if layer._TYPE == LayerType.CONSTANT and layer._weights["weights"].dtype in _QUANTIZED:
             continue  # a quantized constant may only feed dequantize layers, never be an output (TensorRT)
         for t in layer._outputs:
+            if t.dtype in _PACKED:  # 4-bit tensors have no torch or numpy type to compare them in
+                continue
             if t not in network._outputs and t.name not in taken and names.count(t.name) == 1:
                 network.mark_output(t)
                 added.append(t)

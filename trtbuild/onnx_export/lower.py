@@ -32,7 +32,7 @@ def lower_layer(g: GraphBuilder, layer, constant_is_output: bool = False) -> Non
     fn = op.lower if op is not None else None
     if fn is None:
         raise OnnxExportError(f"layer '{layer.name}': layer type {getattr(ltype, 'name', ltype)} has no ONNX lowering")
-    ins = [g.name_of(t) if t is not None else "" for t in layer._inputs]
+    ins = [g.name_of(t) if t is not None else None for t in layer._inputs]  # unset optional inputs: None
     outs = [g.name_of(t) for t in layer._outputs]
     g.begin_layer(layer, outs, writes_graph_output=constant_is_output)
     try:

@@ -23,9 +23,7 @@ from .enums import (ActivationType, BuilderFlag, DataType, ElementWiseOperation,
 from .enums import InterpolationMode, ResizeCoordinateTransformation, ResizeRoundMode, ResizeSelector
 from .enums import (AttentionNormalizationOp, BoundingBoxFormat, CumulativeOperation, FillOperation, GatherMode,
                     KVCacheMode, LoopOutput, MoEActType, ScatterMode, TopKOperation, TripLimit)
-# TensorRT 11 only (IKVCacheUpdateLayer.update_form), so importable as on TensorRT 11 but kept out of __all__, whose
-# names the conformance test requires in TensorRT 10.16 as well
-from .enums import AttentionIOForm  # noqa: F401
+from .enums import AttentionIOForm, CausalMaskKind  # TensorRT 11 only (IAttention's layouts and causal kinds)
 from .layers import PUBLIC as _LAYER_API
 from .layers import ILayer
 from .debug import IDebugListener
@@ -52,6 +50,7 @@ __all__ = [
     "float32", "float16", "bfloat16", "int8", "int32", "int64", "bool", "uint8",
     "AttentionNormalizationOp", "BoundingBoxFormat", "CumulativeOperation", "FillOperation", "GatherMode",
     "KVCacheMode", "LoopOutput", "MoEActType", "ScatterMode", "TopKOperation", "TripLimit",
+    "AttentionIOForm", "CausalMaskKind",
     "ILayer", *_LAYER_API,
     "INetworkDefinition",
     "IPluginCreatorV3One", "IPluginRegistry", "IPluginV3", "PluginField", "PluginFieldCollection",

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import ctypes
 import logging
+import math
 from enum import IntEnum
 from typing import TYPE_CHECKING, Iterable
 
 import numpy as np
 
+from . import lowbit as _lowbit
 from .argtypes import BAD, CONVERTERS, api_types
 from .enums import DataType, TensorLocation, TrtEnum
 
@@ -78,7 +80,7 @@ _NP_TO_DT = {
 }
 _DT_TO_NP = {v: k.type for k, v in _NP_TO_DT.items()}
 #: how Weights stores each type; numpy has no bfloat16, so BF16 keeps its raw 16-bit patterns
-_STORAGE = {**_DT_TO_NP, DataType.BF16: np.uint16}
+_STORAGE = {**_DT_TO_NP, DataType.BF16: np.uint16, **_lowbit.STORAGE}
 
 
 def nptype(trt_type: DataType):
@@ -115,8 +117,13 @@ class Weights:
                 n = int(count * self._dtype.itemsize)
                 if self._dtype not in _STORAGE:
                     raise NetworkError(f"Weights: type {self._dtype.name} is not supported by the reference backend")
+                if self._dtype in _lowbit.STORAGE:  # packed INT4/FP4 (ceil(count / 2) bytes) or FP8 bytes
+                    n = math.ceil(count * self._dtype.itemsize)
                 raw = (ctypes.c_uint8 * n).from_address(int(args[1])) if n else b""
-                self._array = np.frombuffer(bytes(raw), dtype=_STORAGE[self._dtype]).copy()
+                if self._dtype in _lowbit.STORAGE:
+                    self._array = _lowbit.from_bytes(self._dtype, bytes(raw), count)
+                else:
+                    self._array = np.frombuffer(bytes(raw), dtype=_STORAGE[self._dtype]).copy()
             elif len(args) <= 1:
                 self._array = np.zeros((0,), dtype=_STORAGE.get(self._dtype, np.float32))
             else:
@@ -149,9 +156,11 @@ class Weights:
         return int(self._array.nbytes)
 
     def numpy(self) -> np.ndarray:
-        """The values; BF16 weights (no numpy type) come back as the exact float32 values."""
+        """The values; BF16, FP8 and FP4 weights (no numpy type) come back as the exact float32 values, INT4 as int8."""
         if self._dtype == DataType.BF16:
             return (self._array.astype(np.uint32) << 16).view(np.float32)
+        if self._dtype in _lowbit.STORAGE:
+            return _lowbit.values(self._dtype, self._array)
         return self._array
 
     def __len__(self) -> int:

@@ -33,6 +33,7 @@ class DataType(TrtEnum):
     INT64 = 8
     INT4 = 9
     FP4 = 10
+    E8M0 = 11
 
     @property
     def itemsize(self) -> float:
@@ -42,7 +43,7 @@ class DataType(TrtEnum):
 _ITEMSIZE = {
     DataType.FLOAT: 4, DataType.HALF: 2, DataType.INT8: 1, DataType.INT32: 4, DataType.BOOL: 1,
     DataType.UINT8: 1, DataType.FP8: 1, DataType.BF16: 2, DataType.INT64: 8, DataType.INT4: 0.5,
-    DataType.FP4: 0.5,
+    DataType.FP4: 0.5, DataType.E8M0: 1,
 }
 
 

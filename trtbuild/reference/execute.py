@@ -13,6 +13,7 @@ import torch
 
 from . import arithmetic as _arith
 from .enums import DataType
+from .lowbit import HOLDER
 from .ops import op_for
 from .shape_values import bind_run
 
@@ -22,6 +23,8 @@ TORCH_DTYPE = {
     DataType.INT8: torch.int8, DataType.UINT8: torch.uint8, DataType.FP8: torch.float8_e4m3fn,
 }
 TRT_DTYPE = {v: k for k, v in TORCH_DTYPE.items()}
+#: the torch type each output type is computed into: TORCH_DTYPE, and the holders of INT4/FP4 (lowbit.py)
+_RUN_DTYPE = {**TORCH_DTYPE, **HOLDER}
 
 
 def run_layer(ltype, p, w, inputs, out_dtypes, plugin=None, arithmetic=_arith.DEFAULT):
@@ -37,4 +40,4 @@ def run_layer(ltype, p, w, inputs, out_dtypes, plugin=None, arithmetic=_arith.DE
         if y is not None:
             return [y.to(TORCH_DTYPE[out_dtypes[0]])]
     outs = op.run(p, w, inputs, plugin)
-    return [o.to(TORCH_DTYPE[dt]) for o, dt in zip(outs, out_dtypes)]
+    return [o.to(_RUN_DTYPE[dt]) for o, dt in zip(outs, out_dtypes)]

@@ -7,6 +7,7 @@ import warnings
 import numpy as np
 import torch
 
+from . import lowbit
 from .arithmetic import DEFAULT as DEFAULT_ARITHMETIC
 from .core import NetworkError, RunFailure
 from .enums import DataType, LayerType
@@ -53,6 +54,8 @@ def _weight_tensor(array: np.ndarray, dtype: DataType) -> torch.Tensor:
         t = t.clone()
     if dtype == DataType.BF16:  # raw 16-bit patterns
         return t.view(torch.int16).view(torch.bfloat16) if t.dtype != torch.int16 else t.view(torch.bfloat16)
+    if dtype in lowbit.STORAGE:  # INT4 values, FP4 codes, FP8 bytes: held as lowbit.holder says
+        return lowbit.holder(dtype, t)
     return t
 
 
@@ -105,8 +108,7 @@ class PlanGraph:
             what = f"layer '{entry['name']}' ({ltype.name})"
             try:
                 check_params(ltype, entry["params"], entry["name"])
-                outs, dts = self._infer_entry(ltype, entry, weights, plugin, shapes, dtypes, values,
-                                              _WeightMeta(weights, entry.get("empty_weight_types")))
+                outs, dts = self._infer_entry(ltype, entry, weights, plugin, shapes, dtypes, values, _meta(entry, weights))
                 outs, dts = [tuple(s) for s in outs], [DataType(d) for d in dts]
             except NetworkError as e:
                 reason = str(e).removeprefix(f"layer '{entry['name']}': ")
@@ -148,8 +150,7 @@ class PlanGraph:
         values.update((t["id"], tuple(input_values[t["name"]])) for t in self.header["inputs"]
                       if input_values and t["name"] in input_values)
         for ltype, entry, weights, plugin in self.layers:
-            meta = _WeightMeta(weights, entry.get("empty_weight_types"))
-            outs, dts = self._infer_entry(ltype, entry, weights, plugin, shapes, dtypes, values, meta)
+            outs, dts = self._infer_entry(ltype, entry, weights, plugin, shapes, dtypes, values, _meta(entry, weights))
             for o, s, d in zip(entry["outputs"], outs, dts):
                 shapes[o["id"]], dtypes[o["id"]] = tuple(s), d
         return shapes
@@ -190,22 +191,30 @@ class PlanGraph:
         return {t["name"]: values[t["id"]] for t in self.header["outputs"]}
 
 
+def _meta(entry: dict, weights) -> _WeightMeta:
+    """The weight metadata of a plan entry: declared types, and the types of empty weights."""
+    return _WeightMeta(weights, entry.get("weight_types", {}), entry.get("empty_weight_types"))
+
+
 def _keys(ids) -> list:
     """Plan tensor ids as shape_values keys (None for an unset optional input)."""
     return [None if i == -1 else i for i in ids]
 
 
 class _WeightMeta(dict):
-    """Exposes .size/.dtype of plan weights to infer_layer, as Weights objects do; `empty_types` gives the type of
-    weights with no values (stored without an array), FLOAT where not given."""
+    """Exposes .size/.dtype of plan weights to infer_layer, as Weights objects do: the type the plan gives a
+    weight, else the one its tensor has (INT4 and FP4 weights are held in int8 and float8 tensors); `empty_types`
+    gives the type of weights with no values (stored without an array), FLOAT where not given."""
 
     class _Meta:
-        def __init__(self, t, empty_type=DataType.FLOAT):
+        def __init__(self, t, declared=None):
             self.size = 0 if t is None else int(t.numel())
-            self.dtype = DataType(empty_type) if t is None else {v: k for k, v in TORCH_DTYPE.items()}[t.dtype]
+            self.dtype = (DataType(declared) if declared is not None else DataType.FLOAT if t is None
+                          else {v: k for k, v in TORCH_DTYPE.items()}[t.dtype])
 
-    def __init__(self, weights, empty_types=None):
-        super().__init__({k: self._Meta(v) for k, v in weights.items()})
+    def __init__(self, weights, types=None, empty_types=None):
+        types = types or {}
+        super().__init__({k: self._Meta(v, types.get(k)) for k, v in weights.items()})
         for key, dtype in (empty_types or {}).items():
             self[key] = self._Meta(None, dtype)
 

@@ -25,12 +25,16 @@ TENSORRT_ADD_METHODS = frozenset({
     "add_topk", "add_unary", "add_unsqueeze",
 })
 
-#: Methods no backend of trtbuild's builds, with the reason (TensorRT-RTX 1.7 lacks the legacy plugin calls).
+#: Methods the reference does not build, with the reason (TensorRT-RTX 1.7 lacks the legacy plugin calls).
 _NEVER = {
     "add_plugin": "TensorRT's legacy plugin API (IPluginV2), which trtbuild does not support: use add_plugin_v3 "
                   "with an IPluginV3",
     "add_plugin_v2": "TensorRT's legacy plugin API (IPluginV2), which trtbuild does not support: use add_plugin_v3 "
                      "with an IPluginV3",
+    "add_moe": "a mixture-of-experts layer whose result TensorRT does not define (IMoELayer's documentation names "
+               "its inputs and attributes but not the weight layouts, how the expert outputs combine with the "
+               "scores, or the SwiGLU formula its limit/alpha/beta parametrize), so the reference cannot compute it: "
+               "build it with `--backend tensorrt-rtx` or TensorRT itself",
     "add_dist_collective": "a multi-GPU collective, which the reference backend (one device, no communicator) "
                            "cannot run: build it with TensorRT on a multi-GPU machine",
 }

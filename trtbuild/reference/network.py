@@ -330,7 +330,7 @@ class INetworkDefinition(NetworkDebugMarks):
         shape = Dims(shape)
         if any(d < -1 or d == 0 for d in shape):
             raise NetworkError(f"add_input '{name}': shape {tuple(shape)} may hold positive sizes or -1 (dynamic) only")
-        if DataType(dtype) in (DataType.FP8, DataType.INT4, DataType.FP4):
+        if DataType(dtype) in (DataType.FP8, DataType.INT4, DataType.FP4, DataType.E8M0):
             raise NetworkError(f"add_input '{name}': type {DataType(dtype).name} {QUANTIZED_INPUT}")
         t = ITensor(self, "", DataType(dtype), shape)
         self._register_tensor(t)

@@ -13,6 +13,7 @@ import mmap
 
 import torch
 
+from . import lowbit
 from .core import Dims, ILogger, NetworkError, RunFailure
 from .debug import ContextDebugState, EngineDebugTensors
 from .enums import DataType, TensorIOMode, TensorLocation
@@ -28,16 +29,27 @@ def device() -> torch.device:
 
 
 def _wrap(address: int, shape, dtype: DataType, dev: torch.device) -> torch.Tensor:
+    """The buffer at `address` as a tensor of `shape`; an INT4/FP4 buffer (two values a byte, as TensorRT packs
+    them) as its flat bytes, which lowbit.pack fills."""
+    if dtype in lowbit.HOLDER:
+        nbytes = math.ceil(math.prod(shape) / 2)
+        if nbytes == 0:
+            return torch.empty((0,), dtype=torch.uint8, device=dev)
+        return _bytes_at(address, nbytes, dev)
     nbytes = math.prod(shape) * TORCH_DTYPE[dtype].itemsize
     if nbytes == 0:
         return torch.empty(tuple(shape), dtype=TORCH_DTYPE[dtype], device=dev)
+    return _bytes_at(address, nbytes, dev).view(TORCH_DTYPE[dtype]).reshape(tuple(shape))
+
+
+def _bytes_at(address: int, nbytes: int, dev: torch.device) -> torch.Tensor:
     if dev.type == "cpu":
         raw = torch.frombuffer((ctypes.c_uint8 * nbytes).from_address(address), dtype=torch.uint8)
     else:
         class _Buffer:
             __cuda_array_interface__ = {"shape": (nbytes,), "typestr": "|u1", "data": (address, False), "version": 3}
         raw = torch.as_tensor(_Buffer(), device=dev)
-    return raw.view(TORCH_DTYPE[dtype]).reshape(tuple(shape))
+    return raw
 
 
 class ICudaEngine(EngineDebugTensors):
@@ -271,6 +283,8 @@ class IExecutionContext(ContextDebugState):
         if allocator is not None:
             self._addresses[name] = allocate(allocator, name, shape, TORCH_DTYPE[dtype].itemsize,
                                              self._addresses.get(name, 0), stream_handle)
+        if dtype in lowbit.HOLDER:  # INT4/FP4 outputs are written packed, two values a byte
+            value = lowbit.pack(dtype, value)
         _wrap(self._addresses[name], shape, dtype, torch.device("cpu") if t.get("shape_tensor") else dev).copy_(value)
         if any(d < 0 for d in self._out_shapes[name]):
             self._ran_shapes[name] = shape

@@ -37,7 +37,7 @@ def infer(p, w, shapes, dtypes, name, plugin):
 def run(p, w, inputs, plugin):
     if w["weights"] is None:  # an empty constant (a plan stores no array for it); the caller gives it its type
         return [torch.zeros(tuple(p["shape"]))]
-    return [w["weights"].reshape(tuple(p["shape"]))]
+    return [w["weights"].reshape(tuple(p["shape"]))]  # INT4/FP4/FP8: their holders (lowbit.py), made at load
 
 
 register(IConstantLayer, infer, run)
