@@ -29,7 +29,7 @@ import numpy as np
 
 from trtbuild.backend import trt_of
 from trtbuild.layers.basic import conv, conv_bn, max_pool
-from trtbuild.layers.common import BuilderError, constant, named, out
+from trtbuild.layers.common import BuilderError, constant, keep_alive, named, out
 from trtbuild.layers.resize import interpolate
 from trtbuild.models import pytorch as tm
 from trtbuild.models.pytorch.yolov8 import BN_EPS, YOLOV8_STRIDES, make_anchors
@@ -70,35 +70,26 @@ def _reshape(network, x, dims, name: str, second=None):
 
 
 def _split_channels(network, x, sizes, name: str):
-    """``torch.split(x, sizes, 1)`` of an (N, C, H, W) tensor: slices ``name:0``, ``name:1``...; a dynamic
-    batch takes the slice sizes from the input's shape (static C, H, W)."""
+    """``torch.split(x, sizes, 1)`` of an (N, C, H, W) tensor: ``name:0``, ``name:1``... Static shapes slice;
+    with a dynamic batch each part gathers its channels (a slice's size would need the input's shape, and
+    the reference has no IShapeLayer)."""
     trt = trt_of(network)
     shape = tuple(int(d) for d in x.shape)
     if any(d < 0 for d in shape[1:]):
         raise BuilderError(f"layer '{name}': channels and spatial dims of '{x.name}' {shape} must be static")
-    size_tensor = None
-    if shape[0] < 0:
-        n = out(network.add_slice(out(network.add_shape(x), f"{name}/shape"), trt.Dims((0,)), trt.Dims((1,)),
-                                  trt.Dims((1,))), f"{name}/batch")
-        size_tensor = [n]
     outs, start = [], 0
     for i, c in enumerate(sizes):
-        layer = network.add_slice(x, trt.Dims((0, start, 0, 0)), trt.Dims((max(shape[0], 1), c) + shape[2:]),
-                                  trt.Dims((1, 1, 1, 1)))
-        if size_tensor is not None:
-            rest = np.array((c,) + shape[2:], dtype=np.int64)
-            tail = out(network.add_constant(trt.Dims((3,)), trt.Weights(_keep(network, rest))), f"{name}/size:{i}/chw")
-            size = _concat(network, [size_tensor[0], tail], 0, f"{name}/size:{i}")
-            layer.set_input(2, size)
+        if shape[0] >= 0:
+            layer = network.add_slice(x, trt.Dims((0, start, 0, 0)), trt.Dims((shape[0], c) + shape[2:]),
+                                      trt.Dims((1, 1, 1, 1)))
+        else:
+            index = np.arange(start, start + c, dtype=np.int32)
+            idx = out(network.add_constant(trt.Dims((c,)), trt.Weights(keep_alive(network, index))),
+                      f"{name}:{i}/index")
+            layer = network.add_gather(x, idx, 1)
         outs.append(out(layer, f"{name}:{i}"))
         start += c
     return outs
-
-
-def _keep(network, array):
-    from trtbuild.layers.common import keep_alive
-
-    return keep_alive(network, np.ascontiguousarray(array))
 
 
 # -- the model ------------------------------------------------------------------------------------------------
