@@ -17,8 +17,8 @@ so a constant 4x4 matrix, the anchor points and the strides (constants of the in
 any batch. NMS is not part of the network (the raw output is what Ultralytics exports);
 ``YOLOV8_OPTIONS`` is where an ``nms`` option goes once the reference has INMSLayer.
 
-Sizes: full = YOLOv8n (80 classes) at 640x640, 8400 anchors; small = the same weights at 128x128
-(336 anchors). Input H and W must be multiples of 32 and known at build time; the batch may be dynamic.
+Sizes: full = YOLOv8n (80 classes) at 640x640, 8400 anchors; small = the same weights at 64x64
+(84 anchors). Input H and W must be multiples of 32 and known at build time; the batch may be dynamic.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from .registry import ModelSpec, register
 
 __all__ = ["build_yolov8", "yolov8_layer_map", "YOLOV8_OPTIONS", "decode_matrix"]
 
-FULL_SIZE, SMALL_SIZE = 640, 128
+FULL_SIZE, SMALL_SIZE = 640, 64
 OUTPUT = "output0"
 #: build options (first = default). boxes: Ultralytics exports centre-size boxes (xywh); xyxy gives corners.
 YOLOV8_OPTIONS = {"boxes": ("xywh", "xyxy")}
@@ -269,5 +269,5 @@ register(ModelSpec(
     layer_map=yolov8_layer_map(),
     options=YOLOV8_OPTIONS,
     notes=f"full: 1x3x{FULL_SIZE}x{FULL_SIZE} (8400 anchors); small: the same weights at 1x3x{SMALL_SIZE}x{SMALL_SIZE} "
-          "(336 anchors); no NMS (raw output, as Ultralytics exports it)",
+          "(84 anchors); no NMS (raw output, as Ultralytics exports it)",
 ))
