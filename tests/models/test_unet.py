@@ -220,3 +220,33 @@ def test_full_size_matches_torch(name):
     wm = WeightMap.from_module(model)
     check_fp32(run_spec(spec, wm, x, "fp32")["logits"], ref, f"{name} fp32")
     check_fp16(run_spec(spec, wm, x, "fp16")["logits"], ref, f"{name} fp16")
+
+
+@pytest.mark.parametrize("name", VARIANTS)
+def test_layerwise_parity_with_the_automatic_map(name):
+    """Without a layer_map, layerwise parity maps tensors to modules by name (trtbuild.parity.automap);
+    only the bilinear upsamplings (F.interpolate, no module) stay unmapped."""
+    import dataclasses
+
+    from trtbuild.parity.check import check_model_parity
+
+    spec = dataclasses.replace(registry.get(name), layer_map={})
+    report = check_model_parity(spec, ref_trt, small=True, layerwise=True, module=_model(name))
+    assert report.passed, report.to_table()
+    assert report.meta["unmapped_layers"] == ([] if name == "unet_gn_deconv" else ["up1.up", "up2.up", "up3.up"])
+    compared = {row.name for row in report.layers}
+    assert set(registry.get(name).layer_map) <= compared  # every tensor the hand-written map compares
+
+
+@pytest.mark.parametrize("name", VARIANTS)
+def test_spec_fields(name):
+    spec = registry.get(name)
+    assert name in registry.names() and spec.output_names == ["logits"] and spec.value_range == (-1.0, 1.0)
+    assert spec.input_shape(True) == (1, 3, 64, 64) and spec.input_shape(False) == (1, 3, 256, 256)
+    a, b = registry.get_torch_model(name, seed=0), registry.get_torch_model(name, seed=1)
+    assert not a.training and not torch.equal(a.inc.double_conv[0].weight, b.inc.double_conv[0].weight)
+    norm = a.inc.double_conv[1]
+    if name == "unet":
+        assert isinstance(norm, torch.nn.BatchNorm2d) and not torch.all(norm.running_var == 1)
+    else:
+        assert isinstance(norm, torch.nn.GroupNorm) and norm.num_groups == 8 and hasattr(a.up1, "up")

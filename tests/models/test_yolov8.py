@@ -191,3 +191,37 @@ def test_full_size_matches_torch():
     wm = WeightMap.from_module(model)
     check_fp32(run_spec(spec, wm, x, "fp32")["output0"], ref, "yolov8n 640 fp32")
     check_fp16(run_spec(spec, wm, x, "fp16")["output0"], ref, "yolov8n 640 fp16")
+
+
+def test_layerwise_parity_with_the_automatic_map(small):
+    """Without a layer_map, layerwise parity maps tensors to modules by name (trtbuild.parity.automap): every
+    Conv, C2f, Bottleneck, SPPF, upsample, concat, head conv and the DFL and Detect modules; left unmapped are
+    only the parts no module returns (the splits and concats inside C2f and SPPF, the pool SPPF runs three times)."""
+    import dataclasses
+
+    from trtbuild.parity.check import check_model_parity
+
+    spec, model, _, _ = small
+    report = check_model_parity(dataclasses.replace(spec, layer_map={}), ref_trt, small=True, layerwise=True,
+                                module=model)
+    assert report.passed, report.to_table()
+    assert report.meta["layer_map"] == "automatic (from the layer names)"
+    c2f = [p for p in ("model.2", "model.4", "model.6", "model.8", "model.12", "model.15", "model.18", "model.21")]
+    assert sorted(report.meta["unmapped_layers"]) == sorted(
+        [f"{p}/{part}" for p in c2f for part in ("split:0", "split:1", "cat")]
+        + ["model.9.m/0", "model.9.m/1", "model.9.m/2", "model.9/cat"])
+    compared = {row.name for row in report.layers}
+    assert set(spec.layer_map) <= compared  # every tensor the hand-written map compares, and more
+    assert {row.name: row.module for row in report.layers}["output0"] == "model.22"
+
+
+def test_spec_fields():
+    spec = registry.get("yolov8n")
+    assert spec.name in registry.names() and spec.output_names == ["output0"] and spec.input_name == "input"
+    assert spec.value_range == (0.0, 1.0) and spec.uses_plugins is False  # images scaled to [0, 1], as Ultralytics
+    assert spec.options == {"boxes": ("xywh", "xyxy")} and "nms" not in spec.options
+    assert set(spec.output_names) <= set(spec.layer_map)
+    a, b = registry.get_torch_model("yolov8n", seed=0), registry.get_torch_model("yolov8n", seed=1)
+    assert not a.training and not torch.equal(a.model[0].conv.weight, b.model[0].conv.weight)
+    bn = a.model[0].bn
+    assert bn.eps == 1e-3 and not torch.all(bn.running_var == 1)  # Ultralytics' eps, statistics randomized

@@ -9,7 +9,8 @@ Conv module's output); C2f ``model.I.cv1``, ``model.I/split:0|1``, ``model.I.m.J
 ``model.I.m.J`` (shortcut add), ``model.I/cat``, ``model.I.cv2``; SPPF ``model.9.m/K``;
 ``model.10`` and ``model.13`` (nearest x2), ``model.11``... (concats); the head
 ``model.22.cv2|cv3.L.{0,1,2}``, ``model.22/box|cls``, ``model.22.dfl`` (box distances, N x 4 x A),
-``model.22/decode`` and ``model.22/sigmoid``; the output ``output0`` (Ultralytics' export name).
+``model.22/decode`` and ``model.22/sigmoid``; the last concat ``model.22``, its output ``output0``
+(Ultralytics' export name).
 
 The decode is one matrix multiply: the distances (l, t, r, b) to corners are ``anchor -/+ (l, t) / (r, b)``
 and to centre-size boxes ``anchor + (r - l, b - t) / 2, (l + r, t + b)``, both linear in the distances,
@@ -181,7 +182,9 @@ def _detect(network, feats, wm, p: str, boxes: str):
     decoded = out(network.add_elementwise(shifted, constant(network, strides.T[None], dist, f"{p}/decode/strides"),
                                           ew.PROD), f"{p}/decode")
     scores = out(network.add_activation(cls, trt.ActivationType.SIGMOID), f"{p}/sigmoid")
-    return _concat(network, [decoded, scores], 1, OUTPUT)
+    y = _concat(network, [decoded, scores], 1, p)  # the layer is the Detect module's; its output is output0
+    y.name = OUTPUT
+    return y
 
 
 #: layer index -> (kind, inputs): the yolov8.yaml table (-1 = the previous layer)
