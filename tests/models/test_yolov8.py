@@ -225,3 +225,26 @@ def test_spec_fields():
     assert not a.training and not torch.equal(a.model[0].conv.weight, b.model[0].conv.weight)
     bn = a.model[0].bn
     assert bn.eps == 1e-3 and not torch.all(bn.running_var == 1)  # Ultralytics' eps, statistics randomized
+
+
+def test_other_scales_and_class_counts_build_from_their_weights():
+    """The builder reads widths, C2f repeats and classes from the weights: a scale with width 0.125, depth 0.67
+    (repeats 2/4/4/2 and 2 in the neck) and 3 classes, against its PyTorch model."""
+    from trtbuild.engine.quick import run_network
+    from trtbuild.models.pytorch import randomize_bn_, seeded
+    from trtbuild.models.pytorch.yolov8 import YOLOv8
+
+    with seeded(0):
+        model = randomize_bn_(YOLOv8(nc=3, width=0.125, depth=0.67), 2).eval()
+    assert len(model.model[4].m) == 4 and model.model[22].cv3[0][2].out_channels == 3
+    x = torch.rand(1, 3, 64, 96, generator=torch.Generator().manual_seed(4))
+    with torch.no_grad():
+        ref = model(x)
+
+    def define(network):
+        x_in = network.add_input("input", ref_trt.float32, (1, 3, 64, 96))
+        return registry.get("yolov8n").build_network(network, WeightMap.from_module(model), x_in)
+
+    got = run_network(define, {"input": x})["output0"]
+    assert tuple(got.shape) == (1, 7, 8 * 12 + 4 * 6 + 2 * 3)
+    check_fp32(got, ref, "yolov8 width 0.125 depth 0.67, 3 classes")
