@@ -150,7 +150,7 @@ class Detect(nn.Module):
         if boxes not in BOX_FORMATS:
             raise ValueError(f"Detect: boxes={boxes!r} is not one of {BOX_FORMATS}")
         self.nc, self.nl, self.reg_max, self.boxes = nc, len(ch), reg_max, boxes
-        self.strides = tuple(strides)
+        self.level_strides = tuple(strides)
         c2, c3 = max(16, ch[0] // 4, reg_max * 4), max(ch[0], min(nc, 100))
         self.cv2 = nn.ModuleList(nn.Sequential(Conv(x, c2, 3), Conv(c2, c2, 3), nn.Conv2d(c2, 4 * reg_max, 1))
                                  for x in ch)
@@ -161,7 +161,7 @@ class Detect(nn.Module):
         n = xs[0].shape[0]
         box = torch.cat([self.cv2[i](x).view(n, 4 * self.reg_max, -1) for i, x in enumerate(xs)], 2)
         cls = torch.cat([self.cv3[i](x).view(n, self.nc, -1) for i, x in enumerate(xs)], 2)
-        anchors, strides = make_anchors([tuple(x.shape[2:]) for x in xs], self.strides)
+        anchors, strides = make_anchors([tuple(x.shape[2:]) for x in xs], self.level_strides)
         anchors, strides = anchors.to(box.dtype).t(), strides.to(box.dtype).t()
         dbox = dist2bbox(self.dfl(box), anchors.unsqueeze(0), xywh=self.boxes == "xywh", dim=1) * strides
         return torch.cat((dbox, cls.sigmoid()), 1)
