@@ -250,3 +250,18 @@ def test_spec_fields(name):
         assert isinstance(norm, torch.nn.BatchNorm2d) and not torch.all(norm.running_var == 1)
     else:
         assert isinstance(norm, torch.nn.GroupNorm) and norm.num_groups == 8 and hasattr(a.up1, "up")
+
+
+@pytest.mark.parametrize("name", VARIANTS)
+def test_bf16_builds_and_tensorrt_rtx_agrees(rtx, name):
+    """bf16 end to end (tests/models/test_bf16.py's tolerance); TensorRT-RTX has no BF16 deconvolution, so the
+    transposed convolutions run in FLOAT between casts, and TensorRT-RTX builds the network."""
+    spec, model, x = registry.get(name), _model(name), _x(1, 3, 64, 64)
+    plan = build_plan(ref_trt, spec, weights=WeightMap.from_module(model), precision="bf16", small=True,
+                      progress=False, cross_check=True)
+    assert plan.info["cross_check"]["rtx_engine_bytes"] > 0
+    y = Engine(plan, ref_trt).run({"input": x})["logits"].float()
+    with torch.no_grad():
+        ref = model(x)
+    rel = float((y - ref).abs().max() / ref.abs().max())
+    assert rel < 3e-2 and F.cosine_similarity(y.flatten(), ref.flatten(), dim=0) > 0.999, rel

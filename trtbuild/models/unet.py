@@ -77,15 +77,22 @@ def _double_conv(network, x, wm, p: str, groups: int):
 
 
 def _transposed(network, x, wm, p: str):
-    """ConvTranspose2d(k=2, s=2) ``p``: PyTorch's weight [in, out, 2, 2] is TensorRT's deconvolution layout."""
+    """ConvTranspose2d(k=2, s=2) ``p``: PyTorch's weight [in, out, 2, 2] is TensorRT's deconvolution layout.
+    A BF16 network runs it in FLOAT between casts (``p/to_f32``, ``p/deconv``, ``p``): TensorRT-RTX has no BF16
+    deconvolution kernel."""
     trt = trt_of(network)
+    bf16 = x.dtype == trt.DataType.BF16
+    if bf16:
+        x = out(network.add_cast(x, trt.DataType.FLOAT), f"{p}/to_f32")
     b = wm.get(f"{p}.bias").reshape(-1)
     w = wm.get(f"{p}.weight", (int(x.shape[1]), b.size, 2, 2))
     layer = network.add_deconvolution_nd(x, b.size, trt.Dims((2, 2)), trt_weights(network, x, w),
                                          trt_weights(network, x, b))
     if layer is not None:
         layer.stride_nd = trt.Dims((2, 2))
-    return out(layer, p)
+    if not bf16:
+        return out(layer, p)
+    return out(network.add_cast(out(layer, f"{p}/deconv"), trt.DataType.BF16), p)
 
 
 def build_unet(network, wm, x, groups: int = 8, align_corners: str = "false") -> dict:
