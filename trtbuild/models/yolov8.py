@@ -193,6 +193,14 @@ _LAYERS = (("conv", 3, 2), ("conv", 3, 2), ("c2f", True), ("conv", 3, 2), ("c2f"
            ("cat", 4), ("c2f", False), ("conv", 3, 2), ("cat", 12), ("c2f", False), ("conv", 3, 2), ("cat", 9),
            ("c2f", False))
 _HEAD_FROM = (15, 18, 21)
+#: kind -> builder(network, previous output, wm, module name, earlier outputs, *args)
+_KINDS = {
+    "conv": lambda network, y, wm, p, outs, kernel, stride: _conv(network, y, wm, p, kernel, stride),
+    "c2f": lambda network, y, wm, p, outs, shortcut: _c2f(network, y, wm, p, shortcut),
+    "sppf": lambda network, y, wm, p, outs: _sppf(network, y, wm, p),
+    "up": lambda network, y, wm, p, outs: interpolate(network, y, p, scale_factor=2, mode="nearest"),
+    "cat": lambda network, y, wm, p, outs, other: _concat(network, [y, outs[other]], 1, p),
+}
 
 
 def build_yolov8(network, wm, x, boxes: str = "xywh") -> dict:
@@ -208,17 +216,7 @@ def build_yolov8(network, wm, x, boxes: str = "xywh") -> dict:
     outs = []
     y = x
     for i, (kind, *args) in enumerate(_LAYERS):
-        p = f"model.{i}"
-        if kind == "conv":
-            y = _conv(network, y, wm, p, *args)
-        elif kind == "c2f":
-            y = _c2f(network, y, wm, p, *args)
-        elif kind == "sppf":
-            y = _sppf(network, y, wm, p)
-        elif kind == "up":
-            y = interpolate(network, y, p, scale_factor=2, mode="nearest")
-        else:
-            y = _concat(network, [y, outs[args[0]]], 1, p)
+        y = _KINDS[kind](network, y, wm, f"model.{i}", outs, *args)
         outs.append(y)
     return {OUTPUT: _detect(network, [outs[i] for i in _HEAD_FROM], wm, "model.22", boxes)}
 
