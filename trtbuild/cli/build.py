@@ -41,6 +41,24 @@ def parse_batch(text: str | None):
     return check_batch(parts)
 
 
+def parse_profile(text: str | None):
+    """"MINxSHAPE,OPT,MAX" shapes such as "1x3x64x64,1x3x128x128,1x3x256x256" -> three shape tuples
+    (batch first); None -> None. Dims that differ between min and max become dynamic (-1)."""
+    if text is None:
+        return None
+    parts = text.split(",")
+    try:
+        shapes = [tuple(int(d) for d in part.strip().lower().split("x")) for part in parts]
+    except ValueError:
+        raise ValueError(f"--profile {text!r}: expected MIN,OPT,MAX shapes with dims separated by 'x' "
+                         "(e.g. 1x3x64x64,1x3x128x128,1x3x256x256)") from None
+    if len(shapes) != 3:
+        raise ValueError(f"--profile {text!r}: expected 3 comma-separated shapes (MIN,OPT,MAX), got {len(shapes)}")
+    from trtbuild.engine.build import check_profile
+
+    return check_profile(shapes)
+
+
 def human_bytes(n: int) -> str:
     for unit in ("B", "KiB", "MiB", "GiB"):
         if n < 1024 or unit == "GiB":
@@ -137,6 +155,10 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     add_output_files(p, out=ENGINE_OUT_HELP)
     p.add_argument("--batch", default=None, metavar="MIN,OPT,MAX",
                    help="dynamic batch optimization profile (input declared with batch -1); default static batch 1")
+    p.add_argument("--profile", default=None, metavar="MIN,OPT,MAX",
+                   help="optimization profile of the input as three shapes, batch first, e.g. "
+                        "1x3x64x64,1x3x128x128,1x3x256x256: dims that differ are dynamic (H and W of a fully "
+                        "convolutional model such as unet); instead of --batch")
     p.add_argument("--workspace", type=int, default=None, metavar="MiB", help="workspace memory-pool limit in MiB")
     p.add_argument("--timing-cache", default=None, metavar="PATH",
                    help="timing cache file, loaded if present and updated after the build")
@@ -159,6 +181,9 @@ def run(args) -> int:
     trt, spec = backend_and_model(args)
     precision = args.precision or "fp32"
     batch = parse_batch(args.batch)
+    profile = parse_profile(args.profile)
+    if profile is not None and batch is not None:
+        raise ValueError("--profile and --batch exclude each other: give the batch range in the --profile shapes")
     targets = check_target_option(trt, args.target, args.cross_check)  # before anything is written
     out = args.out or default_engine_path(spec.name, precision, args.small, backend=backend_kind(trt))
     check_paths(args, [*engine_outputs("--out", out), ("--timing-cache", args.timing_cache, TIMING_CACHE)],
@@ -175,7 +200,7 @@ def run(args) -> int:
         spec, weights, out, trt, precision, small=args.small, batch=batch,
         workspace=args.workspace * MIB if args.workspace is not None else None, timing_cache=args.timing_cache,
         progress=False if args.no_progress else None, fp32_io=not args.native_io, tf32=args.tf32,
-        targets=targets, cross_check=args.cross_check, quant=quant)
+        targets=targets, cross_check=args.cross_check, quant=quant, profile=profile)
     elapsed = time.perf_counter() - start
     print(f"built {spec.name}{' (small)' if args.small else ''} [{precision}] in {elapsed:.1f} s: "
           f"{path} ({human_bytes(sidecar['engine_bytes'])}) + sidecar {path}.json")

@@ -107,6 +107,32 @@ def check_batch(batch) -> tuple[int, int, int] | None:
     return mn, opt, mx
 
 
+def check_profile(profile, input_shape=None, batch=None) -> tuple[tuple, tuple, tuple] | None:
+    """Validate an input profile ``(min shape, opt shape, max shape)`` (each batch first, e.g. (1, 3, 64, 64)),
+    None for a static input: one rank, every dim >= 1 and min <= opt <= max; it excludes `batch` (say the
+    batch range in the shapes) and, given `input_shape`, must have its rank. Raises ValueError in one sentence."""
+    if profile is None:
+        return None
+    try:
+        mn, opt, mx = (tuple(int(d) for d in shape) for shape in profile)
+    except (TypeError, ValueError):
+        raise ValueError(f"profile must be (min, opt, max) shapes of integers, got {profile!r}") from None
+    if batch is not None:
+        raise ValueError("pass either batch or profile, not both (a profile's shapes give the batch range too)")
+    rank = len(input_shape) if input_shape is not None else len(mn)
+    if not len(mn) == len(opt) == len(mx) == rank:
+        raise ValueError(f"profile shapes {mn}, {opt}, {mx} must all have the input's rank {rank}")
+    if not all(1 <= a <= b <= c for a, b, c in zip(mn, opt, mx)):
+        raise ValueError(f"profile needs 1 <= min <= opt <= max in every dim, got min {mn}, opt {opt}, max {mx}")
+    return mn, opt, mx
+
+
+def profile_input_shape(profile) -> tuple:
+    """The input shape a profile declares: -1 where min and max differ, the common size elsewhere."""
+    mn, _, mx = profile
+    return tuple(a if a == c else -1 for a, c in zip(mn, mx))
+
+
 def dtype_name(dt) -> str:
     """TensorRT DataType name (FLOAT, HALF, BF16, ...) of a real or reference DataType."""
     return getattr(dt, "name", str(dt).split(".")[-1])
@@ -139,12 +165,14 @@ def _takes_input(define: Callable) -> bool:
     return len(params) >= 2
 
 
-def _add_model(trt, network, define, input_name, input_shape, precision, fp32_io, batch):
+def _add_model(trt, network, define, input_name, input_shape, precision, fp32_io, batch, profile=None):
     """Add the input, the casts and the model; return ({output name: tensor}, input tensor)."""
     compute = getattr(trt.DataType, PRECISIONS[precision])
     shape = tuple(int(d) for d in input_shape)
     if batch is not None:
         shape = (-1,) + shape[1:]
+    if profile is not None:
+        shape = profile_input_shape(profile)
     x = network.add_input(input_name, trt.DataType.FLOAT if fp32_io else compute, shape)
     if x is None:
         raise BuildError(f"TensorRT rejected input '{input_name}' with shape {shape}")
@@ -227,6 +255,11 @@ def _add_profile(builder, config, shapes: Mapping[str, tuple]) -> dict:
         info[name] = {"min": list(mn), "opt": list(opt), "max": list(mx)}
     config.add_optimization_profile(profile)
     return info
+
+
+def _input_of(define, input_name) -> str:
+    """The name build_plan gives the model input (a ModelSpec's, else `input_name` or "input")."""
+    return define.input_name if hasattr(define, "build_network") else input_name or "input"
 
 
 def _as_plan(serialized, info: dict):
@@ -342,7 +375,7 @@ def _named_tensors(network, by_name: dict, names, what: str) -> dict:
 
 def definition_step(define, *, weights=None, input_name=None, input_shape=None, precision="fp32",
                     fp32_io=True, batch=None, extra_outputs=(), small=False, network_name=None, debug_tensors=(),
-                    debug_unfused=False, quant=None):
+                    debug_unfused=False, quant=None, profile=None):
     """`f(trt) -> DefinedNetwork`: build_plan's definition step (input, casts, the model, named and
     marked outputs) for any backend module, so the same definition can be replayed on another
     backend (the cross-check). Arguments as in build_plan."""
@@ -368,6 +401,10 @@ def definition_step(define, *, weights=None, input_name=None, input_shape=None, 
             return outputs
     elif input_shape is None and _takes_input(define):
         raise ValueError("build_plan: a definition f(network, x) needs input_shape (NCHW with batch 1)")
+    profile = check_profile(profile, input_shape, batch)
+    if profile is not None and input_shape is None:
+        raise ValueError("build_plan: profile applies to a ModelSpec or a definition f(network, x) with input_shape; "
+                         "a definition f(network) adds its own inputs (use serialize_network's profile_shapes)")
 
     weights_map = wm if spec is not None else None
 
@@ -380,7 +417,8 @@ def definition_step(define, *, weights=None, input_name=None, input_shape=None, 
         logger.clear()
         network.name = network_name or model_name or "trtbuild"
         if input_shape is not None:
-            outputs, _ = _add_model(trt, network, define, input_name or "input", input_shape, precision, fp32_io, batch)
+            outputs, _ = _add_model(trt, network, define, input_name or "input", input_shape, precision, fp32_io, batch,
+                                    profile)
         else:
             outputs = define(network) or {}
         by_name = tensors_by_name(network)
@@ -402,7 +440,7 @@ def build_plan(trt: ModuleType, define, *, weights=None, input_name: str | None 
                timing_cache: str | os.PathLike | None = None, progress: bool | None = True,
                extra_outputs: Iterable[str] = (), tf32: bool = False, small: bool = False,
                network_name: str | None = None, targets=None, cross_check: bool = False,
-               debug_tensors: Iterable[str] = (), debug_unfused: bool = False, quant=None) -> bytes:
+               debug_tensors: Iterable[str] = (), debug_unfused: bool = False, quant=None, profile=None) -> bytes:
     """Build and serialize a strongly typed network; return the plan bytes (a `Plan` with `.info`).
 
     define: one of
@@ -418,6 +456,9 @@ def build_plan(trt: ModuleType, define, *, weights=None, input_name: str | None 
         `plan.info["quantization"]`. A plain definition built as int8/fp8 places its own Q/DQ
         (trtbuild.layers.quantize or planned) in a FLOAT network and takes no `quant`.
     batch: (min, opt, max) for a dynamic batch dimension (input declared with -1), or None.
+    profile: ``(min shape, opt shape, max shape)`` of the model input, batch first, for any dynamic dims
+        (e.g. H and W of a fully convolutional model): dims whose min and max differ are declared -1,
+        the others static; instead of `batch`. The model's builder must accept those dynamic dims.
     workspace: memory-pool limit for MemoryPoolType.WORKSPACE in bytes.
     timing_cache: file loaded if present and rewritten atomically after a successful build; an
         existing file that is not a timing cache raises TimingCacheError (it is never overwritten).
@@ -445,11 +486,13 @@ def build_plan(trt: ModuleType, define, *, weights=None, input_name: str | None 
     on = definition_step(define, weights=weights, input_name=input_name, input_shape=input_shape,
                          precision=precision, fp32_io=fp32_io, batch=batch, extra_outputs=extra_outputs,
                          small=small, network_name=network_name, debug_tensors=debug_tensors,
-                         debug_unfused=debug_unfused, quant=quant)
+                         debug_unfused=debug_unfused, quant=quant, profile=profile)
+    profile = check_profile(profile, None, batch)
     if capabilities(trt).needs_targets or cross_check:  # fp8: sm89 and newer (TensorRT-RTX cannot compile FP8 for sm86)
         targets = targets_for_precision(precision, targets)
-    serialize = dict(batch=check_batch(batch), workspace=workspace, timing_cache=timing_cache, progress=progress,
-                     tf32=tf32, targets=targets)
+    shapes = None if profile is None else {_input_of(define, input_name): profile}
+    serialize = dict(batch=check_batch(batch), profile_shapes=shapes, workspace=workspace, timing_cache=timing_cache,
+                     progress=progress, tf32=tf32, targets=targets)
     if cross_check:
         from .cross_check import cross_check_build
 

@@ -180,15 +180,16 @@ def quant_plan(model, precision: str, calibration=None, keep=(), small: bool = F
 def build_model(model, weights, trt: ModuleType, precision: str = "fp32", *, small: bool = False,
                 batch=None, workspace: int | None = None, timing_cache=None, progress: bool | None = True,
                 fp32_io: bool = True, extra_outputs=(), tf32: bool = False, targets=None,
-                cross_check: bool = False, debug_tensors=(), debug_unfused: bool = False, quant=None) -> Plan:
+                cross_check: bool = False, debug_tensors=(), debug_unfused: bool = False, quant=None,
+                profile=None) -> Plan:
     """Build the registry model `model` (name or ModelSpec) with weights (path or WeightMap).
-    targets (TensorRT-RTX only) and cross_check: as in build_plan. quant: a QuantPlan (see
-    :func:`quant_plan`), required for precision int8/fp8."""
+    targets (TensorRT-RTX only), cross_check and profile (min, opt, max input shapes): as in
+    build_plan. quant: a QuantPlan (see :func:`quant_plan`), required for precision int8/fp8."""
     spec = get_spec(model) if isinstance(model, str) else model
     plan = build_plan(trt, spec, weights=load_model_weights(weights), precision=precision, small=small, batch=batch,
                       workspace=workspace, timing_cache=timing_cache, progress=progress, fp32_io=fp32_io,
                       extra_outputs=extra_outputs, tf32=tf32, targets=targets, cross_check=cross_check,
-                      debug_tensors=debug_tensors, debug_unfused=debug_unfused, quant=quant)
+                      debug_tensors=debug_tensors, debug_unfused=debug_unfused, quant=quant, profile=profile)
     return plan
 
 

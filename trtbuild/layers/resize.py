@@ -11,7 +11,8 @@ PyTorch's modes map onto TensorRT's resize attributes:
 Output sizes: ``size``, or ``floor(in * scale_factor)``. TensorRT maps coordinates with the lengths' ratio
 ``in / out``; PyTorch with a scale_factor uses ``1 / scale_factor``. The two agree when ``in * scale_factor`` is
 an integer (or align_corners=True); other scale factors are refused, naming the layer (pass ``size``).
-Spatial dims must be known at build time; N and C may be dynamic. The layer and its output are named ``name``.
+Spatial dims must be known at build time, except with whole-number scale factors (any size scales exactly,
+so a dynamic H, W profile works); N and C may be dynamic. The layer and its output are named ``name``.
 """
 
 from __future__ import annotations
@@ -53,22 +54,29 @@ def interpolate(network, x, name: str, size=None, scale_factor=None, mode: str =
     if mode.startswith("nearest") and align_corners is not None:
         raise BuilderError(f"layer '{name}': align_corners applies to the linear and cubic modes only, not {mode!r}")
     align = bool(align_corners)
-    if any(d < 0 for d in shape[2:]):
-        raise BuilderError(f"layer '{name}': the spatial dims of '{x.name}' {shape} must be known at build time")
-    if size is not None:
+    scales = None if scale_factor is None else [float(s) for s in _per_dim(scale_factor, spatial, "scale_factor",
+                                                                           name)]
+    dynamic = any(d < 0 for d in shape[2:])
+    if dynamic and (scales is None or not all(s.is_integer() and s >= 1 for s in scales)):
+        raise BuilderError(f"layer '{name}': the spatial dims of '{x.name}' {shape} must be known at build time, "
+                           "unless every scale_factor is a whole number >= 1 (then any size scales exactly)")
+    if dynamic:  # in * s is a whole number for every in, so TensorRT's ratio in / out is 1 / s, as in PyTorch
+        out = [math.floor(d * s) if d >= 0 else -1 for d, s in zip(shape[2:], scales)]
+    elif size is not None:
         out = [int(s) for s in _per_dim(size, spatial, "size", name)]
     else:
-        scales = [float(s) for s in _per_dim(scale_factor, spatial, "scale_factor", name)]
         out = [math.floor(d * s) for d, s in zip(shape[2:], scales)]
         for d, s, o in zip(shape[2:], scales, out):
             if not align and d * s != o:
                 raise BuilderError(f"layer '{name}': scale_factor {s} of a size-{d} dim gives {d * s}, not an "
                                    "integer; TensorRT maps coordinates by the sizes' ratio and PyTorch by "
                                    "1 / scale_factor, which then differ: pass size instead")
-    if any(o <= 0 for o in out):
+    if not dynamic and any(o <= 0 for o in out):
         raise BuilderError(f"layer '{name}': output size {tuple(out)} must be positive")
     layer = network.add_resize(x)
-    if any(d < 0 for d in shape[:2]):
+    if dynamic:
+        layer.scales = [1.0, 1.0] + scales
+    elif any(d < 0 for d in shape[:2]):
         layer.scales = [1.0, 1.0] + [o / d for o, d in zip(out, shape[2:])]
     else:
         layer.shape = trt.Dims(shape[:2] + tuple(out))

@@ -15,6 +15,9 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+import onnx
+
 from trtbuild.reference.enums import (InterpolationMode, LayerType, ResizeCoordinateTransformation,
                                       ResizeRoundMode, ResizeSelector)
 from trtbuild.reference.ops import lowers
@@ -36,9 +39,12 @@ def lower_resize(g: GraphBuilder, layer, ins, outs):
     p = layer._params
     shape = tuple(layer.get_input(0).shape)
     dynamic = layer.get_input(1) is not None  # the output shape as a shape tensor
-    if any(d < 0 for d in shape) and p["scales"] is not None and not dynamic:
-        g.fail(f"scales on an input of unknown shape {shape}: the export writes explicit output sizes")
-    sizes = output_shape(p, shape) if not dynamic else None
+    dynamic_scales = any(d < 0 for d in shape) and p["scales"] is not None and not dynamic
+    if dynamic_scales and not all(float(s).is_integer() and s >= 1 for s in p["scales"]):
+        g.fail(f"scales {tuple(p['scales'])} on an input of unknown shape {shape}: the export writes explicit output "
+               "sizes, or ONNX scales where every scale is a whole number (then ONNX's 1 / scale and TensorRT's "
+               "length ratio agree for any size)")
+    sizes = None if dynamic or dynamic_scales else output_shape(p, shape)
     transform = _TRANSFORM[ResizeCoordinateTransformation(p["coordinate_transformation"])]
     if transform == "half_pixel" and p["selector_for_single_pixel"] == ResizeSelector.UPPER:
         transform = "pytorch_half_pixel"
@@ -55,6 +61,15 @@ def lower_resize(g: GraphBuilder, layer, ins, outs):
         from .lower_shape_tensors import lower_dynamic_resize
 
         lower_dynamic_resize(g, layer, ins, outs, attrs, x, target)
+        g.from_float(target, outs[0], dtype)
+        return
+    if dynamic_scales:
+        resized = [i for i, s in enumerate(p["scales"]) if s != 1]
+        if not _one_node(mode, len(shape), resized):
+            g.fail(f"{mode.name} resize of dims {tuple(resized)} of an input of unknown shape {shape}: onnxruntime "
+                   "interpolates only some layouts, and the per-dim export needs the shape known")
+        scales = g.const(np.asarray(p["scales"], dtype=np.float32), onnx.TensorProto.FLOAT, "scales")
+        g.add("Resize", [x, "", scales], [target], **attrs)
         g.from_float(target, outs[0], dtype)
         return
     resized = [i for i, (a, b) in enumerate(zip(shape, sizes)) if a != b]

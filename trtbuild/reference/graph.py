@@ -108,7 +108,8 @@ class PlanGraph:
             what = f"layer '{entry['name']}' ({ltype.name})"
             try:
                 check_params(ltype, entry["params"], entry["name"])
-                outs, dts = self._infer_entry(ltype, entry, weights, plugin, shapes, dtypes, values, _meta(entry, weights))
+                outs, dts = self._infer_entry(ltype, entry, weights, plugin, shapes, dtypes, values,
+                                              _meta(entry, weights))
                 outs, dts = [tuple(s) for s in outs], [DataType(d) for d in dts]
             except NetworkError as e:
                 reason = str(e).removeprefix(f"layer '{entry['name']}': ")

@@ -9,7 +9,9 @@ from .common import randomize_bn_, seeded
 from .l2norm import L2Norm
 from .repvgg import RepVGG, RepVGGBlock, repvgg_a0, repvgg_model_convert
 from .resnet import ResNet, resnet18, resnet50
+from .unet import UNet, unet
 from .vgg import VGG16RefineDet, VGG16SSD, rename_vgg_keys, vgg16_refinedet, vgg16_ssd
+from .yolov8 import YOLOv8, yolov8n
 
 __all__ = [
     "AlexNet",
@@ -27,6 +29,10 @@ __all__ = [
     "vgg16_ssd",
     "vgg16_refinedet",
     "rename_vgg_keys",
+    "UNet",
+    "unet",
+    "YOLOv8",
+    "yolov8n",
     "randomize_bn_",
     "seeded",
 ]
