@@ -98,6 +98,44 @@ def _squeeze_layer(trt, network, t):
     return network.add_squeeze(t["u"], _const(trt, network, np.array([1], np.int32))).get_output(0)
 
 
+def _topk_layer(trt, network, t):
+    return network.add_topk(t["x"], trt.TopKOperation.MAX, 16, 1 << 1).get_output(0)
+
+
+_SCATTER_INDEX = torch.randperm(256, generator=torch.Generator().manual_seed(7))[:64].reshape(1, 64, 1).expand(
+    64, 64, 256).contiguous()
+
+
+def _scatter_layer(trt, network, t):
+    layer = network.add_scatter(t["x"], _const(trt, network, _SCATTER_INDEX.numpy().astype(np.int32)), t["u"],
+                                trt.ScatterMode.ELEMENT)
+    layer.axis = 1
+    return layer.get_output(0)
+
+
+def _einsum_layer(trt, network, t):
+    return network.add_einsum([t["a"], t["b"]], "bij,bjk->bik").get_output(0)
+
+
+def _grid_sample_layer(trt, network, t):
+    layer = network.add_grid_sample(t["x"], t["grid"])
+    layer.align_corners = False
+    return layer.get_output(0)
+
+
+def _reverse_sequence_layer(trt, network, t):
+    lens = _const(trt, network, np.full(64, 200, np.int32))
+    return network.add_reverse_sequence(t["s"], lens).get_output(0)
+
+
+def _attention_layer(trt, network, t):
+    return network.add_attention(t["q"], t["k"], t["v"], trt.AttentionNormalizationOp.SOFTMAX, False).get_output(0)
+
+
+def _reverse_first(s):
+    return torch.cat([s[:200].flip(0), s[200:]], 0)
+
+
 _bilinear = _resize("bilinear")
 _nearest = _resize("nearest")
 _SLOPES = torch.linspace(0.01, 0.3, 64).reshape(1, 64, 1, 1)
@@ -116,6 +154,19 @@ CASES = [
     Case("parametric_relu", _images, _prelu_layer, lambda x: torch.where(x >= 0, x, x * _SLOPES)),
     Case("squeeze", lambda g: {"u": torch.randn(64, 1, 256, 256, generator=g)}, _squeeze_layer,
          lambda u: u.squeeze(1).clone()),
+    Case("topk", lambda g: {"x": torch.randn(256, 4096, generator=g)}, _topk_layer,
+         lambda x: torch.topk(x, 16, 1).values),
+    Case("scatter", lambda g: {"x": torch.randn(64, 256, 256, generator=g), "u": torch.randn(64, 64, 256, generator=g)},
+         _scatter_layer, lambda x, u: torch.scatter(x, 1, _SCATTER_INDEX.long(), u)),
+    Case("einsum", lambda g: {"a": torch.randn(64, 128, 128, generator=g), "b": torch.randn(64, 128, 128, generator=g)},
+         _einsum_layer, lambda a, b: torch.einsum("bij,bjk->bik", a, b)),
+    Case("grid_sample", lambda g: {"x": torch.randn(1, 64, 128, 128, generator=g),
+                                   "grid": torch.rand(1, 128, 128, 2, generator=g) * 2 - 1},
+         _grid_sample_layer, lambda x, grid: F.grid_sample(x, grid, align_corners=False)),
+    Case("reverse_sequence", lambda g: {"s": torch.randn(256, 64, 256, generator=g)}, _reverse_sequence_layer,
+         _reverse_first),
+    Case("attention", lambda g: {n: torch.randn(1, 4, 512, 64, generator=g) for n in "qkv"}, _attention_layer,
+         lambda q, k, v: F.scaled_dot_product_attention(q, k, v, scale=1.0)),
 ]
 
 _DTYPES = {torch.float32: "FLOAT", torch.int32: "INT32", torch.int64: "INT64", torch.bool: "BOOL"}

@@ -183,3 +183,27 @@ def test_a_dynamic_input_batch_with_a_static_grid_batch(refnet):
     x, g = randn(2, 2, 3, 4), grid(2, 5, 6, 2)
     y = refnet.run({"x": x, "g": g}, y=layer.get_output(0))["y"]
     close(y, F.grid_sample(x.double(), g.double(), "bilinear", "zeros", align_corners=False))
+
+
+@pytest.mark.parametrize("interp", ["NEAREST", "LINEAR", "CUBIC"])
+@pytest.mark.parametrize("sample_mode", ["FILL", "CLAMP", "REFLECT"])
+@pytest.mark.parametrize("align", [False, True])
+def test_the_formula_path_is_torch_grid_sample_and_run_takes_torch_where_it_can(interp, sample_mode, align):
+    """run_by_taps computes the documented formulas (checked here against F.grid_sample in float64); run() calls
+    F.grid_sample in float32 for the modes PyTorch has and agrees with the formulas to float32 rounding."""
+    from trtbuild.reference.ops.grid_sample import run, run_by_taps
+
+    g = torch.Generator().manual_seed(11)
+    x = torch.randn(2, 3, 5, 6, generator=g)
+    grid = torch.rand(2, 4, 7, 2, generator=g) * 2.4 - 1.2  # some positions outside
+    p = {"interpolation_mode": int(getattr(trt.InterpolationMode, interp)), "align_corners": align,
+         "sample_mode": int(getattr(trt.SampleMode, sample_mode))}
+    torch_mode = {"NEAREST": "nearest", "LINEAR": "bilinear", "CUBIC": "bicubic"}[interp]
+    padding = {"FILL": "zeros", "CLAMP": "border", "REFLECT": "reflection"}[sample_mode]
+    expected = F.grid_sample(x.double(), grid.double(), mode=torch_mode, padding_mode=padding, align_corners=align)
+    (by_taps,) = run_by_taps(p, {}, [x, grid], None)
+    (fast,) = run(p, {}, [x, grid], None)
+    if interp == "NEAREST":  # a copy: the same element wherever no position lies within rounding of a half
+        assert torch.equal(fast, by_taps)
+    torch.testing.assert_close(by_taps.double(), expected, atol=2e-5, rtol=2e-5)
+    torch.testing.assert_close(fast, by_taps, atol=2e-5, rtol=2e-5)

@@ -200,3 +200,20 @@ def test_topk_axes_setter_refuses_an_empty_bitmask(refnet):
     layer = refnet.network.add_topk(refnet.input("x", (3, 5)), MAX, 1, 2)
     with pytest.raises(trt.NetworkError, match="axes = 0 is refused: the axes bitmask must have a bit set"):
         layer.axes = 0
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_topk_takes_torch_topk_only_where_it_gives_the_documented_order(seed):
+    """run() uses torch.topk where no tie or NaN can reorder the indices and a stable sort otherwise; either way
+    the result is the stable sort's (equal values: lower index first), including ties at the k-th value."""
+    from trtbuild.reference.ops.topk import run
+
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randint(0, 6, (8, 12), generator=g).float()  # many ties
+    x[0] = torch.randperm(12, generator=g).float()  # a row without ties
+    x[1, 3] = float("nan")
+    for op, descending in ((MAX, True), (MIN, False)):
+        for k in (1, 3, 12):
+            values, indices = run({"axes": 2, "k": k, "op": int(op), "k_tensor": None}, {}, [x], None)
+            ev, ei = torch.sort(x, dim=1, descending=descending, stable=True)
+            assert torch.equal(indices, ei[:, :k]) and torch.allclose(values, ev[:, :k], equal_nan=True)

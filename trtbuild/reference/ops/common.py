@@ -94,3 +94,24 @@ def weights_like(w, x: torch.Tensor) -> torch.Tensor | None:
 def same_shape_and_type(p, w, shapes, dtypes, name, plugin):
     """The inference of a layer whose output is its input (shape and type)."""
     return [tuple(shapes[0])], [dtypes[0]]
+
+
+def wrap_indices(idx: torch.Tensor, size, what: str) -> torch.Tensor:
+    """Indices as int64 with negative ones counted from the end (gather, scatter); an index out of range is an
+    IndexError (the run fails). One pass finds the extremes: the usual all-in-range, non-negative case costs no
+    more than the conversion."""
+    idx = idx.long()
+    if idx.numel() == 0:
+        return idx
+    scalar = not isinstance(size, (list, tuple))
+    if scalar:
+        low, high = torch.aminmax(idx)
+        if int(low) >= 0 and int(high) < size:
+            return idx
+        if int(low) < -size or int(high) >= size:
+            raise IndexError(f"{what}: an index is out of range for a dimension of size {size}")
+        return torch.where(idx < 0, idx + size, idx)
+    bound = torch.as_tensor(size, dtype=torch.long, device=idx.device)
+    if bool(((idx < -bound) | (idx >= bound)).any()):
+        raise IndexError(f"{what}: an index is out of range for a dimension of size(s) {list(size)}")
+    return torch.where(idx < 0, idx + bound, idx)

@@ -21,7 +21,7 @@ import torch
 from ..core import ITensor
 from ..enums import DataType, GatherMode, LayerType
 from .base import ILayer, param
-from .common import fail, no_uint8
+from .common import fail, no_uint8, wrap_indices
 from .registry import register
 
 
@@ -80,22 +80,13 @@ def infer(p, w, shapes, dtypes, name, plugin):
     return [i[:-1] + x[ned + q:]], [dtypes[0]]
 
 
-def _wrap(idx: torch.Tensor, size) -> torch.Tensor:
-    """Negative indices counted from the end; an index out of range is an error."""
-    idx = idx.long()
-    size = torch.as_tensor(size, dtype=torch.long, device=idx.device)
-    if bool(((idx < -size) | (idx >= size)).any()):
-        raise IndexError(f"gather: an index is out of range for a dimension of size(s) {size.tolist()}")
-    return torch.where(idx < 0, idx + size, idx)
-
-
 def run(p, w, inputs, plugin):
     x, idx = inputs[0], inputs[1]
     mode, axis, ned = GatherMode(p["mode"]), p["axis"], p["num_elementwise_dims"]
     if mode == GatherMode.ELEMENT:
-        return [torch.gather(x, axis, _wrap(idx, x.shape[axis]))]
+        return [torch.gather(x, axis, wrap_indices(idx, x.shape[axis], "gather"))]
     if mode == GatherMode.DEFAULT:
-        idx = _wrap(idx, x.shape[axis])
+        idx = wrap_indices(idx, x.shape[axis], "gather")
         if ned == 0:
             y = x.index_select(axis, idx.reshape(-1))
             return [y.reshape(tuple(x.shape[:axis]) + tuple(idx.shape) + tuple(x.shape[axis + 1:]))]
@@ -110,7 +101,7 @@ def run(p, w, inputs, plugin):
     q = idx.shape[-1]
     bt = math.prod(x.shape[:ned])
     data = x.reshape((bt,) + tuple(x.shape[ned:]))
-    ii = _wrap(idx.reshape(bt, -1, q), list(x.shape[ned:ned + q]))
+    ii = wrap_indices(idx.reshape(bt, -1, q), list(x.shape[ned:ned + q]), "gather")
     g = data[(torch.arange(bt, device=x.device)[:, None],) + tuple(ii[..., j] for j in range(q))]
     return [g.reshape(tuple(idx.shape[:-1]) + tuple(x.shape[ned + q:]))]
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 import itertools
 
 import torch
+import torch.nn.functional as F
 
 from ..core import ITensor
 from ..enums import InterpolationMode, LayerType, SampleMode
@@ -122,7 +123,25 @@ def _taps(coord, size, interp, mode, align):
     return [(base, 1 - t), (base + 1, t)]
 
 
+#: F.grid_sample's names of the modes it shares with the layer (bicubic on rank 4 only)
+_TORCH_MODE = {InterpolationMode.NEAREST: "nearest", InterpolationMode.LINEAR: "bilinear",
+               InterpolationMode.CUBIC: "bicubic"}
+_TORCH_PADDING = {SampleMode.FILL: "zeros", SampleMode.CLAMP: "border", SampleMode.REFLECT: "reflection"}
+
+
 def run(p, w, inputs, plugin):
+    """F.grid_sample where PyTorch has the mode (it computes the same formulas in float32: tests bound the
+    difference from run_by_taps, which also serves rank-5 CUBIC)."""
+    interp, mode = InterpolationMode(p["interpolation_mode"]), SampleMode(p["sample_mode"])
+    x, grid = f32(inputs[0]), f32(inputs[1])
+    if x.dim() == 4 or interp != InterpolationMode.CUBIC:
+        return [F.grid_sample(x, grid.to(x.dtype), mode=_TORCH_MODE[interp], padding_mode=_TORCH_PADDING[mode],
+                              align_corners=bool(p["align_corners"]))]
+    return run_by_taps(p, w, inputs, plugin)
+
+
+def run_by_taps(p, w, inputs, plugin):
+    """The documented formulas: each output is the weighted sum of its taps (positions and weights per dim)."""
     x, grid = f32(inputs[0]), f32(inputs[1])
     interp, mode, align = InterpolationMode(p["interpolation_mode"]), SampleMode(p["sample_mode"]), p["align_corners"]
     n, c, sizes = x.shape[0], x.shape[1], list(x.shape[2:])

@@ -75,11 +75,17 @@ def run(p, w, inputs, plugin):
     t = x.shape[s]
     if bool(((lens < 0) | (lens > t)).any()):
         raise IndexError(f"reverse sequence: sequence_lens {lens.tolist()} must be in [0, {t}], the sequence length")
-    xm = x.movedim((b, s), (0, 1))  # (batch, sequence, the rest)
-    pos = torch.arange(t, device=x.device)
-    src = torch.where(pos < lens[:, None], lens[:, None] - 1 - pos, pos)  # (batch, sequence): where each comes from
-    src = src.reshape(src.shape + (1,) * (xm.dim() - 2)).expand(xm.shape)
-    return [torch.gather(xm, 1, src).movedim((0, 1), (b, s))]
+    out = x.clone()
+    for length in torch.unique(lens).tolist():  # the batch items of one length at a time: a flip of their prefix
+        if length < 2:
+            continue
+        if bool((lens == length).all()):
+            out.narrow(s, 0, length).copy_(x.narrow(s, 0, length).flip(s))
+            continue
+        rows = torch.nonzero(lens == length).reshape(-1)
+        prefix = x.index_select(b, rows).narrow(s, 0, length).flip(s)
+        out.narrow(s, 0, length).index_copy_(b, rows, prefix)
+    return [out]
 
 
 def add_reverse_sequence(self, input: ITensor, sequence_lens: ITensor) -> IReverseSequenceLayer:

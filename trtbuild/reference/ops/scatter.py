@@ -20,12 +20,11 @@ updates that do not have exactly the shape required are refused.
 
 from __future__ import annotations
 
-import torch
 
 from ..core import ITensor
 from ..enums import DataType, LayerType, ScatterMode
 from .base import ILayer, param
-from .common import fail, no_uint8
+from .common import fail, no_uint8, wrap_indices
 from .registry import register
 
 INDEX_TYPES = (DataType.INT32, DataType.INT64)
@@ -81,25 +80,16 @@ def infer(p, w, shapes, dtypes, name, plugin):
     return [x], [dtypes[0]]
 
 
-def _wrap(idx: torch.Tensor, size) -> torch.Tensor:
-    """Negative indices counted from the end; an index out of range is an error."""
-    idx = idx.long()
-    size = torch.as_tensor(size, dtype=torch.long, device=idx.device)
-    if bool(((idx < -size) | (idx >= size)).any()):
-        raise IndexError(f"scatter: an index is out of range for a dimension of size(s) {size.tolist()}")
-    return torch.where(idx < 0, idx + size, idx)
-
-
 def run(p, w, inputs, plugin):
     x, idx, u = inputs[:3]
     out = x.clone()
     if ScatterMode(p["mode"]) == ScatterMode.ELEMENT:
         axis = p["axis"] % x.dim()
-        return [out.scatter_(axis, _wrap(idx, x.shape[axis]), u)]
+        return [out.scatter_(axis, wrap_indices(idx, x.shape[axis], "scatter"), u)]
     q = idx.shape[-1]
     if q == 0:  # every update replaces the whole data: the last one in order (duplicates are undefined)
         return [u.reshape((-1,) + tuple(x.shape))[-1].clone() if u.numel() else out]
-    ii = _wrap(idx.reshape(-1, q), list(x.shape[:q]))
+    ii = wrap_indices(idx.reshape(-1, q), list(x.shape[:q]), "scatter")
     out[tuple(ii[:, j] for j in range(q))] = u.reshape((-1,) + tuple(x.shape[q:]))
     return [out]
 

@@ -112,8 +112,23 @@ def run(p, w, inputs, plugin):
     x = inputs[0]
     axis, k = p["axes"].bit_length() - 1, k_value(p)
     descending = TopKOperation(p["op"]) == TopKOperation.MAX
+    if 0 < k < x.shape[axis] and x.dtype != torch.bool:
+        # one more than asked: where the k + 1 values hold no equal neighbours and no NaN, no tie can reorder the
+        # indices (every element outside the selection is strictly beyond the k-th), so torch.topk's are the ones
+        # the documented order gives (equal values: lower index first); otherwise the stable sort decides
+        values, indices = torch.topk(x, k + 1, dim=axis, largest=descending, sorted=True)
+        if not _ties_or_nan(values, axis):
+            return [values.narrow(axis, 0, k), indices.narrow(axis, 0, k)]
     values, indices = torch.sort(x, dim=axis, descending=descending, stable=True)  # ties: lower index first
     return [values.narrow(axis, 0, k), indices.narrow(axis, 0, k)]
+
+
+def _ties_or_nan(values: torch.Tensor, axis: int) -> bool:
+    """Whether sorted `values` hold two equal neighbours or a NaN along `axis`."""
+    n = values.shape[axis]
+    if values.is_floating_point() and bool(torch.isnan(values).any()):
+        return True
+    return bool((values.narrow(axis, 1, n - 1) == values.narrow(axis, 0, n - 1)).any())
 
 
 def add_topk(self, input: ITensor, op: TopKOperation, k: int, axes: int,
