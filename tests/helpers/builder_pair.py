@@ -21,7 +21,7 @@ DTYPES = {"fp32": ("FLOAT", torch.float32), "fp16": ("HALF", torch.float16), "bf
 
 
 def _kind(layer) -> str:
-    return type(layer)._TYPE.name if isinstance(layer, ref.ILayer) else layer.type.name
+    return layer.type.name  # get_layer gives an ILayer on both backends: .type is the LayerType
 
 
 def layer_walk(network) -> list[tuple]:

@@ -11,6 +11,7 @@ import torch.nn.functional as F
 import trtbuild.reference as trt
 from trtbuild.layers import activation as A
 
+from helpers.refnet import concrete
 from helpers.builder_pair import assert_close, build_pair, np_weights, refused, rounded, seeded
 
 DTYPES = ["fp32", "fp16", "bf16"]
@@ -45,7 +46,8 @@ def test_activation_matches_torch(label, dtype):
     assert_close(got, torch_fn(x), dtype, scale=1 if dtype == "fp32" else 2)
     assert pair.names == names and pair.outputs[0].name == "act"
     if single is not None:
-        assert pair.refnet.network.get_layer(0).type == single
+        layer = pair.refnet.network.get_layer(0)  # an ILayer, as TensorRT's get_layer returns: .type is the LayerType
+        assert layer.type == trt.LayerType.ACTIVATION and concrete(layer).type is single
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

@@ -22,6 +22,7 @@ from trtbuild.models import registry
 from trtbuild.models.pytorch import randomize_bn_, unet
 from trtbuild.weights import WeightMap
 
+from helpers.refnet import concrete
 from helpers.model_checks import capture_module_outputs, check_fp16, check_fp32
 
 VARIANTS = ["unet", "unet_gn_deconv"]
@@ -67,7 +68,7 @@ def test_small_model_matches_torch_in_fp16(name):
 def _layers(name):
     net = new_network(ref_trt)[1]
     build_spec_network(net, registry.get(name), WeightMap.from_module(_model(name)), "fp32", small=True)
-    return [net.get_layer(i) for i in range(net.num_layers)]
+    return [concrete(net.get_layer(i)) for i in range(net.num_layers)]
 
 
 def test_the_weights_choose_the_variant():

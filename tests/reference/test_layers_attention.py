@@ -10,6 +10,7 @@ import torch
 from torch.nn.functional import scaled_dot_product_attention as sdpa
 
 import trtbuild.reference as trt
+from helpers.refnet import concrete
 from helpers.refnet import RefNet, close
 
 SOFTMAX, NONE = trt.AttentionNormalizationOp.SOFTMAX, trt.AttentionNormalizationOp.NONE
@@ -155,7 +156,9 @@ def test_boundary_layers_and_attributes(refnet):
     net = refnet.network.ref
     first, last = net.get_layer(0), net.get_layer(1)
     assert (first.type, last.type) == (trt.LayerType.ATTENTION_INPUT, trt.LayerType.ATTENTION_OUTPUT)
-    assert isinstance(first, trt.IAttentionInputLayer) and isinstance(last, trt.IAttentionOutputLayer)
+    assert type(first) is trt.ILayer  # get_layer returns ILayer views, as TensorRT's bindings do
+    assert isinstance(concrete(first), trt.IAttentionInputLayer)
+    assert isinstance(concrete(last), trt.IAttentionOutputLayer)
     assert first.attention is last.attention is a.ref
     assert a.get_output(0) is not None and a.num_outputs == 1 and a.num_inputs == 3
     assert a.decomposable and a.num_ranks == 1 and a.mask is None

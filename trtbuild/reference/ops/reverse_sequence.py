@@ -75,12 +75,13 @@ def run(p, w, inputs, plugin):
     t = x.shape[s]
     if bool(((lens < 0) | (lens > t)).any()):
         raise IndexError(f"reverse sequence: sequence_lens {lens.tolist()} must be in [0, {t}], the sequence length")
+    lengths = torch.unique(lens).tolist()
+    if len(lengths) == 1:  # one length for the whole batch: the flipped prefix, then the rest, in one pass
+        length = lengths[0]
+        return [torch.cat([x.narrow(s, 0, length).flip(s), x.narrow(s, length, t - length)], s)]
     out = x.clone()
-    for length in torch.unique(lens).tolist():  # the batch items of one length at a time: a flip of their prefix
+    for length in lengths:  # the batch items of one length at a time: a flip of their prefix
         if length < 2:
-            continue
-        if bool((lens == length).all()):
-            out.narrow(s, 0, length).copy_(x.narrow(s, 0, length).flip(s))
             continue
         rows = torch.nonzero(lens == length).reshape(-1)
         prefix = x.index_select(b, rows).narrow(s, 0, length).flip(s)
