@@ -141,7 +141,8 @@ def export_onnx(network, path: str | os.PathLike | None = None, opset: int | Non
     # a layer without outputs (an assertion) is kept, as TensorRT keeps it; its lowering decides what it becomes
     checks = [layer for layer in network._layers if not layer._outputs]
     layers = _layers_in_order(network, outputs + [t for layer in checks for t in layer._inputs if t is not None])
-    layers += checks
+    seen = {id(layer) for layer in layers}  # a loop's trip limit (no outputs) already came with its loop
+    layers += [layer for layer in checks if id(layer) not in seen]
     for layer in layers:
         try:
             layer._infer()
