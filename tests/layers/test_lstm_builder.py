@@ -87,28 +87,51 @@ def test_layer_names_and_weights_read_from_a_prefix():
                                rtol=1e-6)
 
 
+def test_a_dynamic_batch_starts_from_a_fill_of_zeros():
+    """With N dynamic the initial states are a LINSPACE fill (start 0, deltas 0) of dims (N, H) from the input's
+    shape; one engine runs batches 1 and 3."""
+    from trtbuild.engine import build_plan
+    from trtbuild.engine.runner import Engine
+
+    m = _lstm(5, 4, 3, 2, bidirectional=True, batch_first=True)
+    plan = build_plan(ref, lambda net, x: {"y": lstm(net, x, m.state_dict(), "rnn")}, input_shape=(1, 6, 4),
+                      batch=(1, 2, 3), progress=False)
+    engine = Engine(plan, ref)
+    for n in (1, 3):
+        x = torch.randn(n, 6, 4, generator=torch.Generator().manual_seed(n))
+        with torch.no_grad():
+            expected = m(x)[0]
+        got = engine.run({"input": x})["y"]
+        assert got.shape == (n, 6, 6) and (got - expected).abs().max().item() < 1e-6
+
+
+@pytest.mark.parametrize("batch", [2, -1])
 @pytest.mark.parametrize("dtype", ["FLOAT", "HALF"])
-def test_tensorrt_rtx_builds_it(rtx, rtxnet, dtype):
+def test_tensorrt_rtx_builds_it(rtx, rtxnet, dtype, batch):
     """TensorRT-RTX accepts the loops (iterator, reverse iterator, recurrences, CONCATENATE and REVERSE outputs)
     and infers the shapes and types the reference infers."""
     m = _lstm(4, 6, 5, 2, bidirectional=True, batch_first=True)
     shapes = {}
     for trt, net in ((rtx, rtxnet.network), (ref, new_network(ref)[1])):
-        x = net.add_input("x", getattr(trt.DataType, dtype), (2, 7, 6))
+        x = net.add_input("x", getattr(trt.DataType, dtype), (batch, 7, 6))
         y = lstm(net, x, m.state_dict(), "rnn")
         net.mark_output(y)
         shapes[trt.__name__] = (tuple(y.shape), y.dtype.name, net.num_layers)
     assert shapes["tensorrt_rtx"] == shapes["trtbuild.reference"]
-    assert shapes["tensorrt_rtx"][:2] == ((2, 7, 10), dtype)
+    assert shapes["tensorrt_rtx"][:2] == ((batch, 7, 10), dtype)
+    if batch < 0:
+        profile = rtxnet.builder.create_optimization_profile()
+        profile.set_shape("x", (1, 7, 6), (2, 7, 6), (4, 7, 6))
+        rtxnet.config.add_optimization_profile(profile)
     assert rtxnet.build() is not None, rtxnet.errors
 
 
 def test_refusals_name_the_layer():
     _, net, _ = new_network(ref)
     m = _lstm(0, 4, 3, 1, batch_first=True)
-    with pytest.raises(BuilderError, match=r"layer 'rnn': the batch and the sequence length of 'd' \(-1, 5, 4\) "
-                                           "must be known at build time"):
-        lstm(net, net.add_input("d", ref.float32, (-1, 5, 4)), m.state_dict(), "rnn")
+    with pytest.raises(BuilderError, match=r"layer 'rnn': the sequence length of 'd' \(1, -1, 4\) must be known at "
+                                           "build time"):
+        lstm(net, net.add_input("d", ref.float32, (1, -1, 4)), m.state_dict(), "rnn")
     with pytest.raises(BuilderError, match=r"layer 'rnn': an LSTM input is \(N, T, features\).*got 'r' with shape "
                                            r"\(5, 4\)"):
         lstm(net, net.add_input("r", ref.float32, (5, 4)), m.state_dict(), "rnn")

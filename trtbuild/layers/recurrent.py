@@ -16,8 +16,9 @@ layer is one loop over the time axis:
 A bidirectional layer concatenates the two directions' outputs on the feature axis (forward first, as
 nn.LSTM); each layer feeds the next. Layer names: ``{name}/l{k}`` and ``{name}/l{k}_reverse`` (the suffixes of
 nn.LSTM's weight names) prefix each direction's layers; ``{name}/l{k}`` is also layer k's output (the
-concatenation, when bidirectional) and ``name`` the last layer's. The batch and the sequence length must be
-known at build time (the trip count and the zero initial states are constants).
+concatenation, when bidirectional) and ``name`` the last layer's. The sequence length must be known at build
+time (the trip count is a constant); the batch may be dynamic (the zero initial states are then a fill whose
+dims come from the input's shape).
 """
 
 from __future__ import annotations
@@ -97,12 +98,36 @@ def read_lstm(weights: WeightMap | Mapping, prefix: str = "", name: str = "lstm"
     return layers
 
 
+def _zero_state(network, x, batch_axis: int, hdim: int, p: str):
+    """(N, H) zeros typed like ``x``, the initial h and c: a constant (``{p}/state0``) for a known batch; for a
+    dynamic one a LINSPACE fill of start 0 and deltas 0 whose dims (N, H) are a shape tensor made from x's
+    shape (``{p}/state0/...``), cast to x's type (LINSPACE makes FLOAT, INT32 or INT64 only)."""
+    trt = trt_of(network)
+    batch = int(x.shape[batch_axis])
+    if batch >= 0:
+        return constant(network, np.zeros((batch, hdim)), x, f"{p}/state0")
+    q = f"{p}/state0"
+    shape = out(network.add_shape(x), f"{q}/input_shape")
+    axis = out(network.add_constant((1,), trt.Weights(np.array([batch_axis], dtype=np.int32))), f"{q}/batch_axis")
+    n = out(network.add_gather(shape, axis, 0), f"{q}/batch")
+    hidden = out(network.add_constant((1,), trt.Weights(np.array([hdim], dtype=np.int64))), f"{q}/hidden")
+    dims = out(network.add_concatenation([n, hidden]), f"{q}/dims")
+    fill = network.add_fill(trt.Dims((1, hdim)), trt.FillOperation.LINSPACE, trt.DataType.FLOAT)
+    fill.set_input(0, dims)
+    fill.set_input(1, out(network.add_constant((), trt.Weights(np.array(0.0, dtype=np.float32))), f"{q}/start"))
+    fill.set_input(2, out(network.add_constant((2,), trt.Weights(np.zeros(2, dtype=np.float32))), f"{q}/delta"))
+    zeros = out(fill, f"{q}/fill")
+    if x.dtype == trt.DataType.FLOAT:
+        return zeros
+    return out(network.add_cast(zeros, x.dtype), q)
+
+
 def _direction(network, x, d: LSTMDirection, name: str, time_axis: int):
     """One loop: ``x`` (N, T, I) or (T, N, I) -> the per-step h, same layout with H features."""
     trt = trt_of(network)
     ew, act = trt.ElementWiseOperation, trt.ActivationType
     shape = tuple(int(v) for v in x.shape)
-    steps, batch = shape[time_axis], shape[1 - time_axis]
+    steps = shape[time_axis]
     hdim = d.hidden
     p = f"{name}/{d.suffix}"
     lead = (1,) * (len(shape) - 2)
@@ -115,8 +140,7 @@ def _direction(network, x, d: LSTMDirection, name: str, time_axis: int):
                                            ew.SUM), f"{p}/input_proj_bias")
     # every constant before the loop: the body is the layers between its boundary layers
     count = out(network.add_constant((), trt.Weights(np.array(steps, dtype=np.int32))), f"{p}/steps")
-    zeros = np.zeros((batch, hdim))
-    h0, c0 = constant(network, zeros, x, f"{p}/h0"), constant(network, zeros, x, f"{p}/c0")
+    h0 = c0 = _zero_state(network, x, 1 - time_axis, hdim, p)
     w_hh = constant(network, d.w_hh, x, f"{p}/weight_hh")
     index = {g: out(network.add_constant((hdim,), trt.Weights(np.arange(j * hdim, (j + 1) * hdim, dtype=np.int32))),
                     f"{p}/gate_{g}/index") for j, g in enumerate(GATES)}
@@ -149,17 +173,17 @@ def _direction(network, x, d: LSTMDirection, name: str, time_axis: int):
 def lstm(network, x, weights, name: str, prefix: str = "", batch_first: bool = True):
     """``torch.nn.LSTM(...)(x)[0]`` from its state-dict ``weights`` (a WeightMap or a mapping; names under
     ``prefix``): ``x`` (N, T, I) with ``batch_first`` (else (T, N, I)) -> (N, T, D * H), D = 2 when the
-    weights hold the ``_reverse`` direction. Layers and outputs are named as the module doc says; the zero
-    initial states and the trip count need N and T known at build time."""
+    weights hold the ``_reverse`` direction. Layers and outputs are named as the module doc says; T must be
+    known at build time (the trip count), N may be dynamic."""
     layers = read_lstm(weights, prefix, name)
     shape = tuple(int(v) for v in x.shape)
     if len(shape) != 3:
         raise BuilderError(f"layer '{name}': an LSTM input is (N, T, features) with batch_first, else "
                            f"(T, N, features); got '{x.name}' with shape {shape}")
-    if any(v < 0 for v in shape[:2]):
-        raise BuilderError(f"layer '{name}': the batch and the sequence length of '{x.name}' {shape} must be "
-                           "known at build time (the trip count and the zero initial states are constants)")
     time_axis = 1 if batch_first else 0
+    if shape[time_axis] < 0:
+        raise BuilderError(f"layer '{name}': the sequence length of '{x.name}' {shape} must be known at build time "
+                           "(it is the loops' trip count)")
     y = x
     for k, dirs in enumerate(layers):
         features = int(y.shape[2])

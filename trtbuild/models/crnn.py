@@ -9,8 +9,8 @@ Layer / tensor names follow the modules: ``cnn.{4i}`` (conv + BatchNorm folded i
 ``labels/topk``, its indices reshaped): the greedy CTC path before repeats and blanks are removed. Where two
 classes tie, TensorRT's TopK may pick either; PyTorch's argmax picks the first.
 
-Sizes: full = 1x1x32x100 (25 time steps); small = the same weights at 1x1x32x32 (8 steps). The batch and the
-width must be known at build time (the LSTM's trip count and initial states are constants).
+Sizes: full = 1x1x32x100 (25 time steps); small = the same weights at 1x1x32x32 (8 steps). The width must be
+known at build time (it makes the LSTM's trip count); the batch may be dynamic.
 """
 
 from __future__ import annotations
@@ -58,9 +58,9 @@ def build_crnn(network, wm, x) -> dict:
     """Add the CRNN read from ``wm`` (trtbuild.models.pytorch.crnn's names); returns ``{"log_probs": (N, T, C),
     "labels": (N, T) INT32}``."""
     shape = tuple(int(d) for d in x.shape)
-    if len(shape) != 4 or shape[2] != HEIGHT or shape[3] < 0 or shape[3] % 4 or shape[0] < 0:
-        raise BuilderError(f"crnn: input '{x.name}' {shape} must be (N, 1, {HEIGHT}, W) with N and W known at build "
-                           "time and W a multiple of 4")
+    if len(shape) != 4 or shape[2] != HEIGHT or shape[3] < 0 or shape[3] % 4:
+        raise BuilderError(f"crnn: input '{x.name}' {shape} must be (N, 1, {HEIGHT}, W) with W known at build time "
+                           "and a multiple of 4")
     y = x
     for i, pool in enumerate(CRNN_POOLS):
         p = f"cnn.{4 * i}"
