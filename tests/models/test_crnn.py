@@ -75,6 +75,16 @@ def test_small_model_matches_torch_in_fp16(small):
     assert bool(((out["labels"] == labels[:1]) | near_tie).all())
 
 
+def test_builds_from_flat_weights(small):
+    """Weights stored flat, as .wts files keep them (what `trtbuild build crnn` exports): the conv kernels and
+    the LSTM matrices are shaped from their sizes."""
+    spec, model, x, (log_probs, labels) = small
+    flat = WeightMap.from_state_dict({k: v.reshape(-1) for k, v in model.state_dict().items()})
+    out = run_spec(spec, flat, x[:1], "fp32", small=True)
+    check_fp32(out["log_probs"], log_probs[:1], "crnn from flat weights")
+    assert [k for k in flat.unused() if not k.endswith("num_batches_tracked")] == []
+
+
 def test_every_mapped_tensor_matches_torch(small):
     spec, model, x, _ = small
     captured = capture_module_outputs(model, spec.layer_map.values(), lambda: model(x[:1]))

@@ -67,7 +67,8 @@ def read_lstm(weights: WeightMap | Mapping, prefix: str = "", name: str = "lstm"
     """nn.LSTM's state-dict weights (``weight_ih_l0``, ``weight_hh_l0``, ``bias_ih_l0``, ``bias_hh_l0``, the
     ``_reverse`` ones of a bidirectional LSTM; under ``prefix``) as [layer][direction]. The number of layers and
     whether it is bidirectional come from the names present; projections (``weight_hr_l0``, nn.LSTM's
-    ``proj_size``) are refused."""
+    ``proj_size``) are refused. Weights stored flat (.wts files keep every tensor 1-D) are shaped from their sizes
+    (weight_hh has 4 H x H values)."""
     wm = _as_weightmap(weights, prefix)
     if wm.has("weight_hr_l0"):
         raise BuilderError(f"layer '{name}': LSTM projections (weight_hr_l0, nn.LSTM's proj_size) are not supported")
@@ -81,18 +82,20 @@ def read_lstm(weights: WeightMap | Mapping, prefix: str = "", name: str = "lstm"
         for s in suffixes:
             sfx = f"l{k}{s}"
             hh_shape = wm.shape_of(f"weight_hh_{sfx}")
-            if len(hh_shape) != 2 or hh_shape[0] != 4 * hh_shape[1]:
+            size = int(np.prod(hh_shape))
+            h = int(round((size / 4) ** 0.5))
+            if len(hh_shape) not in (1, 2) or size != 4 * h * h or len(hh_shape) == 2 and hh_shape != (4 * h, h):
                 raise BuilderError(f"layer '{name}': weight_hh_{sfx} has shape {hh_shape}; expected (4 * hidden, "
                                    "hidden)")
-            h = hh_shape[1]
-            w_ih = wm.get(f"weight_ih_{sfx}")
-            if w_ih.ndim != 2 or w_ih.shape[0] != 4 * h:
-                raise BuilderError(f"layer '{name}': weight_ih_{sfx} has shape {w_ih.shape}; expected ({4 * h}, "
-                                   "input size)")
+            ih_size = int(np.prod(wm.shape_of(f"weight_ih_{sfx}")))
+            if ih_size % (4 * h) or len(wm.shape_of(f"weight_ih_{sfx}")) not in (1, 2):
+                raise BuilderError(f"layer '{name}': weight_ih_{sfx} has shape {wm.shape_of(f'weight_ih_{sfx}')}; "
+                                   f"expected ({4 * h}, input size)")
+            w_ih = wm.get(f"weight_ih_{sfx}", (4 * h, ih_size // (4 * h)))
             has_bias = wm.has(f"bias_ih_{sfx}")
             bias = (wm.get(f"bias_ih_{sfx}", (4 * h,)).astype(np.float64)
                     + wm.get(f"bias_hh_{sfx}", (4 * h,))) if has_bias else None
-            dirs.append(LSTMDirection(sfx, w_ih, wm.get(f"weight_hh_{sfx}"), bias))
+            dirs.append(LSTMDirection(sfx, w_ih, wm.get(f"weight_hh_{sfx}", (4 * h, h)), bias))
         layers.append(dirs)
         k += 1
     return layers

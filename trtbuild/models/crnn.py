@@ -64,11 +64,11 @@ def build_crnn(network, wm, x) -> dict:
     y = x
     for i, pool in enumerate(CRNN_POOLS):
         p = f"cnn.{4 * i}"
-        y = conv_bn(network, y, wm, p, f"cnn.{4 * i + 1}", p, padding=1)
+        y = conv_bn(network, y, wm, p, f"cnn.{4 * i + 1}", p, padding=1, kernel=(3, 3))
         y = max_pool(network, relu(network, y, f"cnn.{4 * i + 2}"), pool, pool, 0, f"cnn.{4 * i + 3}")
     feats = shuffle(network, y, "features", dims=(0, 0, -1), then=(0, 2, 1))  # (N, C, 1, T) -> (N, T, C)
     seq = lstm(network, feats, wm, "rnn", prefix="rnn")
-    logits = linear(network, seq, *read_linear(wm, "fc"), "fc")
+    logits = linear(network, seq, *read_linear(wm, "fc"), "fc")  # read_linear and kernel=: flat .wts weights too
     log_probs = log_softmax(network, logits, OUTPUTS[0])
     return {OUTPUTS[0]: log_probs, OUTPUTS[1]: greedy_path(network, log_probs, OUTPUTS[1])}
 
