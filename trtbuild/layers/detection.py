@@ -108,7 +108,8 @@ def batched_nms(network, boxes, scores, name: str, options: NMSOptions = NMSOpti
                  f"{name}/score_index")
     picked = out(network.add_gather_v2(scores, by_box, trt.GatherMode.ND), f"{name}/scores")
     where = out(network.add_gather(rows, _int_const(network, [0, 2], f"{name}/box_columns"), 1), f"{name}/box_index")
-    chosen = out(network.add_gather_v2(boxes, where, trt.GatherMode.ND), f"{name}/boxes_cs" if options.center else f"{name}/boxes")
+    label = f"{name}/boxes_cs" if options.center else f"{name}/boxes"
+    chosen = out(network.add_gather_v2(boxes, where, trt.GatherMode.ND), label)
     if options.center:
         m = constant(network, CENTER_TO_CORNERS, boxes, f"{name}/to_corners")
         chosen = out(network.add_matrix_multiply(chosen, trt.MatrixOperation.NONE, m, trt.MatrixOperation.TRANSPOSE),
