@@ -206,3 +206,32 @@ def test_refusals():
         batched_nms(net, b, s, "n", NMSOptions(topk=6000))
     with pytest.raises(BuilderError, match=r"layer 'n': boxes must be \(N, A, 4\) and scores \(N, A, C\)"):
         batched_nms(net, s, s, "n")
+
+
+def test_onnx_export_where_the_topk_box_limit_drops_nothing(rtx, model_and_input):
+    """At 32x32 (21 anchors x 80 classes <= 5000 candidates) the NMS lowers to ONNX NonMaxSuppression and
+    onnxruntime gives the reference's rows; TensorRT-RTX parses it and has no kernel for it either. At 64x64
+    (84 x 80 > 5000) the layer's TopK box limit could drop candidates, which ONNX's NMS has no form of: refused."""
+    from trtbuild.onnx_export import OnnxExportError, export_onnx, parse_with_tensorrt_rtx, run_onnxruntime
+    from trtbuild.onnx_export.verify import run_reference
+
+    model, _, _ = model_and_input
+    spec = registry.get("yolov8n").with_options(nms="on", conf="0.5")
+    for size in (32, 64):
+        net = new_network(ref_trt)[1]
+        outs = spec.build_network(net, WeightMap.from_module(model), net.add_input("input", ref_trt.float32,
+                                                                                    (2, 3, size, size)))
+        for name in OUTS:
+            net.mark_output(outs[name])
+        if size == 64:
+            with pytest.raises(OnnxExportError, match="topk_box_limit 5000 can drop candidates of the 84 x 80"):
+                export_onnx(net)
+            continue
+        onnx_model = export_onnx(net)
+        x = torch.rand(2, 3, 32, 32, generator=torch.Generator().manual_seed(9))
+        got, want = run_onnxruntime(onnx_model, {"input": x}), run_reference(net, {"input": x})
+        assert int(got["num_detections"].sum()) > 100
+        for name in OUTS:
+            np.testing.assert_allclose(got[name], want[name].numpy(), atol=1e-4, rtol=1e-5)
+        parsed = parse_with_tensorrt_rtx(onnx_model, rtx)
+        assert not parsed.ok and "NonMaxSuppression" in parsed.reason() and "has no runners" in parsed.reason()
