@@ -214,7 +214,9 @@ def test_spec_fields():
     spec = registry.get("yolov8n")
     assert spec.name in registry.names() and spec.output_names == ["output0"] and spec.input_name == "input"
     assert spec.value_range == (0.0, 1.0) and spec.uses_plugins is False  # images scaled to [0, 1], as Ultralytics
-    assert spec.options == {"boxes": ("xywh", "xyxy")} and "nms" not in spec.options
+    assert spec.options["boxes"] == ("xywh", "xyxy") and spec.options["nms"] == ("off", "on")
+    # Ultralytics' predict defaults come first (tests/models/test_yolov8_nms.py checks what they do)
+    assert [spec.options[k][0] for k in ("max_det", "iou", "conf")] == ["300", "0.7", "0.25"]
     assert set(spec.output_names) <= set(spec.layer_map)
     a, b = registry.get_torch_model("yolov8n", seed=0), registry.get_torch_model("yolov8n", seed=1)
     assert not a.training and not torch.equal(a.model[0].conv.weight, b.model[0].conv.weight)

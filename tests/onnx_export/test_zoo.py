@@ -81,6 +81,12 @@ def test_zoo_model_through_onnxruntime_matches_torch(name, precision):
     refs = refs if isinstance(refs, tuple) else (refs,)
     assert [o.name for o in onnx_model.graph.output] == spec.output_names
     for oname, ref in zip(spec.output_names, refs):
+        if not ref.is_floating_point():  # an argmax (crnn's labels): exact in fp32; fp16 may flip near-ties
+            labels = torch.from_numpy(got[oname])
+            assert labels.dtype == ref.dtype and labels.shape == ref.shape, (oname, labels.dtype, labels.shape)
+            agree = (labels == ref).double().mean().item()
+            assert agree == 1.0 if precision == "fp32" else agree >= 0.75, f"{name}/{oname}: {agree:.0%} agree"
+            continue
         y = torch.from_numpy(got[oname]).float()
         assert y.shape == ref.shape, (oname, y.shape, ref.shape)
         err, scale = (y - ref).abs().max().item(), ref.abs().max().item()

@@ -383,3 +383,28 @@ def test_a_loop_inside_a_conditional_branch(refnet):
     x0 = randn(4, 3)
     close(run_plan(plan, {"x": x0, "c": torch.tensor(True)})["y"], x0.double().sum(0))
     close(run_plan(plan, {"x": x0, "c": torch.tensor(False)})["y"], x0[0])
+
+
+def test_a_recurrence_whose_next_value_shares_body_layers_with_another(refnet):
+    """s = a + b; a <- s * x[i]; b <- s + 1 (an LSTM's h and c share their gates this way): the plan must order s
+    before b's next value although the walk reaches b (a's companion) while s waits for its inputs."""
+    net = refnet.network
+    x = refnet.input("x", (4, 2))
+    loop = net.add_loop()
+    loop.add_trip_limit(const(refnet, 4), COUNT)
+    row = loop.add_iterator(x).get_output(0)
+    a = loop.add_recurrence(const(refnet, np.ones(2), np.float32))
+    b = loop.add_recurrence(const(refnet, np.zeros(2), np.float32))
+    s = ew(refnet, a.get_output(0), b.get_output(0), E.SUM)
+    a_next = ew(refnet, s, row, E.PROD)
+    a.set_input(1, a_next)
+    b.set_input(1, ew(refnet, s, const(refnet, np.ones(2), np.float32), E.SUM))
+    steps = scan(loop, refnet, a_next, CONCAT, 0, 4)
+    x0 = randn(4, 2)
+    out = refnet.run({"x": x0}, steps=steps)
+    av, bv, expected = torch.ones(2, dtype=torch.float64), torch.zeros(2, dtype=torch.float64), []
+    for i in range(4):
+        sv = av + bv
+        av, bv = sv * x0[i].double(), sv + 1
+        expected.append(av)
+    close(out["steps"], torch.stack(expected))

@@ -27,7 +27,7 @@ __all__ = ["ModelSpec", "MODELS", "MODEL_MODULES", "ORIGINS", "LOAD_ERRORS", "re
            "get_torch_model", "UnknownModelError"]
 
 #: Modules (under trtbuild.models) that register models when imported.
-MODEL_MODULES = ("alexnet", "vgg_ssd", "resnet", "repvgg", "rednet", "unet", "yolov8")
+MODEL_MODULES = ("alexnet", "vgg_ssd", "resnet", "repvgg", "rednet", "unet", "yolov8", "crnn")
 
 
 class UnknownModelError(KeyError):
@@ -59,6 +59,8 @@ class ModelSpec:
         options: keyword options ``build_network`` accepts, ``{name: allowed values}`` (the first is
             the default), e.g. rednet's ``{"involution_impl": ("auto", "plugin", "composed")}``.
         chosen: the options bound by :meth:`with_options` (empty for a registered spec).
+        outputs_for: ``(chosen options) -> output names`` for a model whose outputs depend on an option
+            (yolov8n's ``nms``); :meth:`with_options` sets :attr:`output_names` from it. None: they do not.
     """
 
     name: str
@@ -74,6 +76,7 @@ class ModelSpec:
     notes: str = ""
     options: dict = field(default_factory=dict)
     chosen: dict = field(default_factory=dict)
+    outputs_for: Callable | None = None
 
     def with_options(self, **options) -> "ModelSpec":
         """A copy whose ``build_network`` is called with ``options`` (checked against :attr:`options`;
@@ -87,8 +90,10 @@ class ModelSpec:
             if value not in self.options[key]:
                 raise ValueError(f"model '{self.name}': {key}={value!r} is not one of "
                                  f"{', '.join(map(repr, self.options[key]))}")
+        chosen = {**self.chosen, **options}
+        outputs = list(self.outputs_for(chosen)) if self.outputs_for is not None else self.output_names
         return dataclasses.replace(self, build_network=functools.partial(self.build_network, **options),
-                                   chosen={**self.chosen, **options})
+                                   chosen=chosen, output_names=outputs)
 
 
 class _Registry(dict):

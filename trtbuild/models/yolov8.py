@@ -15,8 +15,16 @@ Conv module's output); C2f ``model.I.cv1``, ``model.I/split:0|1``, ``model.I.m.J
 The decode is one matrix multiply: the distances (l, t, r, b) to corners are ``anchor -/+ (l, t) / (r, b)``
 and to centre-size boxes ``anchor + (r - l, b - t) / 2, (l + r, t + b)``, both linear in the distances,
 so a constant 4x4 matrix, the anchor points and the strides (constants of the input size) do it for
-any batch. NMS is not part of the network (the raw output is what Ultralytics exports);
-``YOLOV8_OPTIONS`` is where an ``nms`` option goes once the reference has INMSLayer.
+any batch. By default NMS is not part of the network (the raw output is what Ultralytics exports).
+
+``nms=on`` replaces ``output0`` with ``num_detections`` (N,), ``boxes`` (K, 4) corners, ``scores`` (K,) and
+``classes`` (K,) through INMSLayer (trtbuild.layers.detection.batched_nms, layer ``model.22/nms``): the decoded
+boxes (CENTER_SIZES for ``boxes=xywh``, CORNER_PAIRS for ``xyxy``) and every class's sigmoid score, class-aware
+(a box suppresses only boxes of its class), with Ultralytics' predict defaults: ``conf`` 0.25 (scores must
+exceed it), ``iou`` 0.7 (suppress above it), ``max_det`` 300 (here per class: INMSLayer's
+max_output_boxes_per_class). Unlike Ultralytics' default NMS, a box may be kept for several classes (its scores
+per class, as Ultralytics' ``multi_label=True``). Rows come by batch item, then decreasing score. TensorRT-RTX 1.7
+has no NMS kernel: it builds the ``nms=off`` network only; the reference runs both.
 
 Sizes: full = YOLOv8n (80 classes) at 640x640, 8400 anchors; small = the same weights at 64x64
 (84 anchors). Input H and W must be multiples of 32 and known at build time; the batch may be dynamic.
@@ -31,6 +39,7 @@ import numpy as np
 from trtbuild.backend import trt_of
 from trtbuild.layers.basic import conv, conv_bn, max_pool
 from trtbuild.layers.common import BuilderError, constant, keep_alive, named, out
+from trtbuild.layers.detection import NMS_OUTPUTS, NMSOptions, batched_nms
 from trtbuild.layers.resize import interpolate
 from trtbuild.models import pytorch as tm
 from trtbuild.models.pytorch.yolov8 import BN_EPS, YOLOV8_STRIDES, make_anchors
@@ -41,8 +50,11 @@ __all__ = ["build_yolov8", "yolov8_layer_map", "YOLOV8_OPTIONS", "decode_matrix"
 
 FULL_SIZE, SMALL_SIZE = 640, 64
 OUTPUT = "output0"
-#: build options (first = default). boxes: Ultralytics exports centre-size boxes (xywh); xyxy gives corners.
-YOLOV8_OPTIONS = {"boxes": ("xywh", "xyxy")}
+#: build options (first = default; values as the command line gives them). boxes: Ultralytics exports
+#: centre-size boxes (xywh); xyxy gives corners. nms: on adds INMSLayer and its four outputs; max_det, iou and
+#: conf are its limits (Ultralytics' predict defaults first), read only with nms=on.
+YOLOV8_OPTIONS = {"boxes": ("xywh", "xyxy"), "nms": ("off", "on"), "max_det": ("300", "100", "1000"),
+                  "iou": ("0.7", "0.45", "0.5", "0.6"), "conf": ("0.25", "0.001", "0.1", "0.5")}
 
 
 # -- small private layer helpers (to be swapped for trtbuild.layers' shared builders) -------------------------
@@ -144,7 +156,7 @@ def decode_matrix(boxes: str) -> np.ndarray:
     return np.array([[-0.5, 0, 0.5, 0], [0, -0.5, 0, 0.5], [1, 0, 1, 0], [0, 1, 0, 1]], dtype=np.float64)
 
 
-def _detect(network, feats, wm, p: str, boxes: str):
+def _detect(network, feats, wm, p: str, boxes: str, nms: NMSOptions | None = None) -> dict:
     trt = trt_of(network)
     box, cls = [], []
     for i, f in enumerate(feats):
@@ -182,9 +194,17 @@ def _detect(network, feats, wm, p: str, boxes: str):
     decoded = out(network.add_elementwise(shifted, constant(network, strides.T[None], dist, f"{p}/decode/strides"),
                                           ew.PROD), f"{p}/decode")
     scores = out(network.add_activation(cls, trt.ActivationType.SIGMOID), f"{p}/sigmoid")
+    if nms is not None:
+        to_rows = (0, 2, 1)  # (N, 4 | C, A) -> (N, A, 4 | C), INMSLayer's layout
+        dets = batched_nms(network, _reshape(network, decoded, (0, 4, anchors_n), f"{p}/nms/boxes_in", to_rows),
+                           _reshape(network, scores, (0, int(scores.shape[1]), anchors_n), f"{p}/nms/scores_in",
+                                    to_rows), f"{p}/nms", nms)
+        for key in NMS_OUTPUTS:
+            dets[key].name = key
+        return dets
     y = _concat(network, [decoded, scores], 1, p)  # the layer is the Detect module's; its output is output0
     y.name = OUTPUT
-    return y
+    return {OUTPUT: y}
 
 
 #: layer index -> (kind, inputs): the yolov8.yaml table (-1 = the previous layer)
@@ -203,12 +223,25 @@ _KINDS = {
 }
 
 
-def build_yolov8(network, wm, x, boxes: str = "xywh") -> dict:
+def _nms_options(boxes: str, max_det, iou, conf) -> NMSOptions:
+    try:
+        return NMSOptions(max_det=int(max_det), iou=float(iou), conf=float(conf), center=boxes == "xywh")
+    except ValueError:
+        raise BuilderError(f"yolov8: max_det={max_det!r}, iou={iou!r} and conf={conf!r} must be an integer and two "
+                           "numbers") from None
+
+
+def build_yolov8(network, wm, x, boxes: str = "xywh", nms: str = "off", max_det="300", iou="0.7",
+                 conf="0.25") -> dict:
     """Add YOLOv8 (any scale) read from ``wm`` (Ultralytics' names); returns ``{"output0": ITensor}``,
     (N, 4 + classes, anchors): boxes (``boxes``: "xywh" centre-size as Ultralytics, or "xyxy"), then
-    sigmoid class scores."""
+    sigmoid class scores. ``nms="on"``: ``{"num_detections", "boxes", "scores", "classes"}`` instead (see the
+    module doc; ``max_det``, ``iou``, ``conf`` as numbers or the strings the command line gives)."""
     if boxes not in YOLOV8_OPTIONS["boxes"]:
         raise BuilderError(f"yolov8: boxes={boxes!r} is not one of {YOLOV8_OPTIONS['boxes']}")
+    if nms not in YOLOV8_OPTIONS["nms"]:
+        raise BuilderError(f"yolov8: nms={nms!r} is not one of {YOLOV8_OPTIONS['nms']}")
+    options = _nms_options(boxes, max_det, iou, conf) if nms == "on" else None
     h, w = (int(d) for d in x.shape[2:])
     if h < 0 or w < 0 or h % 32 or w % 32:
         raise BuilderError(f"yolov8: input '{x.name}' {tuple(x.shape)} needs H and W known at build time and "
@@ -218,7 +251,7 @@ def build_yolov8(network, wm, x, boxes: str = "xywh") -> dict:
     for i, (kind, *args) in enumerate(_LAYERS):
         y = _KINDS[kind](network, y, wm, f"model.{i}", outs, *args)
         outs.append(y)
-    return {OUTPUT: _detect(network, [outs[i] for i in _HEAD_FROM], wm, "model.22", boxes)}
+    return _detect(network, [outs[i] for i in _HEAD_FROM], wm, "model.22", boxes, options)
 
 
 def yolov8_layer_map(repeats=(1, 2, 2, 1, 1, 1, 1, 1)) -> dict[str, str]:
@@ -269,6 +302,7 @@ register(ModelSpec(
     value_range=(0.0, 1.0),
     layer_map=yolov8_layer_map(),
     options=YOLOV8_OPTIONS,
+    outputs_for=lambda chosen: list(NMS_OUTPUTS) if chosen.get("nms") == "on" else [OUTPUT],
     notes=f"full: 1x3x{FULL_SIZE}x{FULL_SIZE} (8400 anchors); small: the same weights at 1x3x{SMALL_SIZE}x{SMALL_SIZE} "
-          "(84 anchors); no NMS (raw output, as Ultralytics exports it)",
+          "(84 anchors); raw output (as Ultralytics exports it), or --option nms=on for INMSLayer's detections",
 ))

@@ -40,6 +40,11 @@ class PlanError(ValueError):
 def _topological(network) -> list:
     produced_by = {id(t): layer for layer in network._layers for t in layer._outputs}
     needed, order, seen = set(), [], set()
+    # A loop's next-iteration values (back edges) and a construct's other boundary layers are visited once the
+    # walk in progress is done, not from inside it: the body between a recurrence and its next value may hold
+    # a layer that is still waiting for its own inputs (on the walk's stack), which must not come after a
+    # layer reading it.
+    later: list = []
 
     def visit(layer):
         if id(layer) in seen:
@@ -52,16 +57,20 @@ def _topological(network) -> list:
         order.append(layer)
         for other in [layer._inputs[i] for i in back if i < len(layer._inputs)]:
             if other is not None and id(other) in produced_by:
-                visit(produced_by[id(other)])
-        for other in getattr(layer, "_companions", list)():  # a construct's boundary layers come together
-            visit(other)
+                later.append(produced_by[id(other)])
+        later.extend(getattr(layer, "_companions", list)())  # a construct's boundary layers come together
+
+    def walk(layer):
+        visit(layer)
+        while later:
+            visit(later.pop(0))
 
     for t in network._outputs + debug_roots(network):
         if id(t) in produced_by:
-            visit(produced_by[id(t)])
+            walk(produced_by[id(t)])
     for layer in network._layers:  # a layer without outputs (an assertion) is kept for what it checks
         if not layer._outputs:
-            visit(layer)
+            walk(layer)
     needed.update(id(lay) for lay in order)
     return order
 

@@ -6,6 +6,7 @@ to give BatchNorm layers non-trivial statistics before checking BN folding.
 
 from .alexnet import AlexNet, alexnet
 from .common import randomize_bn_, seeded
+from .crnn import CRNN, crnn
 from .l2norm import L2Norm
 from .repvgg import RepVGG, RepVGGBlock, repvgg_a0, repvgg_model_convert
 from .resnet import ResNet, resnet18, resnet50
@@ -31,6 +32,8 @@ __all__ = [
     "rename_vgg_keys",
     "UNet",
     "unet",
+    "CRNN",
+    "crnn",
     "YOLOv8",
     "yolov8n",
     "randomize_bn_",
