@@ -463,20 +463,20 @@ def test_cli_output_guard(tmp_path, capsys):
 
 
 def test_cli_user_network_function(tmp_path):
-    net = tmp_path / "unet.py"
+    net = tmp_path / "tinynet.py"
     net.write_text(
         "import torch\nfrom torch import nn\n"
         "def make_model():\n"
         "    return nn.Sequential(nn.Conv2d(3, 4, 3), nn.ReLU(), nn.Flatten(), nn.Linear(4 * 6 * 6, 2))\n"
-        "def unet(network, weights, x):\n    raise NotImplementedError\n")
+        "def tinynet(network, weights, x):\n    raise NotImplementedError\n")
     out = tmp_path / "c.json"
     try:
-        assert _run(f"{net}:unet", "--input", "input:1x3x8x8", "--torch", f"{net}:make_model", "--data", "random",
+        assert _run(f"{net}:tinynet", "--input", "input:1x3x8x8", "--torch", f"{net}:make_model", "--data", "random",
                     "--batches", "1", "--out", str(out)) == 0
     finally:
-        registry.unregister("unet")
+        registry.unregister("tinynet")
     d = json.loads(out.read_text())
-    assert set(d["activations"]) == {"0.input", "3.input"} and d["model"] == "unet"
+    assert set(d["activations"]) == {"0.input", "3.input"} and d["model"] == "tinynet"
     assert d["shapes"]["weights"] == {"0.weight": [4, 3, 3, 3], "3.weight": [2, 144]}
     assert math.isclose(d["activations"]["0.input"], 1.0, rel_tol=0.02)
 

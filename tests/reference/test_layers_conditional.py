@@ -199,7 +199,8 @@ def test_layers_names_and_attributes(refnet):
     assert all(concrete(la.ref).conditional is cond.ref for la in (layers[0], layers[1], layers[4]))
     cond.name = "choose"
     assert cond.name == "choose"
-    assert cond.set_condition(net.get_input(1)).ref is layers[0].ref  # a second call returns the same layer
+    again = cond.set_condition(net.get_input(1)).ref  # a second call returns the same layer, adding none
+    assert again.name == layers[0].ref.name and again._self is layers[0].ref._self and net.num_layers == 5
 
 
 # -- refusals ----------------------------------------------------------------------------------------------------
