@@ -21,7 +21,7 @@ DTYPES = {"fp32": ("FLOAT", torch.float32), "fp16": ("HALF", torch.float16), "bf
 
 
 def _kind(layer) -> str:
-    return type(layer)._TYPE.name if isinstance(layer, ref.ILayer) else layer.type.name
+    return layer.type.name  # the reference's get_layer gives an ILayer view whose .type is the LayerType, as TensorRT
 
 
 def layer_walk(network) -> list[tuple]:
