@@ -133,16 +133,18 @@ def test_one_engine_runs_every_batch_in_its_profile(small):
         engine(torch.zeros(5, 3, 48, 48))
 
 
-def test_layerwise_parity_with_the_automatic_map(small):
+@pytest.mark.parametrize("precision", ["fp32", "fp16"])
+def test_layerwise_parity_with_the_automatic_map(small, precision):
     """Without a layer_map, layerwise parity maps tensors to modules by name (trtbuild.parity.automap): every
     mapped module of the hand-written map, the attention blocks included (``attn`` itself ends in
     ``attn.proj``, compared under that name), and no false alarm; unmapped are only the parts no module
-    returns: the class token and position embedding (parameters of the root), and the pooling."""
+    returns: the class token and position embedding (parameters of the root), and the pooling. In fp16 too:
+    no layer's error jumps."""
     from trtbuild.parity.check import check_model_parity
 
     spec, model, _, _ = small
-    report = check_model_parity(dataclasses.replace(spec, layer_map={}), ref_trt, small=True, layerwise=True,
-                                module=model)
+    report = check_model_parity(dataclasses.replace(spec, layer_map={}), ref_trt, precision=precision, small=True,
+                                layerwise=True, module=model)
     assert report.passed, report.to_table()
     assert report.meta["layer_map"] == "automatic (from the layer names)"
     assert sorted(report.meta["unmapped_layers"]) == sorted(["cls_token", "cls_token/expand", "tokens", "pos_embed",
