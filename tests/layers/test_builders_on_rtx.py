@@ -438,8 +438,8 @@ def test_a_planted_shape_difference_is_caught(rtx, monkeypatch):
 
     real = infer.infer_layer
 
-    def planted(ltype, p, w, shapes, dtypes, name, plugin=None):
-        out_shapes, out_dtypes = real(ltype, p, w, shapes, dtypes, name, plugin=plugin)
+    def planted(ltype, p, w, shapes, dtypes, name, plugin=None, **values_and_keys):
+        out_shapes, out_dtypes = real(ltype, p, w, shapes, dtypes, name, plugin=plugin, **values_and_keys)
         if ltype == ref.LayerType.POOLING:
             out_shapes = [tuple(s[:-1]) + (s[-1] + 1,) for s in out_shapes]
         return out_shapes, out_dtypes
