@@ -125,3 +125,39 @@ def _piece(trt, net, s, piece):
         return dim
     return net.add_elementwise(dim, _const(net, [piece[3]], "INT64"),
                                enum(trt, "ElementWiseOperation", piece[1])).get_output(0)
+
+
+# -- broadcast slices: stride 0 with a shape-tensor size (expand to a dynamic size, as a class token to the batch) --
+
+def broadcast_slice_case(rng):
+    """A slice of x with stride 0 on some dims (mostly size-1 dims, sometimes a larger one read at a random
+    start) and stride 1 on the others, its size a shape tensor: per dim x's own size (gathered from its
+    shape) for a stride-1 dim, and for a stride-0 dim a constant or any dim of x's shape. One case in ten
+    starts a dim just past its end (out of bounds unless that dim's size is 0)."""
+    rank = pick(rng, {1: 1, 2: 3, 3: 4, 4: 2})
+    shape = [rng.choice([1, 1, 2, 3, 4]) for _ in range(rank)]
+    dynamic = rng.random() < 0.5
+    xshape = dyn(shape, dynamic)
+    stride = [0 if (shape[i] == 1 and rng.random() < 0.8) or rng.random() < 0.15 else 1 for i in range(rank)]
+    start = [rng.randrange(shape[i]) if stride[i] == 0 and not (dynamic and i == 0) else 0 for i in range(rank)]
+    if rng.random() < 0.1:  # one start just past the end of a static dim: out of bounds for a size > 0
+        i = rng.randrange(1 if dynamic else 0, rank) if rank > 1 or not dynamic else 0
+        start[i] = shape[i]
+    sizes = [("dim", i) if stride[i] else (("const", rng.randint(0, 4)) if rng.random() < 0.5
+                                           else ("dim", rng.randrange(rank))) for i in range(rank)]
+    kind = pick(rng, {"INT64": 3, "INT32": 1})
+
+    def build(trt, net):
+        x = net.add_input("x", dt(trt, "FLOAT"), xshape)
+        s = net.add_shape(x).get_output(0)
+        parts = [_const(net, [v], "INT64") if what == "const" else
+                 net.add_gather(s, _const(net, [v], "INT64"), 0).get_output(0) for what, v in sizes]
+        d = net.add_concatenation(parts).get_output(0) if len(parts) > 1 else parts[0]
+        if kind != "INT64":
+            d = net.add_cast(d, dt(trt, kind)).get_output(0)
+        layer = net.add_slice(x, start, [1] * rank, stride)
+        layer.set_input(2, d)
+        return [layer.get_output(0)]
+
+    return single("broadcast_slice", f"broadcast slice x={shape_str(xshape)} start={start} stride={stride} "
+                                     f"size={sizes} {kind}", build, dynamic)

@@ -1,7 +1,7 @@
 """Zoo models exported with dynamic dims: unet with dynamic H and W (its bilinear x2 resizes become ONNX Resize
-with scales, exact for whole-number scales at any size) and yolov8n with a dynamic batch (its C2f splits
-gather), run by onnxruntime at several shapes against PyTorch, parsed and built by TensorRT-RTX. The zoo
-tolerance: max|y - ref| <= 1e-5 + 1e-4 * max|ref|."""
+with scales, exact for whole-number scales at any size), yolov8n with a dynamic batch (its C2f splits
+gather) and vit_tiny with a dynamic batch (its class token expanded to it), run by onnxruntime at several
+shapes against PyTorch, parsed and built by TensorRT-RTX. The zoo tolerance: max|y - ref| <= 1e-5 + 1e-4 * max|ref|."""
 
 from __future__ import annotations
 
@@ -74,3 +74,14 @@ def test_resize_by_a_fraction_of_an_unknown_size_is_refused():
     with pytest.raises(OnnxExportError, match=r"layer 'up' \(RESIZE\): scales \(1.0, 1.0, 1.5, 2.0\) on an input of "
                                               r"unknown shape \(1, 2, -1, -1\)"):
         export_onnx(net)
+
+
+def test_vit_tiny_with_dynamic_batch(rtx):
+    """The class token follows the batch: a Shape, Gather and Concat make the size, a Slice and Expand repeat it."""
+    spec, model, onnx_model = _export("vit_tiny", (-1, 3, 48, 48))
+    ops = [n.op_type for n in onnx_model.graph.node]
+    assert ops.count("Expand") == 1 and ops.count("Shape") == 1 and ops.count("LayerNormalization") == 5
+    _check(model, onnx_model, spec, [(1, 3, 48, 48), (3, 3, 48, 48)])
+    result = parse_with_tensorrt_rtx(onnx_model, rtx)  # batch profile 1, 2, 4
+    assert result.ok, result.reason()
+    assert result.outputs == [("logits", (-1, 1000), "FLOAT")]

@@ -332,16 +332,18 @@ def test_softmax_needs_rank_two(refnet):
         layer.get_output(0).shape  # noqa: B018
 
 
-@pytest.mark.parametrize("start,stride", [(-1, 1), (3, -1)])
+@pytest.mark.parametrize("start,stride", [(-1, 1), (3, -1), (3, 0), (4, 0)])
 def test_slice_empty_with_a_start_outside_is_rejected(refnet, start, stride):
     """TensorRT-RTX 1.7 fails to build an empty STRICT_BOUNDS slice starting before the input (or,
-    stepping backwards, at or after its end); starting at or after the end stepping forwards builds."""
+    stepping backwards or by 0, at or after its end); starting at or after the end stepping forwards builds."""
     layer = refnet.network.add_slice(refnet.input("x", (2, 3)), (0, start), (2, 0), (1, stride))
     build_fails_naming(refnet, layer, "empty_slice", "an empty slice")
 
 
-def test_slice_empty_starting_at_the_end_is_accepted(refnet):
-    layer = refnet.network.add_slice(refnet.input("x", (2, 3)), (0, 3), (2, 0), (1, 1))
+@pytest.mark.parametrize("start,stride", [(3, 1), (2, 0)])
+def test_slice_empty_starting_at_the_end_is_accepted(refnet, start, stride):
+    """Forwards from the end, or by 0 from inside the dim: TensorRT-RTX 1.7 builds both."""
+    layer = refnet.network.add_slice(refnet.input("x", (2, 3)), (0, start), (2, 0), (1, stride))
     y = refnet.run({"x": randn(2, 3)}, y=layer.get_output(0))["y"]
     assert tuple(y.shape) == (2, 0)
 

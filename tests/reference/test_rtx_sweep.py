@@ -66,6 +66,7 @@ FAMILIES = {
     "attention": (SAT.attention_case, 60), "qdq_block": (SAT.block_qdq_case, 60),
 }
 FAMILIES.update({"conditional": (SC.conditional_case, 60), "loop": (SC.loop_case, 60)})
+FAMILIES.update({"broadcast_slice": (SST.broadcast_slice_case, 80)})
 SEED = 0
 
 #: INT4 network inputs: tests/helpers/twin.py cannot express this example (it twins layers, not add_input)

@@ -17,11 +17,11 @@ from .normalization import layer_norm
 from .planned import planned_linear
 from .recurrent import lstm
 from .resize import interpolate
-from .tensor import chunk, concat, expand, flatten, matmul, permute, reshape, select, softmax, split, transpose
+from .tensor import DimOf, chunk, concat, expand, flatten, matmul, permute, reshape, select, softmax, split, transpose
 from .tensor import slice  # noqa: A004, F401 - PyTorch's name; not in __all__ (see above)
 
 __all__ = ["gelu", "hardsigmoid", "hardswish", "mish", "prelu", "relu6", "silu", "AttentionWeights", "attention_path",
            "multi_head_attention", "planned_multi_head_attention", "scaled_dot_product_attention", "add", "avg_pool",
            "conv", "global_avg_pool", "linear", "max_pool", "relu", "embedding", "layer_norm", "lstm", "planned_linear",
-           "interpolate", "chunk", "concat", "expand", "flatten", "matmul", "permute", "reshape", "select", "softmax",
-           "split", "transpose"]
+           "interpolate", "DimOf", "chunk", "concat", "expand", "flatten", "matmul", "permute", "reshape", "select",
+           "softmax", "split", "transpose"]

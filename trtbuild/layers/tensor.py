@@ -13,6 +13,7 @@ layer, before any layer is added.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -21,7 +22,7 @@ from trtbuild.backend import trt_of
 from .common import BuilderError, keep_alive, out
 
 __all__ = ["reshape", "permute", "transpose", "flatten", "concat", "slice", "select", "chunk", "split", "expand",
-           "softmax", "matmul"]
+           "DimOf", "softmax", "matmul"]
 
 
 def _shape(x) -> tuple[int, ...]:
@@ -197,24 +198,76 @@ def split(network, x, split_size_or_sections, name: str, dim: int = 0) -> list:
     return _pieces(network, x, axis, sizes, name)
 
 
+@dataclass(frozen=True)
+class DimOf:
+    """A size read from a network tensor: dim `dim` of `tensor`, as ``t.shape[dim]`` in PyTorch. Where
+    that dim is dynamic, :func:`expand` reads it at run time (a shape layer and a gather)."""
+
+    tensor: object
+    dim: int
+
+
+def _size_source(size, name: str):
+    """An expand size as (int, None) or, for a dynamic DimOf, (-2, the DimOf with its dim wrapped)."""
+    if isinstance(size, DimOf):
+        dim = _dim(size.tensor, size.dim, name)
+        known = _shape(size.tensor)[dim]
+        return (known, None) if known >= 0 else (-2, DimOf(size.tensor, dim))
+    if isinstance(size, bool) or not isinstance(size, (int, np.integer)):
+        raise BuilderError(f"layer '{name}': expand size {size!r} must be an integer or a DimOf")
+    return int(size), None
+
+
+def _run_time_sizes(network, target, sources, name: str):
+    """The expanded shape as an INT64 shape tensor (``name/size``): known sizes as constants
+    (``name/size{i}``), each dynamic size gathered from its tensor's shape (``name/shape{i}``, ``name/dim{i}``)."""
+    trt = trt_of(network)
+    parts = []
+    for i, (size, src) in enumerate(zip(target, sources)):
+        if src is None:
+            arr = keep_alive(network, np.array([size], dtype=np.int64))
+            parts.append(out(network.add_constant(trt.Dims((1,)), arr), f"{name}/size{i}"))
+            continue
+        shape = out(network.add_shape(src.tensor), f"{name}/shape{i}")
+        at = keep_alive(network, np.array([src.dim], dtype=np.int64))
+        index = out(network.add_constant(trt.Dims((1,)), at), f"{name}/dim{i}/index")
+        parts.append(out(network.add_gather(shape, index, 0), f"{name}/dim{i}"))
+    return out(network.add_concatenation(parts), f"{name}/size")
+
+
 def expand(network, x, sizes, name: str):
     """``x.expand(*sizes)``: size-1 dims repeated (-1 keeps a dim), new leading dims allowed; one slice
     layer with stride 0 along the repeated dims (``name/view`` first, a reshape, for new leading dims).
-    Every size must be known."""
+
+    A size may be ``DimOf(t, d)``, PyTorch's ``t.shape[d]``: ``cls_token.expand(x.shape[0], -1, -1)`` is
+    ``expand(network, cls, (DimOf(x, 0), -1, -1), name)``. Where such a dim is dynamic (a dynamic batch),
+    the slice's size is a shape tensor (its input 2, see ``_run_time_sizes``); the other sizes must be known."""
     trt = trt_of(network)
-    sizes = [int(s) for s in sizes]
+    resolved = [_size_source(s, name) for s in sizes]
+    shown = tuple(s.tensor.name + f".shape[{s.dim}]" if isinstance(s, DimOf) else s for s in sizes)
     dims = _shape(x)
-    if len(sizes) < len(dims):
-        raise BuilderError(f"layer '{name}': {len(sizes)} sizes for '{x.name}' of rank {len(dims)}")
-    full = (1,) * (len(sizes) - len(dims)) + dims
-    target = [d if s == -1 and i >= len(sizes) - len(dims) else s for i, (s, d) in enumerate(zip(sizes, full))]
-    if any(d < 0 for d in full) or any(s < 0 for s in target) or any(d not in (1, s) for d, s in zip(full, target)):
-        raise BuilderError(f"layer '{name}': cannot expand '{x.name}' {dims} to {tuple(sizes)}: only known size-1 "
+    if len(resolved) < len(dims):
+        raise BuilderError(f"layer '{name}': {len(resolved)} sizes for '{x.name}' of rank {len(dims)}")
+    full = (1,) * (len(resolved) - len(dims)) + dims
+    lead = len(resolved) - len(dims)
+    target = [d if s == -1 and i >= lead else s for i, ((s, _), d) in enumerate(zip(resolved, full))]
+    sources = [src for _, src in resolved]
+    bad = any(d < 0 for d in full) or any(s < 0 and src is None for s, src in zip(target, sources)) \
+        or any(d not in (1, s) and src is None for d, s, src in zip(full, target, sources)) \
+        or any(d != 1 and src is not None for d, src in zip(full, sources))
+    if bad:
+        raise BuilderError(f"layer '{name}': cannot expand '{x.name}' {dims} to {shown}: only known size-1 "
                            "dims can grow (-1 keeps a dim)")
     if len(full) != len(dims):
         x = shuffle(network, x, f"{name}/view", dims=full, placeholder=False)
-    stride = [0 if d == 1 and s != 1 else 1 for d, s in zip(full, target)]
-    return out(network.add_slice(x, trt.Dims([0] * len(full)), trt.Dims(target), trt.Dims(stride)), name)
+    stride = [0 if d == 1 and (s != 1 or src is not None) else 1 for d, s, src in zip(full, target, sources)]
+    if all(src is None for src in sources):
+        return out(network.add_slice(x, trt.Dims([0] * len(full)), trt.Dims(target), trt.Dims(stride)), name)
+    size = _run_time_sizes(network, target, sources, name)
+    layer = network.add_slice(x, trt.Dims([0] * len(full)), trt.Dims([1] * len(full)), trt.Dims(stride))
+    if layer is not None:
+        layer.set_input(2, size)
+    return out(layer, name)
 
 
 def softmax(network, x, dim, name: str):

@@ -27,7 +27,7 @@ __all__ = ["ModelSpec", "MODELS", "MODEL_MODULES", "ORIGINS", "LOAD_ERRORS", "re
            "get_torch_model", "UnknownModelError"]
 
 #: Modules (under trtbuild.models) that register models when imported.
-MODEL_MODULES = ("alexnet", "vgg_ssd", "resnet", "repvgg", "rednet", "unet", "yolov8", "crnn")
+MODEL_MODULES = ("alexnet", "vgg_ssd", "resnet", "repvgg", "rednet", "unet", "yolov8", "crnn", "vit")
 
 
 class UnknownModelError(KeyError):

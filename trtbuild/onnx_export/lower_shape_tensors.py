@@ -86,25 +86,43 @@ def _linspace(g, layer, ins, outs, to, tensors, dims_in):
 
 def lower_dynamic_slice(g: GraphBuilder, layer, ins, outs):
     """A slice whose start, size or axes is a shape tensor: ONNX Slice (its axes input is TensorRT's input 5) with
-    ends = start + size * stride. Only
-    STRICT_BOUNDS with positive strides given as attributes: ONNX counts a negative end from the back, which
-    a stride of unknown sign could not avoid."""
+    ends = start + size * stride. Only STRICT_BOUNDS with strides >= 0 given as attributes: ONNX counts a
+    negative end from the back, which a stride of unknown sign could not avoid. A stride of 0 repeats the
+    element at `start` `size` times (a broadcast, as ``expand`` builds it): that dim is sliced to its one
+    element, then an ONNX Expand to the sizes repeats it (:func:`_broadcast_sizes`)."""
     from trtbuild.reference.enums import SampleMode
 
     p = layer._params
     if SampleMode(p["mode"]) != SampleMode.STRICT_BOUNDS:
         g.fail(f"slice mode {SampleMode(p['mode']).name} with start/size shape tensors: the export writes ONNX Slice, "
                "which has STRICT_BOUNDS' semantics only")
-    if shape_input(layer, 3) or any(s <= 0 for s in p["stride"]):
-        g.fail("a slice with a stride tensor or a stride <= 0 and start/size shape tensors: ONNX Slice would count "
+    if shape_input(layer, 3) or any(s < 0 for s in p["stride"]):
+        g.fail("a slice with a stride tensor or a stride < 0 and start/size shape tensors: ONNX Slice would count "
                "a negative end from the back")
     rank = len(layer.get_input(0).shape)
+    strides = [int(s) for s in p["stride"]]
     starts = int64_input(g, layer, 1, ins[1]) if shape_input(layer, 1) else g.ints(p["start"], "starts")
     sizes = int64_input(g, layer, 2, ins[2]) if shape_input(layer, 2) else g.ints(p["shape"], "sizes")
-    steps = g.ints(p["stride"], "steps")
-    ends = g.add("Add", [starts, g.add("Mul", [sizes, steps])])
     axes = int64_input(g, layer, 5, ins[5]) if shape_input(layer, 5) else g.ints(range(rank), "axes")
-    g.add("Slice", [ins[0], starts, ends, axes, steps], outs)
+    if all(s > 0 for s in strides):
+        steps = g.ints(strides, "steps")
+        g.add("Slice", [ins[0], starts, g.add("Add", [starts, g.add("Mul", [sizes, steps])]), axes, steps], outs)
+        return
+    if shape_input(layer, 5):
+        g.fail("a slice with stride 0 and an axes shape tensor: the export cannot tell which dims to repeat")
+    _broadcast_sizes(g, ins[0], starts, sizes, axes, strides, outs)
+
+
+def _broadcast_sizes(g: GraphBuilder, x: str, starts: str, sizes: str, axes: str, strides: list, outs):
+    """Slice with stride-0 dims: ONNX Slice with those dims' size taken as 1 and step 1 (one element, at
+    `start`), then Expand to `sizes`, which repeats it (the other dims already have their sizes)."""
+    import numpy as np
+
+    moving = np.array([1 if s > 0 else 0 for s in strides], dtype=np.int64)
+    one_elem = g.add("Add", [g.add("Mul", [sizes, g.ints(moving, "moving")]), g.ints(1 - moving, "repeated")])
+    steps = g.ints([s if s > 0 else 1 for s in strides], "steps")
+    ends = g.add("Add", [starts, g.add("Mul", [one_elem, steps])])
+    g.add("Expand", [g.add("Slice", [x, starts, ends, axes, steps]), sizes], outs)
 
 
 def lower_dynamic_resize(g: GraphBuilder, layer, ins, outs, attrs: dict, x: str, target: str):

@@ -12,6 +12,7 @@ from .repvgg import RepVGG, RepVGGBlock, repvgg_a0, repvgg_model_convert
 from .resnet import ResNet, resnet18, resnet50
 from .unet import UNet, unet
 from .vgg import VGG16RefineDet, VGG16SSD, rename_vgg_keys, vgg16_refinedet, vgg16_ssd
+from .vit import VisionTransformer, vit_tiny
 from .yolov8 import YOLOv8, yolov8n
 
 __all__ = [
@@ -36,6 +37,8 @@ __all__ = [
     "crnn",
     "YOLOv8",
     "yolov8n",
+    "VisionTransformer",
+    "vit_tiny",
     "randomize_bn_",
     "seeded",
 ]

@@ -81,9 +81,9 @@ def infer(p, w, shapes, dtypes, name, plugin):
             continue
         if p["mode"] == 0 and d >= 0 and n > 0 and not (0 <= a < d and 0 <= a + (n - 1) * s < d):
             fail(name, f"dim {i}: start {a}, size {n}, stride {s} reads outside [0, {d})")
-        if p["mode"] == 0 and n == 0 and (a < 0 or (s < 0 and d >= 0 and a >= d)):
+        if p["mode"] == 0 and n == 0 and (a < 0 or (s <= 0 and d >= 0 and a >= d)):
             fail(name, f"dim {i}: an empty slice with start {a} and stride {s}: TensorRT-RTX 1.7 cannot build a "
-                       "STRICT_BOUNDS slice starting before the input (or, with a negative stride, after it)")
+                       "STRICT_BOUNDS slice starting before the input (or, with a stride <= 0, at or after its end)")
     return [tuple(-1 if n is None else n for n in sz)], [dt]
 
 
