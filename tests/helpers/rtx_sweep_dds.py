@@ -88,3 +88,33 @@ def nms_case(rng):
     desc = (f"nms boxes={shape_str(dyn(bshape, dynamic))} {dtype} scores={shape_str(dyn(sshape, dynamic))} {sdtype} "
             f"max={mode}:{max_out} thresholds={thresholds} indices={indices} {attrs}")
     return single("nms", desc, build, dynamic)
+
+
+def assertion_case(rng):
+    """An assertion on a condition computed from constants (a comparison, so a BOOL tensor without a BOOL constant,
+    which the reference refuses), of rank 0 to 2, true or false somewhere, or of another type; the network's output
+    is an identity of an unrelated input, as an assertion has no outputs."""
+    rank = pick(rng, {0: 3, 1: 4, 2: 2})
+    shape = tuple(rng.randint(1, 3) for _ in range(rank))
+    left = np.asarray(np.random.default_rng(rng.randrange(1 << 32)).integers(0, 3, size=shape), np.int32)
+    right = left.copy()
+    holds = rng.random() < 0.7
+    if not holds and left.size:
+        right.reshape(-1)[rng.randrange(left.size)] += 1
+    kind = pick(rng, {"compare": 8, "int32": 1, "float": 1})
+    message = rng.choice(["must hold", "", "shapes agree"])
+
+    def build(trt, net):
+        x = net.add_input("x", dt(trt, "FLOAT"), (2,))
+        a = _const(trt, net, left, np.int32)
+        if kind == "compare":
+            condition = net.add_elementwise(a, _const(trt, net, right, np.int32),
+                                            trt.ElementWiseOperation.EQUAL).get_output(0)
+        elif kind == "int32":
+            condition = a
+        else:
+            condition = _const(trt, net, left.astype(np.float32), np.float32)
+        net.add_assertion(condition, message)
+        return [net.add_identity(x).get_output(0)]
+
+    return single("assertion", f"assertion {kind} shape={shape_str(shape)} holds={holds} message={message!r}", build)

@@ -57,7 +57,7 @@ FAMILIES = {
     "squeeze": (SI.squeeze_case, 120), "unsqueeze": (SI.unsqueeze_case, 100),
     "parametric_relu": (SI.parametric_relu_case, 100), "select": (SI.select_case, 120),
     "gather": (SI.gather_case, 200), "cumulative": (SI.cumulative_case, 100), "one_hot": (SI.one_hot_case, 100),
-    "non_zero": (D.non_zero_case, 80), "nms": (D.nms_case, 120),
+    "non_zero": (D.non_zero_case, 80), "nms": (D.nms_case, 120), "assertion": (D.assertion_case, 60),
     "topk": (ST.topk_case, 200), "scatter": (ST.scatter_case, 120),
     "reverse_sequence": (ST.reverse_sequence_case, 100), "einsum": (ST.einsum_case, 250),
     "grid_sample": (SA.grid_sample_case, 120), "ragged_softmax": (SA.ragged_softmax_case, 80),
