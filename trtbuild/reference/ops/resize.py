@@ -28,6 +28,16 @@ _LINEAR_DIMS = 3
 class IResizeLayer(ILayer):
     _TYPE = LayerType.RESIZE
     _MAX_INPUTS = 2
+
+    def _infer(self):
+        """Records which input dims are dynamic in the network (params["build_dynamic_dims"]), so that the plan
+        applies the LINEAR rule when it runs to the dims the build checked."""
+        x = self._inputs[0] if self._inputs else None
+        dynamic = [i for i, d in enumerate(x.shape) if d < 0] if x is not None else []
+        if self._params.get("build_dynamic_dims", []) != dynamic:
+            self._params["build_dynamic_dims"] = dynamic
+            self._cache = None
+        return super()._infer()
     #: input 1: the output shape as a 1-D shape tensor (it replaces `shape` and `scales`)
     _SHAPE_INPUTS = {1: "shape"}
     resize_mode = param("resize_mode", InterpolationMode)
@@ -96,7 +106,10 @@ def infer(p, w, shapes, dtypes, name, plugin):
         if x[i] == 0 and out[i] != 0:
             fail(name, f"dim {i} of the input {x} is empty and cannot be resized to {out[i]}")
     mode = InterpolationMode(p["resize_mode"])
-    if mode == InterpolationMode.LINEAR and any(i < len(x) - _LINEAR_DIMS for i in resized):
+    # the rule reaches the dims the build could see: one dynamic there (its size known only when the engine runs) is
+    # resized by the documented formula, as TensorRT-RTX 1.7 builds it
+    checked = [i for i in resized if i not in set(p.get("build_dynamic_dims", ()))]
+    if mode == InterpolationMode.LINEAR and any(i < len(x) - _LINEAR_DIMS for i in checked):
         fail(name, f"LINEAR resizes dims {tuple(resized)} of {x} -> {out}; TensorRT's linear resize reaches only "
                    f"the innermost {_LINEAR_DIMS} dims")
     return [out], [dtype]
