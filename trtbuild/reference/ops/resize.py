@@ -106,9 +106,11 @@ def infer(p, w, shapes, dtypes, name, plugin):
         if x[i] == 0 and out[i] != 0:
             fail(name, f"dim {i} of the input {x} is empty and cannot be resized to {out[i]}")
     mode = InterpolationMode(p["resize_mode"])
-    # the rule reaches the dims the build could see: one dynamic there (its size known only when the engine runs) is
-    # resized by the documented formula, as TensorRT-RTX 1.7 builds it
-    checked = [i for i in resized if i not in set(p.get("build_dynamic_dims", ()))]
+    # the rule reaches the dims the build could see: with an output shape, a dim dynamic there (so not seen to change
+    # until the engine runs) is resized by the documented formula, as TensorRT-RTX 1.7 builds it; a scale other
+    # than 1 is seen to resize its dim at build time, dynamic or not
+    seen_dynamic = set(p.get("build_dynamic_dims", ())) if p["scales"] is None else set()
+    checked = [i for i in resized if i not in seen_dynamic]
     if mode == InterpolationMode.LINEAR and any(i < len(x) - _LINEAR_DIMS for i in checked):
         fail(name, f"LINEAR resizes dims {tuple(resized)} of {x} -> {out}; TensorRT's linear resize reaches only "
                    f"the innermost {_LINEAR_DIMS} dims")
