@@ -24,19 +24,40 @@ namespace
 
 using trtbuild::involution::InvolutionParams;
 
+// Error messages format their numbers with std::to_string, never by streaming an integer (or an
+// IntArrayRef) into c10::str: on a GPU machine with g++ 13 and PyTorch 2.11 the extension's
+// inline std::ostream integer insertion crashed (SIGSEGV in basic_ostream::_M_insert<long>) while
+// building the message, so a wrong shape killed the process instead of raising. Strings and c10
+// types (devices, dtypes) stream through code in libc10 and are safe.
+
+std::string text(int64_t value)
+{
+    return std::to_string(value);
+}
+
+std::string text(at::IntArrayRef sizes)
+{
+    std::string out = "[";
+    for (size_t i = 0; i < sizes.size(); ++i)
+    {
+        out += (i ? ", " : "") + std::to_string(sizes[i]);
+    }
+    return out + "]";
+}
+
 InvolutionParams paramsFor(at::IntArrayRef xSizes, int64_t kernelSize, int64_t stride, int64_t padding,
     int64_t dilation, int64_t groups)
 {
-    TORCH_CHECK(xSizes.size() == 4, "involution: x must be 4-D (N, C, H, W), got sizes ", xSizes);
+    TORCH_CHECK(xSizes.size() == 4, "involution: x must be 4-D (N, C, H, W), got sizes ", text(xSizes));
     TORCH_CHECK(kernelSize >= 1 && kernelSize <= 1024 && stride >= 1 && stride <= (1 << 20) && padding >= 0
             && padding <= (1 << 20) && dilation >= 1 && dilation <= (1 << 20),
         "involution: need 1 <= kernel_size <= 1024, stride >= 1, padding >= 0, dilation >= 1; got kernel_size=",
-        kernelSize, " stride=", stride, " padding=", padding, " dilation=", dilation);
+        text(kernelSize), " stride=", text(stride), " padding=", text(padding), " dilation=", text(dilation));
     InvolutionParams const p = trtbuild::involution::makeInvolutionParams(xSizes[0], xSizes[1], xSizes[2], xSizes[3],
         groups, static_cast<int32_t>(kernelSize), static_cast<int32_t>(stride), static_cast<int32_t>(padding),
         static_cast<int32_t>(dilation));
     char const* invalid = trtbuild::involution::validateInvolutionParams(p);
-    TORCH_CHECK(invalid == nullptr, invalid, " (x sizes ", xSizes, ", groups=", groups, ")");
+    TORCH_CHECK(invalid == nullptr, invalid, " (x sizes ", text(xSizes), ", groups=", text(groups), ")");
     return p;
 }
 
@@ -64,7 +85,7 @@ void checkTensor(at::Tensor const& t, char const* name, at::Tensor const& refere
 void checkSizes(at::Tensor const& t, char const* name, std::vector<int64_t> const& expected)
 {
     TORCH_CHECK(t.sizes() == at::IntArrayRef(expected), "involution: ", name, " must have sizes ",
-        at::IntArrayRef(expected), ", got ", t.sizes());
+        text(expected), ", got ", text(t.sizes()));
 }
 
 void checkLaunch(cudaError_t status, char const* what)
