@@ -238,3 +238,41 @@ def test_json_report_spells_non_finite_statistics_out():
         (None, "-inf", 2)
     report.layers = [stats]  # a layerwise run's rows
     assert _strict_json(report.to_json())["layers"] == [stats.to_dict()]
+
+
+def _argmax_rows(scores, actual_idx, atol=1e-3, rtol=0.0):
+    """The index row and the score row for `actual_idx` against PyTorch's argmax of `scores`."""
+    from trtbuild.parity.compare import judge_argmax_ties
+
+    scores = torch.tensor(scores, dtype=torch.float64)
+    expected_idx = scores.argmax(-1).to(torch.int32)
+    actual_idx = torch.tensor(actual_idx, dtype=torch.int32)
+    score_row = compare_tensor("log_probs", scores, scores, atol, rtol)
+    row = compare_tensor("labels", actual_idx, expected_idx, 0.0, 0.0)
+    judge_argmax_ties(row, actual_idx, expected_idx, scores, score_row)
+    return row
+
+
+def test_an_argmax_index_that_flips_at_a_near_tie_passes_and_any_other_difference_fails():
+    scores = [[0.5, 0.5004, 0.1], [0.9, 0.0, 0.2]]          # PyTorch's argmax: 1, then 0
+    assert _argmax_rows(scores, [1, 0]).passed                    # equal indices
+    tie = _argmax_rows(scores, [0, 0])                            # 0.5 vs 0.5004: within atol 1e-3
+    assert tie.passed and tie.failed == 0 and tie.max_abs == 1.0  # the statistics stay as measured
+    assert "1 of the 1 indices" in tie.note and "'log_probs'" in tie.note
+    assert _argmax_rows(scores, [0, 0], atol=1e-4).failed == 1    # the same flip beyond a tighter tolerance
+    wrong = _argmax_rows(scores, [2, 0])                          # 0.1 vs 0.5004: a real difference
+    assert not wrong.passed and wrong.failed == 1 and "0 of the 1" in wrong.note
+    outside = _argmax_rows(scores, [1, 3])                        # no class 3
+    assert not outside.passed and outside.failed == 1
+
+
+def test_a_near_tie_within_the_relative_tolerance_passes():
+    scores = [[-100.0, -100.5, -300.0]]
+    assert _argmax_rows(scores, [1], atol=0.0, rtol=1e-2).passed       # 0.5 <= 0.01 * 100
+    assert not _argmax_rows(scores, [1], atol=0.0, rtol=1e-3).passed   # 0.5 > 0.1
+
+
+def test_the_crnn_labels_are_judged_as_the_argmax_of_its_log_probs():
+    from trtbuild.engine import get_spec
+
+    assert get_spec("crnn").argmax_of == {"labels": "log_probs"}

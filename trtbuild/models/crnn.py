@@ -7,7 +7,8 @@ Layer / tensor names follow the modules: ``cnn.{4i}`` (conv + BatchNorm folded i
 ``log_probs`` (N, T, classes), log-softmax computed as ``x - max - log(sum(exp(x - max)))`` (layers
 ``log_probs/...``), and ``labels`` (N, T) INT32, the argmax per step (a TopK MAX with k = 1 over the classes,
 ``labels/topk``, its indices reshaped): the greedy CTC path before repeats and blanks are removed. Where two
-classes tie, TensorRT's TopK may pick either; PyTorch's argmax picks the first.
+classes tie, TensorRT's TopK may pick either; PyTorch's argmax picks the first. Parity therefore forgives a label
+that differs from PyTorch's where the two classes' log-probabilities are within their tolerance (``argmax_of``).
 
 Sizes: full = 1x1x32x100 (25 time steps); small = the same weights at 1x1x32x32 (8 steps). The width must be
 known at build time (it makes the LSTM's trip count); the batch may be dynamic.
@@ -102,6 +103,7 @@ register(ModelSpec(
     output_names=list(OUTPUTS),
     value_range=(0.0, 1.0),
     layer_map=crnn_layer_map(),
+    argmax_of={OUTPUTS[1]: OUTPUTS[0]},
     notes=f"full: 1x1x{HEIGHT}x{FULL_WIDTH} (25 steps); small: the same weights at 1x1x{HEIGHT}x{SMALL_WIDTH} "
           "(8 steps); outputs log_probs (N, T, 37) and labels (N, T) INT32, the argmax path",
 ))

@@ -61,6 +61,9 @@ class ModelSpec:
         chosen: the options bound by :meth:`with_options` (empty for a registered spec).
         outputs_for: ``(chosen options) -> output names`` for a model whose outputs depend on an option
             (yolov8n's ``nms``); :meth:`with_options` sets :attr:`output_names` from it. None: they do not.
+        argmax_of: ``{index output: score output}`` for an output that is the argmax over the last dim of
+            another (crnn's ``labels`` of ``log_probs``): parity forgives an index that differs from
+            PyTorch's at a near-tie of the scores, which an fp16/int8 engine may break either way.
     """
 
     name: str
@@ -77,6 +80,7 @@ class ModelSpec:
     options: dict = field(default_factory=dict)
     chosen: dict = field(default_factory=dict)
     outputs_for: Callable | None = None
+    argmax_of: dict = field(default_factory=dict)
 
     def with_options(self, **options) -> "ModelSpec":
         """A copy whose ``build_network`` is called with ``options`` (checked against :attr:`options`;

@@ -13,7 +13,7 @@ from typing import Mapping, Sequence
 
 import torch
 
-from .compare import Report, check_tolerance, compare, default_tolerances
+from .compare import Report, check_tolerance, compare, default_tolerances, judge_argmax_ties
 from .layerwise import FUSED_AWAY, capture_module_outputs, find_jump, layerwise_rows
 
 DISTRIBUTIONS = ("uniform", "normal", "large")
@@ -72,7 +72,8 @@ def check_parity(engine, module: torch.nn.Module, inputs: Mapping[str, torch.Ten
                  layer_map: Mapping[str, str] | None = None, layer_order: Sequence[str] | None = None,
                  output_of: Mapping[str, str] | None = None, jump_factor: float = 10.0,
                  meta: dict | None = None, allow_nonfinite: bool = False,
-                 debug_tensors: Mapping[str, str] | None = None, debug_unfused: bool | None = None) -> Report:
+                 debug_tensors: Mapping[str, str] | None = None, debug_unfused: bool | None = None,
+                 argmax_of: Mapping[str, str] | None = None) -> Report:
     """Compare `engine` with `module` on `inputs` (float32 CPU tensors named like the engine inputs).
 
     atol/rtol default to default_tolerances(precision), the default atol being relative to each
@@ -91,6 +92,8 @@ def check_parity(engine, module: torch.nn.Module, inputs: Mapping[str, torch.Ten
     mark_debug, not from extra outputs (trtbuild.parity.debug_tensors); one marked but never
     reported gets a row "fused away (not compared)", listed in meta["fused_away"]. debug_unfused
     (default: the sidecar's): the engine marked them with mark_unfused_tensors_as_debug_tensors.
+    argmax_of (index output -> score output): the index output is the argmax over the last dim of the score
+    output; an index differing from PyTorch's passes at a near-tie of the scores (compare.judge_argmax_ties).
     """
     side = getattr(engine, "sidecar", None) or {}
     meta = dict(meta or {})
@@ -149,6 +152,11 @@ def check_parity(engine, module: torch.nn.Module, inputs: Mapping[str, torch.Ten
     expected = _as_named(result, output_names)
     report = compare(actual, expected, atol, rtol, names=list(output_names), meta=meta, atol_relative=atol_relative,
                      allow_nonfinite=allow_nonfinite)
+    rows = {row.name: row for row in report.outputs}
+    for index_name, score_name in (argmax_of or {}).items():
+        if index_name in rows and score_name in rows and index_name in actual:
+            judge_argmax_ties(rows[index_name], actual[index_name], expected[index_name], expected[score_name],
+                              rows[score_name])
     if allow_nonfinite:
         report.meta["allow_nonfinite"] = True
     if layer_map:
@@ -386,4 +394,4 @@ def check_model_parity(model: str, trt, *, weights=None, engine=None, precision:
     meta.update(automap_meta)
     return check_parity(engine, module, inputs, output_names=list(spec.output_names), atol=atol, rtol=rtol,
                         layer_map=layer_map, layer_order=order, output_of=output_of, meta=meta,
-                        allow_nonfinite=allow_nonfinite, debug_tensors=debug_of)
+                        allow_nonfinite=allow_nonfinite, debug_tensors=debug_of, argmax_of=spec.argmax_of)

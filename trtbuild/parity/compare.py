@@ -303,6 +303,39 @@ def compare(actual: Mapping, expected: Mapping, atol: float = 1e-4, rtol: float 
     return Report(rows, atol, rtol, dict(meta or {}), atol_relative=atol_relative)
 
 
+def judge_argmax_ties(row: TensorStats, actual, expected, expected_scores, score_row: TensorStats) -> None:
+    """Re-judge `row`, an index output that is the argmax over the last dim of the scores PyTorch gave as
+    `expected_scores` (compared in `score_row`), forgiving near-ties.
+
+    Where two classes score within the scores' own tolerance, an engine computing in fp16 or int8 may pick
+    either one, as TensorRT's TopK does; exact index equality would then fail a network whose scores pass.
+    An index that differs from PyTorch's passes where PyTorch's score at the engine's index is within the
+    score tolerance of its score at its own index (|difference| <= the score row's atol, or <= rtol times
+    that score); any other difference, or an index outside the classes, still fails. The error statistics
+    are left as measured; the note says how many differences were near-ties."""
+    if row.note.startswith("shape mismatch") or row.nonfinite_actual:
+        return
+    a = to_numpy(actual).astype(np.int64).ravel()
+    e = to_numpy(expected).astype(np.int64).ravel()
+    scores = to_numpy(expected_scores)
+    classes = scores.shape[-1] if scores.ndim else 0
+    if scores.size != e.size * classes or classes == 0:
+        _add_note(row, f"near-ties not judged: the scores '{score_row.name}' {tuple(scores.shape)} are not "
+                       f"{tuple(row.shape)} x classes")
+        return
+    scores = scores.reshape(e.size, classes)
+    differ = np.flatnonzero(a != e)
+    inside = differ[(a[differ] >= 0) & (a[differ] < classes)]
+    picked, best = scores[inside, a[inside]], scores[inside, e[inside]]
+    gap = np.abs(best - picked)
+    ties = int(((gap <= score_row.atol) | (gap <= score_row.rtol * np.abs(best))).sum())
+    row.failed = int(differ.size) - ties
+    row.passed = row.failed == 0
+    if differ.size:
+        _add_note(row, f"{ties} of the {differ.size} indices that differ from PyTorch's are near-ties of "
+                       f"'{score_row.name}' (PyTorch's scores at both indices within its tolerance)")
+
+
 def robust_rel_error(actual, expected) -> float:
     """max_i |a_i - r_i| / max(|r_i|, 1e-2 * max|r|, smallest normal of actual's type); inf if any
     output is non-finite. The metric of docs/robustness.md: elements of at least 1 % of the largest
