@@ -16,7 +16,8 @@
 #   rtx_install        TensorRT-RTX from local files (--wheels), into a temporary folder
 #   rtx_current        a tiny TensorRT-RTX engine for ComputeCapability.CURRENT, built and run: its exact answer
 #   zoo_<model>_<p>    trtbuild parity <model> --small --backend reference (the reference runs on CUDA)
-#   rtx_parity         trtbuild parity resnet18 --small --backend tensorrt-rtx --target current
+#   rtx_parity         trtbuild parity resnet18 --small --backend tensorrt-rtx --target current (skipped on
+#                      Hopper, sm90, where TensorRT-RTX 1.7 runs no engine; rtx_current records its refusal)
 #
 # Options:
 #   --dry-run          check the prerequisites, print every step's command, write the report; run no step
@@ -416,9 +417,13 @@ if [[ ${#models[@]} -eq 0 ]]; then
   skip zoo gpu "$(q "$py") -m trtbuild models" "the zoo's model list could not be read (see Prerequisites)"
 fi
 for m in "${models[@]}"; do zoo_step "$m" "${precisions[0]}"; done
-rtx_step rtx_parity 180 '^backend: |^parity: |^result: |^logits |^trtbuild: error' \
-  "cd $(q "$work_path/rtx") && $rtx_env $(q "$py") -m trtbuild parity resnet18 --small --backend tensorrt-rtx \
---target current"
+rtx_parity_cmd="cd $(q "$work_path/rtx") && $rtx_env $(q "$py") -m trtbuild parity resnet18 --small \
+--backend tensorrt-rtx --target current"
+if [[ "$(field sm)" == 90 ]]; then  # TensorRT-RTX 1.7 has no Hopper target: its engines cannot run there
+  skip rtx_parity gpu "$rtx_parity_cmd" "TensorRT-RTX 1.7 runs no engine on a Hopper GPU (sm90; see rtx_current)"
+else
+  rtx_step rtx_parity 180 '^backend: |^parity: |^result: |^logits |^trtbuild: error' "$rtx_parity_cmd"
+fi
 for p in "${precisions[@]:1}"; do
   for m in "${models[@]}"; do zoo_step "$m" "$p"; done
 done

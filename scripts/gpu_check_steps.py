@@ -304,6 +304,11 @@ def cmd_rtx_current(args) -> int:
         runtime = trt.Runtime(logger)
         engine = runtime.deserialize_cuda_engine(plan)
         if engine is None:
+            refused = [m for m in logger.errors() if "does not support this compute capability" in m]
+            if refused:  # TensorRT-RTX's documented answer on a GPU it has no kernels for (Hopper, sm90)
+                key("ANSWER: TensorRT-RTX built for CURRENT but refuses to run engines on this GPU's compute "
+                    f"capability, as documented (no Hopper target): {refused[0]}")
+                return 0
             key(f"ANSWER: deserialize_cuda_engine returned None; errors: {logger.errors() or '(none logged)'}")
             return 1
         stage = "create_execution_context"

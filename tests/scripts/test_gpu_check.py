@@ -274,7 +274,9 @@ def test_rtx_current_gives_one_answer():
     answers = [line for line in result.stdout.splitlines() if line.startswith("key: ANSWER: ")]
     assert len(answers) == 1, result.stdout + result.stderr
     assert "key: config.set_compute_capability(ComputeCapability.CURRENT, 0) returned True" in result.stdout
-    assert (result.returncode == 0) == ("the CURRENT engine ran on this GPU" in answers[0]), answers[0]
+    ran = "the CURRENT engine ran on this GPU" in answers[0]
+    refused_as_documented = "refuses to run engines on this GPU's compute capability" in answers[0]  # Hopper
+    assert (result.returncode == 0) == (ran or refused_as_documented), answers[0]
     if not torch.cuda.is_available():
         assert result.returncode == 1 and "build_serialized_network returned None" in answers[0], answers[0]
 
