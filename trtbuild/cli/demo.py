@@ -69,7 +69,7 @@ def refuse_foreign_file(path: Path) -> None:
         side = read_sidecar(path)
     except EngineFileError:
         side = None
-    if not path.is_file() or side is None or side.get("backend") != "tensorrt-rtx":
+    if not path.is_file() or side is None or side.backend != "tensorrt-rtx":
         raise EngineWriteError(f"{path} exists and is not a TensorRT-RTX engine written by trtbuild, so the demo will "
                                "not overwrite it; move it, pass --out, or use --no-cross-check")
 
@@ -134,7 +134,7 @@ def run(args) -> int:
             save_engine(rtx_out, rtx_plan, make_sidecar(load_trt("tensorrt-rtx"), rtx_plan, weights_path=weights_path))
             print(f"      TensorRT-RTX engine: {rtx_out} ({human_bytes(len(rtx_plan))}) + {rtx_out}.json", flush=True)
             del rtx_plan  # saved: no engine stays in memory from here on
-        print(f"      {CrossCheckResult(**plan.info['cross_check']).summary()}", flush=True)
+        print(f"      {CrossCheckResult(**plan.info.cross_check).summary()}", flush=True)
     del plan
 
     # the PyTorch model first: when the saved engine runs and no layerwise build follows, the weights

@@ -63,12 +63,13 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 def _check_engine(engine, spec, args) -> None:
     """ValueError if the --engine's sidecar says it was built for another model, variant or precision."""
+    from trtbuild.engine.records import BuildInfo, build_info_of
     from trtbuild.parity.check import check_engine_input_fits
 
-    side = engine.sidecar or {}
+    side = build_info_of(engine.sidecar) or BuildInfo()
     for key, wanted, flag in (("model", spec.name, "MODEL"), ("small", bool(args.small), "--small"),
                               ("precision", args.precision, "--precision")):
-        built = side.get(key)
+        built = getattr(side, key)
         if wanted is not None and built is not None and built != wanted:
             raise ValueError(f"--engine {args.engine} was built with {key} {built!r} but {flag} asks for {wanted!r}; "
                              "serve the engine with matching options or build another")
