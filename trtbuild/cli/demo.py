@@ -92,6 +92,7 @@ def run(args) -> int:
     from trtbuild.engine import (EngineWriteError, default_engine_path, ensure_weights, load_engine, make_sidecar,
                                  save_engine)
     from trtbuild.engine.model import build_model
+    from trtbuild.engine.options import BuildOptions
     from trtbuild.models import registry
     from trtbuild.files.atomic import ensure_parent_dir
     from trtbuild.parity import check_model_parity, load_weights_into
@@ -123,7 +124,8 @@ def run(args) -> int:
           f"({'exported from the seeded PyTorch model' if exported else 'existing file'}, "
           f"{len(wm)} tensors) [{clock.lap()}]", flush=True)
 
-    plan = build_model(spec, wm, trt, precision, small=args.small, progress=None, cross_check=cross_check)
+    options = BuildOptions(precision=precision, small=args.small, progress=None, cross_check=cross_check)
+    plan = build_model(spec, wm, trt, options=options)
     out = ensure_parent_dir(out, EngineWriteError)
     save_engine(out, plan, make_sidecar(trt, plan, weights_path=weights_path))
     print(f"[2/4] built {label} [{precision}] and saved {out} ({human_bytes(len(plan))}) + {out}.json "

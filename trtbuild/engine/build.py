@@ -53,7 +53,7 @@ def build_plan(trt: ModuleType, define, options: BuildOptions | None = None, **k
         quantization by `quant` (its other layers in fp32). fp32_io: see module doc.
     quant: a trtbuild.quant.QuantPlan for a ModelSpec whose build_network takes ``quant`` (required
         for int8/fp8; for fp16/bf16 it only keeps modules in fp32). Described in
-        `plan.info["quantization"]`. A plain definition built as int8/fp8 places its own Q/DQ
+        `plan.info.quantization`. A plain definition built as int8/fp8 places its own Q/DQ
         (trtbuild.layers.quantize or planned) in a FLOAT network and takes no `quant`.
     batch: (min, opt, max) for a dynamic batch dimension (input declared with -1), or None.
     profile: ``(min shape, opt shape, max shape)`` of the model input, batch first, for any dynamic dims
@@ -76,10 +76,10 @@ def build_plan(trt: ModuleType, define, options: BuildOptions | None = None, **k
     cross_check: also define and build the same network on the reference backend and with
         TensorRT-RTX, and raise CrossCheckError (naming the first differing tensor and its layer)
         unless both accept it and every output and shared tensor has the same name, shape and
-        dtype. The result is in `plan.info["cross_check"]`.
-    `plan.info["model_outputs"]` names the model's outputs, `["extra_outputs"]` maps each extra output
-    to the name it was marked under, `["debug_tensors"]` (when given) each debug tensor to its name. For a ModelSpec,
-    `plan.info["weight_tensors"]` counts the weights and `["unused_weights"]` lists
+        dtype. The result is in `plan.info.cross_check`.
+    `plan.info.model_outputs` names the model's outputs, `.extra_outputs` maps each extra output
+    to the name it was marked under, `.debug_tensors` (when given) each debug tensor to its name. For a ModelSpec,
+    `plan.info.weight_tensors` counts the weights and `.unused_weights` lists
     those the builder never read (BatchNorm num_batches_tracked counters left out).
     Raises BuildError quoting TensorRT's errors if the build fails; nothing is written then.
     """

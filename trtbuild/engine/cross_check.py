@@ -1,7 +1,7 @@
 """The cross-check: the reference backend must agree with NVIDIA's real builder (TensorRT-RTX).
 
     plan = build_plan(trt, spec, weights=wm, cross_check=True)
-    plan.info["cross_check"]   # {"rtx_version": ..., "targets": [...], "outputs": [...], "tensors_compared": ...}
+    plan.info.cross_check      # {"rtx_version": ..., "targets": [...], "outputs": [...], "tensors_compared": ...}
 
 The same definition is run on the reference backend and on TensorRT-RTX, and both networks are
 built (TensorRT-RTX needs no GPU to build). They must agree on acceptance (a network the
