@@ -234,3 +234,16 @@ def test_a_dict_sidecar_is_still_accepted_where_one_is_passed(tmp_path):
     path = save_engine(tmp_path / "m.engine", plan, side)
     assert read_sidecar(path).to_dict() == {**side, "engine_sha256": read_sidecar(path).engine_sha256}
     assert load_engine(path, trt).sidecar.build.outputs == [{"name": "y", "shape": [1, 4, 4, 4], "dtype": "FLOAT"}]
+
+
+def test_the_names_build_py_had_still_import_from_it():
+    """build.py was split into options, define, network and records; its public names stay importable."""
+    import trtbuild.engine.build as build
+    from trtbuild.engine import define, errors, network, options
+
+    assert build.BuildError is errors.BuildError and build.serialize_network is network.serialize_network
+    assert build.definition_step is define.definition_step and build.check_profile is options.check_profile
+    for name in ("PRECISIONS", "QUANTIZED", "Plan", "new_network", "tensors_by_name", "batch_profile_shapes",
+                 "check_batch", "check_precision", "check_quant", "check_spec_outputs", "profile_input_shape",
+                 "dtype_name", "describe_tensor", "quant_info", "DefinedNetwork", "make_logger"):
+        assert hasattr(build, name), name
