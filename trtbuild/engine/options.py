@@ -12,6 +12,7 @@ network is defined.
 from __future__ import annotations
 
 import dataclasses
+import numbers
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -182,9 +183,11 @@ class BuildOptions:
         shape = self.shape_profile
         if shape is not None and self.input_shape is not None:
             check_profile(shape.as_tuple(), self.input_shape)
-        if self.workspace is not None and (isinstance(self.workspace, bool) or not isinstance(self.workspace, int)
-                                           or self.workspace < 0):
-            raise ValueError(f"workspace must be a number of bytes (an integer >= 0), got {self.workspace!r}")
+        if self.workspace is not None:
+            if isinstance(self.workspace, bool) or not isinstance(self.workspace, numbers.Integral) \
+                    or self.workspace < 0:
+                raise ValueError(f"workspace must be a number of bytes (an integer >= 0), got {self.workspace!r}")
+            put("workspace", int(self.workspace))
         if self.timing_cache is not None:
             if not isinstance(self.timing_cache, (str, os.PathLike)):
                 raise ValueError(f"timing_cache must be a file path, got {self.timing_cache!r}")
