@@ -247,3 +247,11 @@ def test_the_names_build_py_had_still_import_from_it():
                  "check_batch", "check_precision", "check_quant", "check_spec_outputs", "profile_input_shape",
                  "dtype_name", "describe_tensor", "quant_info", "DefinedNetwork", "make_logger"):
         assert hasattr(build, name), name
+
+
+def test_build_model_takes_options_or_keywords_not_both():
+    from trtbuild.engine import build_model
+
+    with pytest.raises(ValueError, match=r"build_model: pass either options=BuildOptions\(\.\.\.\) or precision, "
+                                         r"small, not both"):
+        build_model("alexnet", "never-read.wts", trt, "fp16", options=BuildOptions(), small=True)
