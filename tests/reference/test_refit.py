@@ -238,7 +238,8 @@ def test_weight_stripped_engine_is_smaller_refuses_to_run_until_refit(x):
     assert not any("REFIT_IDENTICAL" in w for w in logger.warnings)  # filling stripped weights is no change
     # serialization: stripped again by default; whole once EXCLUDE_WEIGHTS is cleared
     config = engine.create_serialization_config()
-    assert config.get_flag(trt.SerializationFlag.EXCLUDE_WEIGHTS) and config.get_flag(trt.SerializationFlag.INCLUDE_REFIT)
+    assert config.get_flag(trt.SerializationFlag.EXCLUDE_WEIGHTS)
+    assert config.get_flag(trt.SerializationFlag.INCLUDE_REFIT)
     assert len(bytes(engine.serialize())) == len(stripped)
     config.clear_flag(trt.SerializationFlag.EXCLUDE_WEIGHTS)
     whole = trt.Runtime(logger).deserialize_cuda_engine(engine.serialize_with_config(config))

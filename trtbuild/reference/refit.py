@@ -100,8 +100,9 @@ def check_refit_header(header: dict, need) -> None:
         need(isinstance(refit, list) and all(key in entry["weights"] for key in refit)
              and (not refit or "refit" in header),
              f"{where} 'refittable' {refit!r} does not list refittable weights of the layer")
-        need(isinstance(stripped, dict) and all(key in refit and isinstance(s, dict) and isinstance(s.get("shape"), list)
-                                                and isinstance(s.get("storage"), str) for key, s in stripped.items()),
+        need(isinstance(stripped, dict)
+             and all(key in refit and isinstance(s, dict) and isinstance(s.get("shape"), list)
+                     and isinstance(s.get("storage"), str) for key, s in stripped.items()),
              f"{where} 'stripped' {stripped!r} does not describe refittable weights of the layer")
 
 
