@@ -316,3 +316,49 @@ def test_set_weights_name_agrees_with_tensorrt_rtx():
     assert any("the given weights is not used in the network" in e for e in errors)
     assert any("there are no weights named nope" in e for e in errors)
     assert not network.are_weights_marked_refittable("b")
+
+
+def test_weights_shared_by_two_layers_have_one_name_and_refit_both():
+    """TensorRT names memory, not a layer: both constants holding the same Weights take the name and the refit."""
+    logger = _Logger()
+    builder = trt.Builder(logger)
+    network = builder.create_network(STRONGLY_TYPED)
+    x = network.add_input("x", trt.float32, (2,))
+    w = trt.Weights(np.array([1.0, 2.0], np.float32))
+    a, b = network.add_constant((2,), w), network.add_constant((2,), w)
+    a.name, b.name = "a", "b"
+    assert network.set_weights_name(w, "shared")
+    s = network.add_elementwise(x, a.get_output(0), trt.ElementWiseOperation.SUM)
+    p = network.add_elementwise(s.get_output(0), b.get_output(0), trt.ElementWiseOperation.PROD)
+    p.get_output(0).name = "y"
+    network.mark_output(p.get_output(0))
+    config = builder.create_builder_config()
+    config.set_flag(trt.BuilderFlag.REFIT)
+    engine = trt.Runtime(logger).deserialize_cuda_engine(builder.build_serialized_network(network, config))
+    refitter = trt.Refitter(engine, logger)
+    assert refitter.get_all_weights() == ["shared"] and refitter.get_all()[0] == ["a", "b"]
+    assert refitter.set_named_weights("shared", np.array([3.0, 4.0], np.float32)) and refitter.refit_cuda_engine()
+    context = engine.create_execution_context()
+    xs, y = torch.tensor([1.0, 1.0]), torch.empty(2)
+    context.set_tensor_address("x", xs.data_ptr())
+    context.set_tensor_address("y", y.data_ptr())
+    assert context.execute_async_v3(0)
+    assert y.tolist() == [(1 + 3) * 3, (1 + 4) * 4]
+
+
+def test_a_plan_whose_refit_fields_name_no_weights_is_refused():
+    import struct
+
+    from trtbuild.reference.plan import MAGIC, pack_plan, plan_header
+    from trtbuild.reference.safetensors_blob import safetensors_views
+
+    _, plan, logger = _build(_weights(0), [trt.BuilderFlag.REFIT])
+    header = plan_header(plan)
+    header["layers"][0]["refittable"] = ["kernel", "nope"]
+    (hlen,) = struct.unpack_from("<Q", plan, len(MAGIC))
+    blob_at = len(MAGIC) + 8 + hlen
+    (blen,) = struct.unpack_from("<Q", plan, blob_at)
+    arrays = safetensors_views(memoryview(plan)[blob_at + 8:blob_at + 8 + blen])
+    assert trt.Runtime(logger).deserialize_cuda_engine(bytes(pack_plan(header, arrays))) is None
+    assert logger.errors[-1] == ("deserialize_cuda_engine: reference plan header: layers[0] ('conv') 'refittable' "
+                                 "['kernel', 'nope'] does not list refittable weights of the layer")
