@@ -64,7 +64,9 @@ class NetworkWeightNames:
                                       f"'{name}' is rejected)")
             else:
                 self._api_usage_error("INetworkDefinition::setWeightsName: Error Code 3: API Usage Error (Parameter "
-                                      f"check failed: the given weights is not used in the network; name '{name}')")
+                                      f"check failed: the given weights is not used in the network; name '{name}'; "
+                                      "Weights made from a writable numpy array hold a copy of it, so pass the "
+                                      "Weights object the layer was given)")
             return False
         old = names.pop(key, None)
         if old is not None:
