@@ -146,3 +146,14 @@ def test_weight_names_survive_serialization_and_a_stripped_plan():
     assert context.execute_async_v3(0)
     assert y.tolist() == [[10.0, 11.0, 12.0, 13.0]]
 
+
+
+def test_a_plan_with_an_unknown_profiling_verbosity_is_refused():
+    from trtbuild.reference.plan import pack_plan, plan_header
+
+    engine, logger = _engine(trt.ProfilingVerbosity.DETAILED)
+    header = plan_header(bytes(engine.serialize()))
+    header["profiling_verbosity"] = 7
+    assert trt.Runtime(logger).deserialize_cuda_engine(bytes(pack_plan(header, engine._arrays))) is None
+    assert logger.errors[-1] == ("deserialize_cuda_engine: reference plan header: 'profiling_verbosity' is 7, not a "
+                                 "ProfilingVerbosity value")

@@ -233,6 +233,8 @@ def check_header(header: dict) -> None:
     _need(len(header["outputs"]) > 0, "the plan has no outputs")
     from .arithmetic import MODELS
 
+    _need(header.get("profiling_verbosity", 0) in (0, 1, 2),
+          f"'profiling_verbosity' is {header.get('profiling_verbosity')!r}, not a ProfilingVerbosity value")
     _need(header.get("arithmetic", MODELS[0]) in MODELS,
           f"'arithmetic' is {header.get('arithmetic')!r}, not one of {MODELS}")
     from .ops.registry import op_for
