@@ -22,6 +22,7 @@ from .host_memory import IHostMemory, host_memory_from_parts
 from .safetensors_blob import safetensors_parts, safetensors_views
 from .layers import _is_int
 from .debug import check_debug_header, debug_header, debug_roots
+from .refit import RefitSpec, check_refit_header, plan_weight
 
 MAGIC = b"TRTBREF\x01"
 FORMAT_VERSION = 1
@@ -75,8 +76,9 @@ def _topological(network) -> list:
     return order
 
 
-def serialize_network(network, profiles: list[dict], extra: dict) -> IHostMemory:
-    """Turn a validated network into plan bytes. Unused layers are pruned, as TensorRT does."""
+def serialize_network(network, profiles: list[dict], extra: dict, refit: RefitSpec | None = None) -> IHostMemory:
+    """Turn a validated network into plan bytes. Unused layers are pruned, as TensorRT does. `refit`: which
+    weights a Refitter may replace, and whether they are left out (refit.py)."""
     layers = _topological(network)
     ids: dict[int, int] = {}
 
@@ -84,6 +86,7 @@ def serialize_network(network, profiles: list[dict], extra: dict) -> IHostMemory
         return ids.setdefault(id(t), len(ids))
 
     arrays: dict[str, np.ndarray] = {}
+    marks = network._weight_name_state()[2]
     from .shape_values import shape_input_names
 
     shape_inputs = shape_input_names(network)
@@ -100,7 +103,8 @@ def serialize_network(network, profiles: list[dict], extra: dict) -> IHostMemory
         for key, w in layer._weights.items():
             if w.size:
                 ref = f"l{len(out_layers)}.{key}"
-                arrays[ref] = w._array  # stored bits; BF16 as uint16 patterns
+                if plan_weight(entry, key, w, network._weights_name(w), refit, marks):
+                    arrays[ref] = w._array  # stored bits; BF16 as uint16 patterns
                 entry["weights"][key] = ref
                 entry.setdefault("weight_types", {})[key] = int(w.dtype)
             elif w.dtype != DataType.FLOAT:  # no array, but its type is the type of an empty constant's output
@@ -119,7 +123,13 @@ def serialize_network(network, profiles: list[dict], extra: dict) -> IHostMemory
     outputs = [{"id": tid(t), "name": t.name, "dtype": int(t.dtype), "shape": list(t.shape),
                 **({"shape_tensor": True} if id(t) in network._shape_outputs else {})} for t in network._outputs]
     header = {"format": FORMAT_VERSION, "name": network.name, "inputs": inputs, "outputs": outputs,
-              "layers": out_layers, "profiles": profiles, **extra, **debug_header(network, ids)}
+              "layers": out_layers, "profiles": profiles, **extra, **debug_header(network, ids),
+              **({"refit": refit.mode} if refit is not None else {})}
+    return pack_plan(header, arrays)
+
+
+def pack_plan(header: dict, arrays: dict[str, np.ndarray]) -> IHostMemory:
+    """Plan bytes of a header and its weight arrays."""
     hj = json.dumps(header, separators=(",", ":")).encode()
     blob = safetensors_parts(arrays, at=len(MAGIC) + 16 + len(hj)) if arrays else []
     parts = [MAGIC, struct.pack("<Q", len(hj)), hj, struct.pack("<Q", sum(len(b) for b in blob)), *blob]
@@ -223,6 +233,8 @@ def check_header(header: dict) -> None:
     _need(len(header["outputs"]) > 0, "the plan has no outputs")
     from .arithmetic import MODELS
 
+    _need(header.get("profiling_verbosity", 0) in (0, 1, 2),
+          f"'profiling_verbosity' is {header.get('profiling_verbosity')!r}, not a ProfilingVerbosity value")
     _need(header.get("arithmetic", MODELS[0]) in MODELS,
           f"'arithmetic' is {header.get('arithmetic')!r}, not one of {MODELS}")
     from .ops.registry import op_for
@@ -282,6 +294,7 @@ def check_header(header: dict) -> None:
         _need(t["name"] not in names, f"outputs[{i}] reuses the I/O tensor name '{t['name']}'")
         names.add(t["name"])
     check_debug_header(header, _need)
+    check_refit_header(header, _need)
     inputs = {t["name"]: t for t in header["inputs"]}
     for k, prof in enumerate(header["profiles"]):
         _need(isinstance(prof, dict), f"profiles[{k}] is a {type(prof).__name__}, not an object")
@@ -341,6 +354,8 @@ def check_arrays(header: dict, arrays: dict) -> None:
     for entry in header["layers"]:
         types = entry.get("weight_types", {})
         for key, ref in entry["weights"].items():
+            if key in entry.get("stripped", {}):  # left out of a weight-stripped plan (refit.py)
+                continue
             if ref not in arrays:
                 raise PlanError(f"layer '{entry['name']}' weight '{key}' refers to '{ref}', which the "
                                 "blob does not hold", "blob")
