@@ -37,10 +37,11 @@ scales-factors"), so the reference takes it from NVIDIA's neighbouring libraries
 - the FP8 (E4M3) block scale rounded to NEAREST even and saturated, after dividing by the double-quantization
   scale s2: TensorRT Model Optimizer's NVFP4QTensor (per_block_amax / 6.0 / weights_scaling_factor_2, then
   .to(torch.float8_e4m3fn)), which makes TensorRT's NVFP4 checkpoints, and TensorRT-LLM's fp4 quantize kernel
-  (__nv_fp8_e4m3(SFValue): to nearest, saturating). cuDNN's page writes quantize_round_up for both recipes; for E4M3 scales the
-  reference keeps ModelOpt's rounding, as TensorRT's own dequantize chain (DQ(scale, s2) then DQ(data, that)) is
-  what ModelOpt exports. The quantize of the scale by s2 is a TensorRT FP8 quantize (castToFp8(clip(x / s)),
-  "Quantization Schemes"), computed as the reference's quantize.py computes it: times the float32 reciprocal.
+  (__nv_fp8_e4m3(SFValue): to nearest, saturating). cuDNN's page writes quantize_round_up for both recipes;
+  for E4M3 scales the reference keeps ModelOpt's rounding, as TensorRT's own dequantize chain (DQ(scale, s2)
+  then DQ(data, that)) is what ModelOpt exports. The quantize of the scale by s2 is a TensorRT FP8 quantize
+  (castToFp8(clip(x / s)), "Quantization Schemes"), computed as the reference's quantize.py computes it: times
+  the float32 reciprocal.
 - the data: TensorRT's FP8/FP4 quantize of x with the block's effective scale ("Quantization Schemes":
   castToFp8(clip(x / s, -448, 448)), ties to even; FP4 the same on the E2M1 grid, lowbit.round_fp4), times the
   reciprocal like every reference quantize. A block whose scale is 0 (all zeros, or an FP8 scale that rounds to
