@@ -76,7 +76,9 @@ class IDynamicQuantizeLayer(ILayer):
     _MAX_INPUTS = 2
     _OPTIONAL_INPUTS = True
     axis = param("axis", "int")
-    block_size = param("block_size", "int", lambda v: None if v in (16, 32) else "blocks of 16 (NVFP4) or 32 (MXFP8)")
+    #: -1 is add_dynamic_quantize_v2's (a block_shape instead), which a plan restores too
+    block_size = param("block_size", "int",
+                       lambda v: None if v in (16, 32, -1) else "blocks of 16 (NVFP4) or 32 (MXFP8)")
     to_type = param("to_type", DataType, lambda v: None if v in DATA_TYPES else "the data is FP4 or FP8")
     scale_type = param("scale_type", DataType)
 
