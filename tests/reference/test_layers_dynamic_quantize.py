@@ -150,3 +150,34 @@ def test_axis_out_of_range(refnet):
     layer.axis = -3
     with pytest.raises(trt.NetworkError, match="axis -3 is refused"):
         layer.get_output(0).shape  # noqa: B018
+
+
+def test_partial_blocks_stay_stricter(rtx):
+    """The sweep's PARTIAL_BLOCK entry: the reference refuses a block_shape that does not divide the input;
+    TensorRT-RTX builds it for sm120 with ceil-divided scales (3 rows in blocks of 4: one scale row)."""
+    from helpers.refnet import RefNet
+    from helpers.rtx_sweep_dynamic_quantize import PARTIAL_BLOCK
+
+    with pytest.raises(trt.NetworkError, match=PARTIAL_BLOCK.pattern):
+        PARTIAL_BLOCK.example(RefNet().network, trt).get_output(1).shape  # noqa: B018
+    net = RtxNet(rtx, targets=("12.0",))
+    layer = PARTIAL_BLOCK.example(net.network, rtx)
+    assert tuple(layer.get_output(1).shape) == (1, 1)
+    net.network.mark_output(layer.get_output(0))
+    net.network.mark_output(layer.get_output(1))
+    assert net.build() is not None, net.errors
+
+
+def test_a_blocked_dimension_must_be_static(refnet):
+    """TensorRT: "the extent of the blocked axis must be a compile-time constant" (TensorRT-RTX: no shape)."""
+    x = refnet.input("x", (-1, 32), trt.float16)
+    layer = refnet.network.add_dynamic_quantize(x, 0, 16, FP4, FP8)
+    layer.set_input(1, double_scale(refnet))
+    with pytest.raises(trt.NetworkError, match=r"dimension 0 of the input \(-1, 32\) is blocked but dynamic"):
+        layer.get_output(1).shape  # noqa: B018
+
+
+def test_a_4d_input_takes_a_2d_block_shape(refnet):
+    x = refnet.input("x", (1, 4, 4, 32), trt.float16)
+    layer = refnet.network.add_dynamic_quantize_v2(x, (1, 1, -1, 16), FP8, E8M0)
+    assert tuple(layer.get_output(1).shape) == (1, 4, 1, 2)

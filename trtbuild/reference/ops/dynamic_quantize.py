@@ -2,9 +2,11 @@
 a double-quantization scale input; MXFP8 (and MXFP4): FP8 (or FP4) data with E8M0 block scales.
 
 Shape and type rules (TensorRT's, judged by TensorRT-RTX 1.7 for sm120, the only target it builds the layer for):
-a 2-D or 3-D FLOAT/HALF/BF16 input, FP4 or FP8 data, blocks along the last or second-to-last axis
-(add_dynamic_quantize: `axis` and a `block_size` of 16 or 32, which must divide that extent) or of a whole
-`block_shape` (add_dynamic_quantize_v2); output 0 has the input's shape and the data type, output 1 (the block
+a 2-D or 3-D FLOAT/HALF/BF16 input (4-D with a 2-D block_shape: the operator page, "For 2D block quantization,
+4D I/O tensors are also supported"), FP4 or FP8 data, blocks along the last or second-to-last axis
+(add_dynamic_quantize: `axis` and a `block_size` of 16 or 32, which must divide that extent, a static one: "the
+extent of the blocked axis must be a compile-time constant") or of a whole `block_shape`
+(add_dynamic_quantize_v2); output 0 has the input's shape and the data type, output 1 (the block
 scales) the input's shape divided by the block, with the scale type. An FP8 scale type needs the double
 quantization scale as input 1, an E8M0 one no input 1.
 
@@ -15,6 +17,8 @@ scalar block_size") and a build-time constant double-quantization scale (TensorR
 double_quant_scale tensor must be a build-time constant"); an E8M0 block_shape blocks one dimension by 16 or 32
 (a block spanning its whole dimension blocks nothing: "No blocked dimension found"), or, for FP8 data, the last
 two dimensions ("2D block quantization requires the non-one block sizes to be the last two dimensions").
+Stricter than TensorRT-RTX, documented: a block_shape must divide the input (TensorRT-RTX 1.7 builds a 2-D
+block that does not, with ceil-divided scales, a partial-block rule TensorRT does not document).
 
 The rule executed. TensorRT documents no formula for the block scale (its "Quantization Schemes" page says of
 MXFP8 only that "the quantization and dequantization formulas are identical to the FP8 quantization scheme", and
@@ -116,8 +120,9 @@ def _blocks(p, x, name) -> list[int]:
 def infer(p, w, shapes, dtypes, name, plugin):
     x, dt = tuple(shapes[0]), dtypes[0]
     to, scale = DataType(p["to_type"]), DataType(p["scale_type"])
-    if len(x) not in (2, 3):
-        fail(name, f"the input has shape {x}; a dynamic quantize takes 2-D or 3-D inputs")
+    if len(x) not in (2, 3) and not (len(x) == 4 and p["block_shape"]):
+        fail(name, f"the input has shape {x}; a dynamic quantize takes 2-D or 3-D inputs (4-D with a 2-D "
+                   "block_shape)")
     if dt not in FLOATS:
         fail(name, f"the input has type {dt.name}; a dynamic quantize takes FLOAT, HALF or BF16")
     if to not in DATA_TYPES:
@@ -130,6 +135,9 @@ def infer(p, w, shapes, dtypes, name, plugin):
     blocks = _blocks(p, x, name)
     out = []
     for i, (d, b) in enumerate(zip(x, blocks)):
+        if d < 0 and b != 1:
+            fail(name, f"dimension {i} of the input {x} is blocked but dynamic; TensorRT: \"the extent of the blocked "
+                       "axis must be a compile-time constant\"")
         if b <= 0 or (d >= 0 and d % b):
             fail(name, f"the block extent {b} does not divide the input's dimension {i} ({d})")
         out.append(d // b if d >= 0 else -1)
@@ -213,6 +221,9 @@ def _check_block_shape(layer, to) -> None:
     if len(non_one) == 2 and (to != DataType.FP8 or non_one != [len(x) - 2, len(x) - 1]):
         fail(layer.name, f"block_shape {shape} is a 2-D block, which TensorRT-RTX builds only for FP8 data with the "
                          "two blocked dimensions last")
+    if len(x) == 4 and len(non_one) != 2:
+        fail(layer.name, f"block_shape {shape} on the 4-D input {x}: a 4-D input takes a 2-D block (TensorRT's "
+                         "DynamicQuantize operator: \"For 2D block quantization, 4D I/O tensors are also supported\")")
     if len(non_one) > 2 or not blocked:
         fail(layer.name, f"block_shape {shape} blocks no dimension of the input {x} (a block spanning a whole "
                          "dimension does not count; TensorRT-RTX: \"No blocked dimension found\")")
