@@ -372,8 +372,10 @@ def test_a_double_quantization_scale_from_an_input_is_refused(net):
 
 @pytest.mark.parametrize("block,to,match", [
     ((1, 8), FP8, "blocks dimension 1 by 8; a 1-D block holds 16 or 32 elements"),
-    ((1, 64), FP8, "blocks no dimension of the input (4, 64)"),
+    ((1, 64), FP8, "blocks no dimension of the input (4, 64): its one block spans a whole dimension"),
+    ((1, -1), FP8, "blocks no dimension of the input (4, 64)"),
     ((4, 1), FP8, "blocks no dimension of the input (4, 64)"),
+    ((1, 1), FP8, "has 0 values other than 1"),
     ((2, 32), FP4, "is a 2-D block, which TensorRT-RTX builds only for FP8 data"),
 ])
 def test_e8m0_block_shape_refusals(net, block, to, match):
@@ -392,3 +394,33 @@ def test_a_quantize_takes_no_e8m0_scale():
     layer = net.network.add_dynamic_quantize(x, 1, 32, FP8, E8M0)
     with pytest.raises(trt.NetworkError, match="the scale has type E8M0; it must be FLOAT, HALF or BF16$"):
         net.network.add_quantize(x, layer.get_output(1), FP8).get_output(0).shape  # noqa: B018
+
+
+def test_a_dynamic_dimension_in_a_2d_block(net):
+    """TensorRT-RTX takes a dynamic dimension inside a 2-D block (a 1-D one must be static): (16, 16) blocks of a
+    (-1, 32) input give (-1, 2) scales; a run whose rows the block does not divide is refused, naming the layer
+    (TensorRT-RTX would use a partial block, which no TensorRT document defines)."""
+    from helpers.refnet import CapturingLogger, add_profile
+    from trtbuild.reference.runtime import device
+
+    x = net.input("x", (-1, 32))
+    add_profile(net, {"x": ((16, 32), (32, 32), (48, 32))})
+    layer = net.network.add_dynamic_quantize_v2(x, (16, 16), FP8, E8M0)
+    assert tuple(layer.get_output(1).shape) == (-1, 2)
+    layer.get_output(0).name, layer.get_output(1).name = "q", "s"
+    net.network.mark_output(layer.get_output(0))
+    net.network.mark_output(layer.get_output(1))
+    plan = net.build()
+    x_np = sample((32, 32), seed=5)
+    raw = run_raw(plan, torch.from_numpy(x_np), {"q": ((32, 32), FP8), "s": ((2, 2), E8M0)})
+    np.testing.assert_array_equal(e4m3_values(raw["q"]).reshape(32, 32), expected(x_np, [16, 16], FP8, E8M0)[0])
+    np.testing.assert_array_equal(raw["s"].reshape(2, 2), e8m0_up(block_amax(x_np, [16, 16]) / 448.0) + 127)
+    context = trt.Runtime(CapturingLogger()).deserialize_cuda_engine(plan).create_execution_context()
+    feed = torch.zeros(24, 32, device=device())
+    out = {n: torch.zeros(24 * 32, dtype=torch.uint8, device=device()) for n in ("q", "s")}
+    with pytest.raises(trt.NetworkError, match=r"the block extent 16 does not divide the input's dimension 0 \(24\)"):
+        context.set_input_shape("x", (24, 32))
+        context.set_tensor_address("x", feed.data_ptr())
+        for n, t in out.items():
+            context.set_tensor_address(n, t.data_ptr())
+        context.execute_async_v3(0)

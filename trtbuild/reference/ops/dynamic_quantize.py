@@ -14,9 +14,10 @@ What TensorRT-RTX 1.7 builds (the reference refuses the rest at build, check_bui
 scales ("Dynamic Quantize Op has wrong output types"); FP8 scales (NVFP4) only with axis/block_size blocks of 16
 ("block_size 32 is not supported"; a block_shape: "DynamicQuantize operation with double_quant_scale must have
 scalar block_size") and a build-time constant double-quantization scale (TensorRT's operator page: "The
-double_quant_scale tensor must be a build-time constant"); an E8M0 block_shape blocks one dimension by 16 or 32
-(a block spanning its whole dimension blocks nothing: "No blocked dimension found"), or, for FP8 data, the last
-two dimensions ("2D block quantization requires the non-one block sizes to be the last two dimensions").
+double_quant_scale tensor must be a build-time constant"); an E8M0 block_shape has one value other than 1 (-1
+counts), a 1-D block of 16 or 32 smaller than its dimension ("No blocked dimension found"), or, for FP8 data, two
+on the last two dimensions ("2D block quantization requires the non-one block sizes to be the last two
+dimensions"), a 2-D block of any extents, which may cover a dynamic dimension (a 1-D block's may not).
 Stricter than TensorRT-RTX, documented: a block_shape must divide the input (TensorRT-RTX 1.7 builds a 2-D
 block that does not, with ceil-divided scales, a partial-block rule TensorRT does not document).
 
@@ -133,14 +134,19 @@ def infer(p, w, shapes, dtypes, name, plugin):
     if scale == DataType.E8M0 and has_scale:
         fail(name, "an E8M0 scale type takes no double quantization scale; leave input 1 unset")
     blocks = _blocks(p, x, name)
+    shape = p["block_shape"]
+    two_d = bool(shape) and sum(v != 1 for v in shape) == 2
     out = []
     for i, (d, b) in enumerate(zip(x, blocks)):
-        if d < 0 and b != 1:
+        if d < 0 and b != 1 and not two_d:
             fail(name, f"dimension {i} of the input {x} is blocked but dynamic; TensorRT: \"the extent of the blocked "
-                       "axis must be a compile-time constant\"")
-        if b <= 0 or (d >= 0 and d % b):
+                       "axis must be a compile-time constant\" (TensorRT-RTX takes a dynamic one in 2-D blocks only)")
+        if d < 0:  # a 2-D block: a whole (-1) dynamic dimension gives one scale, a block of it an unknown count
+            out.append(1 if shape and shape[i] == -1 else -1)
+            continue
+        if b <= 0 or d % b:
             fail(name, f"the block extent {b} does not divide the input's dimension {i} ({d})")
-        out.append(d // b if d >= 0 else -1)
+        out.append(d // b)
     return [x, tuple(out)], [to, scale]
 
 
@@ -209,24 +215,31 @@ def check_build(layer, scale_source) -> None:
 
 
 def _check_block_shape(layer, to) -> None:
-    """An E8M0 block_shape: one dimension blocked by 16 or 32, or (FP8 data) a 2-D block on the last two."""
+    """An E8M0 block_shape. TensorRT-RTX counts its values other than 1 (-1, a whole dimension, included): one is
+    a 1-D block, of 16 or 32 elements, smaller than its dimension; two, on the last two dimensions and for FP8
+    data only, a 2-D block of any extents (4-D inputs take only these)."""
     x = tuple(layer._inputs[0].shape)
     blocks = _blocks(layer._params, x, layer.name)
-    blocked = [i for i, (d, b) in enumerate(zip(x, blocks)) if b != 1 and b != d]
-    non_one = [i for i, b in enumerate(blocks) if b != 1]
     shape = tuple(layer._params["block_shape"])
-    if len(non_one) == 1 and blocks[non_one[0]] not in (16, 32) and non_one == blocked:
-        fail(layer.name, f"block_shape {shape} blocks dimension {non_one[0]} by {blocks[non_one[0]]}; a 1-D block "
-                         "holds 16 or 32 elements")
-    if len(non_one) == 2 and (to != DataType.FP8 or non_one != [len(x) - 2, len(x) - 1]):
-        fail(layer.name, f"block_shape {shape} is a 2-D block, which TensorRT-RTX builds only for FP8 data with the "
-                         "two blocked dimensions last")
-    if len(x) == 4 and len(non_one) != 2:
-        fail(layer.name, f"block_shape {shape} on the 4-D input {x}: a 4-D input takes a 2-D block (TensorRT's "
-                         "DynamicQuantize operator: \"For 2D block quantization, 4D I/O tensors are also supported\")")
-    if len(non_one) > 2 or not blocked:
-        fail(layer.name, f"block_shape {shape} blocks no dimension of the input {x} (a block spanning a whole "
-                         "dimension does not count; TensorRT-RTX: \"No blocked dimension found\")")
+    non_one = [i for i, v in enumerate(shape) if v != 1]
+    if len(non_one) == 1:
+        i = non_one[0]
+        if shape[i] == -1 or blocks[i] == x[i]:
+            fail(layer.name, f"block_shape {shape} blocks no dimension of the input {x}: its one block spans a whole "
+                             "dimension (TensorRT-RTX: \"No blocked dimension found\")")
+        if blocks[i] not in (16, 32):
+            fail(layer.name, f"block_shape {shape} blocks dimension {i} by {blocks[i]}; a 1-D block holds 16 or 32 "
+                             "elements")
+        if len(x) == 4:
+            fail(layer.name, f"block_shape {shape} on the 4-D input {x}: a 4-D input takes a 2-D block (TensorRT's "
+                             "DynamicQuantize operator: \"For 2D block quantization, 4D I/O tensors are also "
+                             "supported\")")
+    elif len(non_one) == 2 and non_one == [len(x) - 2, len(x) - 1]:
+        if to != DataType.FP8:
+            fail(layer.name, f"block_shape {shape} is a 2-D block, which TensorRT-RTX builds only for FP8 data")
+    else:
+        fail(layer.name, f"block_shape {shape} has {len(non_one)} values other than 1 on the input {x}; TensorRT-RTX "
+                         "takes one (a 1-D block) or two on the last two dimensions (a 2-D block)")
 
 
 def add_dynamic_quantize(self, input: ITensor, axis: int, block_size: int, output_type: DataType,
