@@ -424,3 +424,15 @@ def test_a_dynamic_dimension_in_a_2d_block(net):
         for n, t in out.items():
             context.set_tensor_address(n, t.data_ptr())
         context.execute_async_v3(0)
+
+
+def test_e8m0_scales_cast_to_half_dequantize_the_data(net):
+    """A cast reads E8M0 scales as their powers of two: DQ(data, cast(scales, HALF)) is DQ(data, scales). (TensorRT-RTX
+    builds this; its builder crashes, a segmentation fault, on an E8M0 -> FLOAT cast marked as a network output.)"""
+    x_np = sample((2, 64), seed=9).astype(np.float16)
+    layer, _ = dynamic_quantize(net, net.input("x", (2, 64), F16), 1, 32, FP8, E8M0)
+    scale = net.network.add_cast(layer.get_output(1), F16).get_output(0)
+    y = net.network.add_dequantize(layer.get_output(0), scale, F16).get_output(0)
+    got = net.run({"x": torch.from_numpy(x_np)}, y=y)["y"]
+    want = expected(x_np, [1, 32], FP8, E8M0)[2].astype(np.float16)
+    np.testing.assert_array_equal(got.numpy(), want)

@@ -21,10 +21,12 @@ dimensions"), a 2-D block of any extents, which may cover a dynamic dimension (a
 Stricter than TensorRT-RTX, documented: a block_shape must divide the input (TensorRT-RTX 1.7 builds a 2-D
 block that does not, with ceil-divided scales, a partial-block rule TensorRT does not document).
 
-The rule executed. TensorRT documents no formula for the block scale (its "Quantization Schemes" page says of
-MXFP8 only that "the quantization and dequantization formulas are identical to the FP8 quantization scheme", and
-its DynamicQuantize operator page that input 1 "is a scalar scale factor used to quantize the computed block
-scales-factors"), so the reference takes it from NVIDIA's neighbouring libraries, per block of the input:
+The rule executed. TensorRT documents no formula for the block scale (its "Quantization Schemes" page,
+docs.nvidia.com/deeplearning/tensorrt/latest/inference-library/quantized-types-schemes.html, says of MXFP8 only
+that "the quantization and dequantization formulas are identical to the FP8 quantization scheme", and its
+DynamicQuantize operator page, docs.nvidia.com/deeplearning/tensorrt/latest/_static/operators/DynamicQuantize.html,
+that input 1 "is a scalar scale factor used to quantize the computed block scales-factors"), so the reference
+takes it from NVIDIA's neighbouring libraries, per block of the input:
 
     amax  = max |x| over the block                                     (all: the block's largest magnitude)
     vmax  = 6 (FP4 data, E2M1's largest value) or 448 (FP8 data, E4M3's)
@@ -36,9 +38,9 @@ scales-factors"), so the reference takes it from NVIDIA's neighbouring libraries
   cuDNN's "Block Scaling" page (docs.nvidia.com/deeplearning/cudnn/frontend/latest/operations/BlockScaling.html),
   "scale = quantize_round_up(amax(vals) / vmax_otype), output = quantize_round_to_even(vals / scale)", for MXFP8
   (E8M0 scales) and NVFP4; TensorRT-LLM's quantize kernels (cvt_warp_fp16_to_fp4) convert the UE8M0 scale with
-  __nv_cvt_float_to_e8m0(v, __NV_SATFINITE, cudaRoundPosInf) too. (The
-  OCP Microscaling Formats spec v1.0's sample conversion instead takes floor(log2(amax)) - emax and lets the
-  largest elements saturate; the reference follows NVIDIA's.)
+  __nv_cvt_float_to_e8m0(v, __NV_SATFINITE, cudaRoundPosInf) too. (The OCP Microscaling Formats spec v1.0's
+  sample conversion instead takes floor(log2(amax)) - emax and lets the largest elements saturate; the reference
+  follows NVIDIA's.)
 - the FP8 (E4M3) block scale rounded to NEAREST even and saturated, after dividing by the double-quantization
   scale s2: TensorRT Model Optimizer's NVFP4QTensor (per_block_amax / 6.0 / weights_scaling_factor_2, then
   .to(torch.float8_e4m3fn)), which makes TensorRT's NVFP4 checkpoints, and TensorRT-LLM's fp4 quantize kernel
