@@ -62,7 +62,9 @@ def dynamic_quantize_case(rng):
     if (scale_type == "FP8") == (rng.random() < 0.9):
         s2 = pick(rng, {"FLOAT": 6, "same": 2, "input": 1})
     dequantize = rng.random() < 0.5 and not v2 and rank in (2, 3)
-    dynamic = rng.random() < 0.2 and rank >= 2
+    # a dynamic batch inside a v2 block only where the block spans it (1 or -1): the runner's profile (1..3) holds no
+    # extent a larger block divides, and TensorRT-RTX's partial blocks are the documented PARTIAL_BLOCK difference
+    dynamic = rng.random() < 0.2 and rank >= 2 and not (v2 and block[0] not in (1, -1))
     out_type = rng.choice(FLOATS) if rng.random() < 0.3 else dtype
 
     def build(trt, net):
