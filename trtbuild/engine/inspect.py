@@ -200,7 +200,8 @@ def _plan_layers(data) -> tuple[tuple[LayerInfo, ...], tuple[WeightInfo, ...], b
             cut = key in entry.get("stripped", {})
             stripped |= cut
             weights.append(WeightInfo(name, entry["name"], role, key in entry.get("refittable", []), cut))
-        layers.append(LayerInfo(entry["name"], entry["type"], tuple(DataType(o["dtype"]).name for o in entry["outputs"]),
+        precision = tuple(DataType(o["dtype"]).name for o in entry["outputs"])
+        layers.append(LayerInfo(entry["name"], entry["type"], precision,
                                 tuple(names.get(i, "") for i in entry["inputs"] if i != -1),
                                 tuple(o["name"] for o in entry["outputs"]), tuple(lw)))
     return tuple(layers), tuple(weights), stripped
