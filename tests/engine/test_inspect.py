@@ -223,3 +223,29 @@ def test_bad_files_are_refused_in_one_sentence(built, tmp_path):
     with pytest.raises(InspectError, match=r"does not match the sha256 in its sidecar \(it has 1000 bytes, the "
                                            r"sidecar says \d+\), so it was truncated or changed after the build"):
         inspect_engine(tmp_path / "cut2.engine")
+
+
+def test_the_tensorrt_route_on_the_reference_api(tmp_path):
+    """inspector_layers (how TensorRT and TensorRT-RTX engines are read: inspector JSON + Refitter) run on the
+    reference, which answers the same calls: the layers of the plan, the Refitter's names, stripped ones missing."""
+    from trtbuild.engine.inspect import inspector_layers
+
+    logger = trt.Logger()
+    for flags, refittable in (((trt.BuilderFlag.REFIT, trt.BuilderFlag.STRIP_PLAN), True), ((), False)):
+        plan = _network_plan(flags)
+        engine = trt.Runtime(logger).deserialize_cuda_engine(plan)
+        layers, weights, stripped = inspector_layers(engine, trt, logger)
+        assert [(x.name, x.type, x.precision) for x in layers] == [("stem", "CONVOLUTION", ("FLOAT",)),
+                                                                   ("act", "ACTIVATION", ("FLOAT",))]
+        assert stripped is refittable
+        if refittable:  # a Refitter names them; the layer holding each is not its to say
+            assert {(w.name, w.refittable, w.stripped) for w in weights} == {("stem.weight", True, True),
+                                                                            ("stem.bias", True, True)}
+        else:  # the inspector's named weights
+            assert {(w.name, w.layer, w.key, w.refittable) for w in weights} == {
+                ("stem.weight", "stem", "Weights", False), ("stem.bias", "stem", "Bias", False)}
+    names_only = trt.Runtime(logger).deserialize_cuda_engine(_network_plan(
+        verbosity=trt.ProfilingVerbosity.LAYER_NAMES_ONLY))
+    layers, weights, _ = inspector_layers(names_only, trt, logger)
+    assert [(x.name, x.type, x.precision) for x in layers] == [("stem", None, ()), ("act", None, ())]
+    assert weights == ()

@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from trtbuild import __version__
-from trtbuild.backend import BackendError, load_trt
+from trtbuild.backend import BackendError, backend_name, is_reference, load_trt
 
 from .errors import EngineCompatibilityError, EngineFileError
 from .inspect_json import IOTensor, LayerInfo, LayerWeight, ProfileRange, parse_engine_information
@@ -219,13 +219,28 @@ def _refit_weights(engine, trt, logger, layers) -> tuple[tuple[WeightInfo, ...],
                  if w.name), False
 
 
-def _open(trt, data, path: Path):
-    from .runner import open_engine
+def inspector_layers(engine, trt, logger) -> tuple[tuple[LayerInfo, ...], tuple[WeightInfo, ...], bool]:
+    """(layers, weights, stripped) of a deserialized engine through TensorRT's API alone: its engine inspector's
+    JSON and, for a refittable engine, a Refitter. What a TensorRT or TensorRT-RTX engine is read with (the
+    reference, which mirrors the API, answers the same calls)."""
+    info = parse_engine_information(engine.create_engine_inspector().get_engine_information(
+        trt.LayerInformationFormat.JSON))
+    weights, stripped = _refit_weights(engine, trt, logger, info.layers)
+    return info.layers, weights, stripped
 
-    try:
-        logger, runtime, engine, _context = open_engine(trt, data, str(path))
-    except EngineFileError as e:
-        raise InspectError(str(e)) from None
+
+def _open(trt, data, path: Path):
+    """(logger, runtime, engine): the plan deserialized, without an execution context (a weight-stripped
+    engine may refuse one until it is refit; the inspector needs none)."""
+    from .interrupts import calling_tensorrt
+    from .logging_bridge import make_logger
+
+    logger = make_logger(trt)
+    runtime = trt.Runtime(logger)
+    with calling_tensorrt(trt):
+        engine = runtime.deserialize_cuda_engine(data if is_reference(trt) else bytes(data))
+    if engine is None:
+        raise InspectError(f"{path} could not be loaded by {backend_name(trt)}: {logger.error_text()}")
     return logger, runtime, engine
 
 
@@ -261,7 +276,5 @@ def inspect_engine(path: str | os.PathLike) -> EngineReport:
     if kind == "reference":
         layers, weights, stripped = _plan_layers(data)
         return EngineReport(**common, layers=layers, layer_source="plan", weights=weights, stripped=stripped)
-    info = parse_engine_information(engine.create_engine_inspector().get_engine_information(
-        trt.LayerInformationFormat.JSON))
-    weights, stripped = _refit_weights(engine, trt, logger, info.layers)
-    return EngineReport(**common, layers=info.layers, layer_source="inspector", weights=weights, stripped=stripped)
+    layers, weights, stripped = inspector_layers(engine, trt, logger)
+    return EngineReport(**common, layers=layers, layer_source="inspector", weights=weights, stripped=stripped)
