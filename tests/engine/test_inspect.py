@@ -249,3 +249,14 @@ def test_the_tensorrt_route_on_the_reference_api(tmp_path):
     layers, weights, _ = inspector_layers(names_only, trt, logger)
     assert [(x.name, x.type, x.precision) for x in layers] == [("stem", None, ()), ("act", None, ())]
     assert weights == ()
+
+
+def test_diff_with_an_engine_not_loaded_says_unknown_once(built):
+    diffs = diff_reports(inspect_engine(built / "fp32.engine"), inspect_engine(built / "rtx.engine"))
+    by_item = {(d.section, d.item): d for d in diffs}
+    assert (by_item[("engine", "backend")].a, by_item[("engine", "backend")].b) == ("reference", "tensorrt-rtx")
+    assert by_item[("engine", "targets")].b == ("8.6", "8.9")
+    assert by_item[("engine", "refittable")].b == "unknown (not loaded)"
+    assert by_item[("layer", "list")].b == "unknown (not loaded)"
+    assert not any(d.section == "weight" for d in diffs)  # not "every weight removed"
+    assert by_item[("sidecar", "targets")].change == "added"

@@ -66,6 +66,8 @@ def render_report(report, layers: bool = False) -> str:
     if r.num_layers is not None:
         source = {"plan": "read from the plan", "inspector": "from the engine inspector"}.get(r.layer_source, "")
         lines.append(f"layers    {r.num_layers} ({source}; profiling verbosity {r.profiling_verbosity})")
+    if r.device_memory_bytes is not None:
+        lines.append(f"memory    {r.device_memory_bytes:,} bytes of device memory per execution context")
     counts = r.precision_counts()
     if counts:
         lines.append("precision " + ", ".join(f"{n} {t}" for t, n in sorted(counts.items(), key=lambda kv: -kv[1]))

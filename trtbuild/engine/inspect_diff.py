@@ -90,6 +90,8 @@ def _layers(a: EngineReport, b: EngineReport, out: list) -> None:
 
 
 def _weights(a: EngineReport, b: EngineReport, out: list) -> None:
+    if not (a.loaded and b.loaded):  # an engine not loaded here has no weights to compare ("layer list" says so)
+        return
     wa = {w.name: w for w in a.weights if w.name}
     wb = {w.name: w for w in b.weights if w.name}
     slot_b = {(w.layer, w.key): w for w in b.weights if w.layer}
@@ -128,11 +130,15 @@ def diff_reports(a: EngineReport, b: EngineReport) -> list[Difference]:
     """Every difference between engines A and B, section by section (empty: they are equal as far as the
     reports tell)."""
     out: list[Difference] = []
-    _fields(out, "engine", "", {"backend": a.backend, "version": a.version, "targets": a.targets,
-                                "plan_bytes": a.plan_bytes, "refittable": a.refittable, "stripped": a.stripped,
-                                "layers": a.num_layers},
-            {"backend": b.backend, "version": b.version, "targets": b.targets, "plan_bytes": b.plan_bytes,
-             "refittable": b.refittable, "stripped": b.stripped, "layers": b.num_layers})
+
+    def engine_fields(r: EngineReport) -> dict:
+        unknown = "unknown (not loaded)"
+        return {"backend": r.backend, "version": r.version, "targets": r.targets, "plan_bytes": r.plan_bytes,
+                "refittable": unknown if r.refittable is None else r.refittable,
+                "stripped": unknown if r.stripped is None else r.stripped,
+                "layers": unknown if r.num_layers is None else r.num_layers}
+
+    _fields(out, "engine", "", engine_fields(a), engine_fields(b))
     out[:] = [Difference(d.section, d.item.strip(), d.a, d.b, d.change) for d in out]
     _io(a, b, out)
     _layers(a, b, out)
