@@ -24,7 +24,7 @@ Example::
 
     python scripts/zoo_parity_table.py                 # full size (224 / SSD 300 / RefineDet 320)
     python scripts/zoo_parity_table.py --small         # the small test configurations
-    python scripts/zoo_parity_table.py --runs 9        # more timed runs for the ref/eager column
+    python scripts/zoo_parity_table.py --runs 3        # fewer timed runs for the ref/eager column (default 9)
 """
 
 from __future__ import annotations
@@ -89,7 +89,7 @@ def time_ratio(spec, model, wm, x, small: bool, runs: int, warmup: int) -> dict[
     return {"ref_s": t["ref"], "eager_s": t["eager"], "ratio": t["ref"] / t["eager"]}
 
 
-def measure(name: str, small: bool, seed: int, runs: int = 5, warmup: int = 1) -> list[dict]:
+def measure(name: str, small: bool, seed: int, runs: int = 9, warmup: int = 1) -> list[dict]:
     spec = registry.get(name)
     model = registry.get_torch_model(name, seed=seed, small=small)
     lo, hi = spec.value_range
@@ -155,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (0 = leave default); the ref/eager "
                                                            "timing always uses 1 thread")
-    p.add_argument("--runs", type=int, default=5, help="timed runs of each for the ref/eager column (median)")
+    p.add_argument("--runs", type=int, default=9, help="timed runs of each for the ref/eager column (median)")
     p.add_argument("--warmup", type=int, default=1, help="untimed runs of each before them")
     args = p.parse_args(argv)
     if args.threads > 0:
@@ -167,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
     print("command: python scripts/zoo_parity_table.py" + (" --small" if args.small else "")
           + (f" --models {' '.join(args.models)}" if args.models else "")
           + (f" --seed {args.seed}" if args.seed else "")
-          + (f" --runs {args.runs}" if args.runs != 5 else "")
+          + (f" --runs {args.runs}" if args.runs != 9 else "")
           + (f" --warmup {args.warmup}" if args.warmup != 1 else ""))
     print(f"ref/eager: median of {args.runs} runs after {args.warmup} warm-up, torch.set_num_threads(1)")
     rows = []
