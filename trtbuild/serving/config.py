@@ -7,7 +7,9 @@ Everything comes from the sidecar (trtbuild.engine.serialize.make_sidecar): tens
 and dtypes, and the batch profile. An engine built with ``--batch MIN,OPT,MAX`` (batch dimension -1
 on every I/O tensor) becomes ``max_batch_size: MAX`` with dims *without* the batch dimension and
 dynamic batching preferring OPT and MAX; a static engine becomes ``max_batch_size: 0`` with full
-dims and no dynamic batching (Triton only batches models with max_batch_size > 0). The text is
+dims and no dynamic batching (Triton only batches models with max_batch_size > 0), and so does a
+dynamic-batch engine with an output whose first dimension is not the batch (NMS detections, found by
+trtbuild.serving.batch_dims), its batch then one of the dims (-1). The text is
 protobuf text format for Triton's ``inference.ModelConfig`` (tests parse it with tritonclient's
 model_config_pb2).
 """
