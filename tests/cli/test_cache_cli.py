@@ -47,9 +47,10 @@ def test_second_build_is_a_hit_without_building(cwd, capsys, builds):
     miss = next(line for line in out.splitlines() if line.startswith("cache miss: "))
     assert len(builds) == 1 and (cwd / "engines" / "alexnet-small-fp32.engine").is_file()
     before = _files(cwd)
-    code, out, err = run_cli(capsys, [*BUILD, *REF, "--cache", "c", "-o", "again.engine"])
+    code, out, err = run_cli(capsys, [*BUILD, *REF, "--cache", "c", "-o", "again.engine", "--timing-cache", "t.cache"])
     assert code == 0, err
     assert len(builds) == 1  # nothing was built
+    assert "timing cache: not used: the engine came from the cache" in out
     assert f"cache hit: {miss.split()[2]} (c)" in out
     assert "reused alexnet (small) [fp32] from the cache in" in out
     after = _files(cwd)

@@ -228,6 +228,7 @@ def run(args) -> int:
               "capabilities, specialised just in time on first use)")
     if args.timing_cache:
         used = "not used: TensorRT-RTX has no timing cache" if sidecar.get("targets") else args.timing_cache
+        used = "not used: the engine came from the cache" if hit else used
         print(f"timing cache: {used}")
     if sidecar.get("cross_check"):
         from trtbuild.engine.cross_check import CrossCheckResult
