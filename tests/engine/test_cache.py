@@ -170,6 +170,10 @@ def test_sizes_and_bad_settings_are_one_sentence(tmp_path, monkeypatch):
         parse_size("lots")
     monkeypatch.setenv("TRTBUILD_CACHE_MAX_SIZE", "1M")
     assert EngineCache(tmp_path).max_bytes == 1 << 20
+    monkeypatch.setenv("TRTBUILD_CACHE_MAX_SIZE", "4 gigs")
+    with pytest.raises(ValueError, match=r"TRTBUILD_CACHE_MAX_SIZE '4 gigs': expected a number of bytes"):
+        EngineCache(tmp_path)
+    monkeypatch.delenv("TRTBUILD_CACHE_MAX_SIZE")
     (tmp_path / "f").write_text("x")
     with pytest.raises(ValueError, match=r"engine cache .*/f is not a directory"):
         EngineCache(tmp_path / "f")

@@ -50,11 +50,12 @@ _ENTRY = re.compile(r"^[0-9a-f]{64}\.engine$")
 _UNITS = {"": 1, "B": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 
 
-def parse_size(text: str) -> int:
-    """"4G" / "500M" / "64K" / "1048576" -> bytes (binary units); ValueError in one sentence otherwise."""
+def parse_size(text: str, what: str = "cache size") -> int:
+    """"4G" / "500M" / "64K" / "1048576" -> bytes (binary units); ValueError in one sentence naming `what`
+    otherwise."""
     m = re.fullmatch(r"\s*(\d+)\s*([KMGT]?)(?:I?B)?\s*", str(text), re.IGNORECASE)
     if not m:
-        raise ValueError(f"cache size {text!r}: expected a number of bytes with an optional K, M, G or T "
+        raise ValueError(f"{what} {text!r}: expected a number of bytes with an optional K, M, G or T "
                          "(e.g. 4G or 500M)")
     return int(m.group(1)) * _UNITS[m.group(2).upper()]
 
@@ -87,7 +88,7 @@ class EngineCache:
         self.dir = Path(directory).expanduser()
         if max_bytes is None:
             env = os.environ.get(MAX_SIZE_ENV)
-            max_bytes = parse_size(env) if env else DEFAULT_MAX_BYTES
+            max_bytes = parse_size(env, MAX_SIZE_ENV) if env else DEFAULT_MAX_BYTES
         if max_bytes <= 0:
             raise ValueError(f"engine cache {self.dir}: the size limit must be positive, got {max_bytes} bytes")
         self.max_bytes = int(max_bytes)
