@@ -50,8 +50,8 @@ def _group_of(parser, flag: str) -> str | None:
     return None
 
 
-#: commands that share none of the options above: `inspect --json` prints JSON and writes no file
-OTHER_COMMANDS = ["inspect"]
+#: commands that share none of the options above: `inspect --json` and `cache ls --json` print JSON and write no file
+OTHER_COMMANDS = ["inspect", "cache"]
 
 
 def test_the_commands_are_the_modules_with_add_parser(parsers):
