@@ -114,16 +114,18 @@ def planned_linear(network, x, weight, bias, name: str, quant=None, module: str 
                     lambda t, n: linear(network, t, weight, bias, n, flatten=flat))
 
 
-def planned_add(network, x, residual, name: str, quant=None, add_name: str | None = None):
+def planned_add(network, x, residual, name: str, quant=None, add_name: str | None = None,
+                identity: int | None = None):
     """``x + residual`` (layer `name`; the calibrated residual add `add_name`, default `name`, e.g.
     ``layer1.0.add``): when `quant` quantizes the add, its identity input, found from the graph whichever
     argument it is (see trtbuild.layers.residual), quantized per tensor with its own calibrated amax;
-    else plain."""
+    else plain. `identity`: PyTorch's operand index (0 or 1) of the identity, used only where the
+    calibration cannot tell (neither or both inputs straight from a Conv/Linear)."""
     add_name = add_name or name
     operands = quant.add_operands(add_name) if quant is not None else None
     if operands is None or quant.precision not in QMAX:
         return add(network, x, residual, name)
-    identity, amax = residual_input(network, x, residual, add_name, operands)
+    identity, amax = residual_input(network, x, residual, add_name, operands, identity)
     branch = residual if identity is x else x
     return qadd(network, branch, identity, name, amax, quant.precision)
 

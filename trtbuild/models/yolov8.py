@@ -19,7 +19,8 @@ any batch. By default NMS is not part of the network (the raw output is what Ult
 
 INT8 / FP8 (``quant``, trtbuild.layers.planned, NVIDIA's explicit-quantization placement): every Conv's
 convolution and the head's 1x1 convs take quantized inputs; a Bottleneck's shortcut add (``model.I.m.J``,
-calibrated as ``model.I.m.J.add``) quantizes its identity input. The DFL (softmax over the bins and its
+calibrated as ``model.I.m.J.add``) quantizes its identity input ``x`` of ``x + cv2(cv1(x))``, named here: the
+calibration cannot tell it, as cv2 ends in a SiLU, not straight in a Conv. The DFL (softmax over the bins and its
 fixed-weight conv ``model.22.dfl.conv``), the box decode, the sigmoid scores and NMS stay float: they turn
 the head's outputs into coordinates, where an 8-bit step would move every box.
 
@@ -136,7 +137,7 @@ def _c2f(network, x, wm, p: str, shortcut: bool, quant=None):
         b = f"{p}.m.{j}"
         z = _conv(network, _conv(network, parts[-1], wm, f"{b}.cv1", 3, quant=quant), wm, f"{b}.cv2", 3, quant=quant)
         if shortcut and int(z.shape[1]) == int(parts[-1].shape[1]):  # the layer is the Bottleneck's output
-            z = planned_add(network, parts[-1], z, b, quant, add_name=f"{b}.add")
+            z = planned_add(network, parts[-1], z, b, quant, add_name=f"{b}.add", identity=0)  # x + cv2(cv1(x))
         parts.append(z)
     return _conv(network, _concat(network, parts, 1, f"{p}/cat"), wm, f"{p}.cv2", 1, quant=quant)
 
