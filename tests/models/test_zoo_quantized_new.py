@@ -19,6 +19,8 @@ from torch.overrides import TorchFunctionMode
 import trtbuild.reference as ref_trt
 from trtbuild.engine import Engine, build_model, quant_plan
 from trtbuild.engine.build import build_plan, definition_step
+
+from helpers.refnet import concrete
 from trtbuild.models import registry
 from trtbuild.parity.check import check_model_parity, make_inputs
 from trtbuild.quant import calibrate_data, load_calibration, random_source, write_calibration
@@ -182,8 +184,14 @@ def _engine_outputs(name, precision, calib_file, x):
     return Engine(plan, ref_trt, sidecar=plan.info)(input=x)
 
 
-@pytest.mark.parametrize("precision", ["int8", pytest.param("fp8", marks=pytest.mark.slow)])
-@pytest.mark.parametrize("name", MODELS)
+#: the models whose placement has more than convs and Linears (residual adds, attention, transposed convs) run
+#: by default; unet and crnn (convs and Linears only, as the older zoo models) with the slow tests
+_SLOW = pytest.mark.slow
+
+
+@pytest.mark.parametrize("precision", ["int8", pytest.param("fp8", marks=_SLOW)])
+@pytest.mark.parametrize("name", ["yolov8n", "unet_gn_deconv", "vit_tiny", pytest.param("unet", marks=_SLOW),
+                                  pytest.param("crnn", marks=_SLOW)])
 def test_engine_matches_a_pytorch_fake_quant_model_with_the_same_scales(name, precision, calib_file):
     spec = registry.get(name)
     model = _torch(name)
@@ -206,3 +214,96 @@ def test_engine_matches_a_pytorch_fake_quant_model_with_the_same_scales(name, pr
         engine_vs_fake = (got - fake).abs().max() / scale
         assert quant_error > 1e-4, out_name  # the fake-quant model really quantizes
         assert engine_vs_fake < quant_error / 10, (out_name, float(engine_vs_fake), float(quant_error))
+
+
+# --- placement: a Q/DQ pair on both inputs of every convolution / deconvolution / matmul ---------
+
+def _float_layer(name, layer):
+    """The conv/matmul layers the placement leaves float: yolov8's DFL expectation and box decode, crnn's
+    LSTM (its loops: trtbuild.models.crnn's docstring says why)."""
+    if name == "yolov8n":
+        return layer in ("model.22.dfl.conv", "model.22/decode/matmul")
+    return name == "crnn" and layer.startswith("rnn/")
+
+
+def _expected_quantized(name):
+    """Conv2d / ConvTranspose2d / Linear modules of the PyTorch model (less the float ones), plus two matmuls
+    per attention module: how many layers must take quantized inputs."""
+    model = _torch(name)
+    layers = [n for n, m in model.named_modules() if isinstance(m, (nn.Conv2d, nn.ConvTranspose2d, nn.Linear))
+              and n not in FLOAT_CONVS.get(name, ())]
+    return len(layers) + 2 * sum(type(m).__name__ == "Attention" for m in model.modules())
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_every_conv_deconv_and_matmul_takes_quantized_inputs(name, calib_file):
+    quant = _plan(name, "int8", calib_file)
+    net = definition_step(registry.get(name), weights=WeightMap.from_module(_torch(name)), precision="int8",
+                          small=True, quant=quant)(ref_trt).network
+    layers = [concrete(net.get_layer(i)) for i in range(net.num_layers)]
+    producer = {layer.get_output(j).name: layer for layer in layers for j in range(layer.num_outputs)}
+
+    def dequantized(tensor):  # through the shuffles a Linear puts between its Q/DQ and its matmul
+        layer = producer.get(tensor.name)
+        while layer is not None and type(layer).__name__ == "IShuffleLayer":
+            layer = producer.get(layer.get_input(0).name)
+        return layer is not None and type(layer).__name__ == "IDequantizeLayer"
+
+    kinds = ("IConvolutionLayer", "IDeconvolutionLayer", "IMatrixMultiplyLayer")
+    compute = [layer for layer in layers if type(layer).__name__ in kinds]
+    quantized = [layer.name for layer in compute if dequantized(layer.get_input(0)) and dequantized(layer.get_input(1))]
+    plain = [layer.name for layer in compute if layer.name not in quantized]
+    assert [n for n in plain if not _float_layer(name, n)] == [], name  # nothing else left float
+    assert len(quantized) == _expected_quantized(name), (name, len(quantized))
+    if name == "unet_gn_deconv":  # the transposed convs: weight per output channel, axis 1 of [in, out, kh, kw]
+        deconvs = [layer for layer in compute if type(layer).__name__ == "IDeconvolutionLayer"]
+        assert len(deconvs) == 3 and all(producer[d.get_input(1).name].axis == 1 for d in deconvs)
+    if name == "vit_tiny":  # attention's two matmuls, the softmax output quantized with amax 1 (scale 1/127)
+        for b in range(2):
+            p = f"blocks.{b}.attn/attention"
+            assert {f"{p}/scores", p} <= set(quantized)
+            scale = producer[f"{p}/input_q/scale"]
+            assert float(scale.weights.numpy().reshape(-1)[0]) == pytest.approx(1 / 127)
+    if name == "yolov8n":  # each Bottleneck's shortcut quantizes x of x + cv2(cv1(x)), not the conv branch
+        for add in ("model.2.m.0", "model.4.m.1", "model.8.m.0"):
+            assert producer[f"{add}/residual_q/quantize"].get_input(0).name != f"{add}.cv2"
+
+
+# --- NVIDIA's builder -----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", MODELS)
+def test_tensorrt_rtx_builds_the_int8_networks(rtx, name, calib_file):
+    plan = build_plan(ref_trt, registry.get(name), weights=WeightMap.from_module(_torch(name)), precision="int8",
+                      small=True, quant=_plan(name, "int8", calib_file), progress=False, cross_check=True)
+    cross = plan.info["cross_check"]  # CrossCheckError otherwise: TensorRT-RTX refused it or disagreed
+    assert cross["tensors_compared"] > 100 and cross["rtx_engine_bytes"] > 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", MODELS)
+def test_tensorrt_rtx_builds_the_fp8_networks(rtx, name, calib_file):
+    plan = build_plan(ref_trt, registry.get(name), weights=WeightMap.from_module(_torch(name)), precision="fp8",
+                      small=True, quant=_plan(name, "fp8", calib_file), progress=False, cross_check=True,
+                      targets=("8.9", "12.0"))
+    assert plan.info["cross_check"]["rtx_engine_bytes"] > 0
+
+
+# --- trtbuild debug precision ---------------------------------------------------------------------
+
+#: a module of each model the search must name among its candidates
+_CANDIDATE = {"yolov8n": "model.22.cv3.2.2", "unet": "outc.conv", "unet_gn_deconv": "up1.up",
+              "vit_tiny": "blocks.1.attn", "crnn": "fc"}
+
+
+@pytest.mark.parametrize("name", ["unet_gn_deconv", "vit_tiny", "crnn", pytest.param("yolov8n", marks=_SLOW),
+                                  pytest.param("unet", marks=_SLOW)])
+def test_debug_precision_runs_on_the_int8_model(name, calib_file, capsys):
+    from trtbuild.cli import main
+
+    code = main(["debug", "precision", name, "--small", "--precision", "int8", "--calibration",
+                 str(calib_file(name)), "--backend", "reference"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    candidates = out.split("candidates", 1)[1].split("\n", 1)[0]
+    assert _CANDIDATE[name] in candidates.split(": ", 1)[1].split(", ")
+    assert "passes parity with nothing kept" in out

@@ -165,12 +165,13 @@ def planned_deconv(network, x, weight, bias, name: str, quant=None, module: str 
     return _in_type(network, x, dt, lp.precision, name, lambda t, n: _deconv(network, t, weight, bias, n, stride))
 
 
-def planned_attention(network, q, k, v, name: str, quant=None, module: str | None = None):
+def planned_attention(network, q, k, v, name: str, quant=None, module: str | None = None, call: str = "sdpa"):
     """``F.scaled_dot_product_attention(q, k, v)`` (no mask, default scale; layers as
     trtbuild.layers.attention's composed path: ``name/scale``, ``name/q_scaled``, ``name/scores``,
-    ``name/softmax``, ``name``) with both matmuls' inputs quantized when `quant` calibrated the call
-    `module` (``blocks.0.attn.sdpa``; see the module doc), else plain."""
-    amax = quant.sdpa_amax(module or name) if quant is not None else None
+    ``name/softmax``, ``name``) with both matmuls' inputs quantized when `quant` calibrated the call `call`
+    of the PyTorch module `module` (default `name`; ``blocks.0.attn`` and ``sdpa``, see the module doc), else
+    plain. ``--keep fp32:blocks.0.attn`` keeps it (and the module's Linears) in the float type."""
+    amax = quant.sdpa_amax(module or name, call) if quant is not None else None
     if amax is None or quant.precision not in QMAX:
         return scaled_dot_product_attention(network, q, k, v, name)
     e = int(q.shape[-1])

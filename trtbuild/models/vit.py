@@ -10,7 +10,7 @@ which keep the batch dynamic) into trtbuild.layers.attention.scaled_dot_product_
 INT8 / FP8 (``quant``, trtbuild.layers.planned, NVIDIA's explicit-quantization placement): the patch
 conv and every Linear (qkv, proj, fc1, fc2, head) take quantized inputs; so do attention's two matrix
 multiplies (the scaled query and the key, the softmax output and the value, ``B.attn/attention/scores``
-and ``B.attn/attention``, with the ranges calibration records for ``B.attn.sdpa``); each residual add
+and ``B.attn/attention``, with the ranges calibration records for ``B.attn.sdpa.query|key|value``); each residual add
 quantizes its identity input (the other comes from proj / fc2, into which it can fuse). LayerNorm, the
 softmax, GELU and the position-embedding add stay in the float type.
 
@@ -76,7 +76,7 @@ def _attention(network, x, wm, p: str, dim: int, quant=None):
     # (B, N, 3D) -> (B, N, 3, heads, d) -> (3, B, heads, N, d); 0 copies B and N, so the batch stays dynamic
     split = tensor.shuffle(network, qkv, f"{p}/heads", dims=(0, 0, 3, heads, HEAD_DIM), then=(2, 0, 3, 1, 4))
     q, k, v = (tensor.select(network, split, 0, i, f"{p}/{part}") for i, part in enumerate("qkv"))
-    y = planned_attention(network, q, k, v, f"{p}/attention", quant, f"{p}.sdpa")
+    y = planned_attention(network, q, k, v, f"{p}/attention", quant, p)
     merged = tensor.shuffle(network, y, f"{p}/merge", perm=(0, 2, 1, 3), dims=(0, 0, dim))
     return _linear(network, merged, wm, f"{p}.proj", quant)
 
