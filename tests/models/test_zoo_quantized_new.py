@@ -307,3 +307,62 @@ def test_debug_precision_runs_on_the_int8_model(name, calib_file, capsys):
     candidates = out.split("candidates", 1)[1].split("\n", 1)[0]
     assert _CANDIDATE[name] in candidates.split(": ", 1)[1].split(", ")
     assert "passes parity with nothing kept" in out
+
+
+# --- what calibration records for them ------------------------------------------------------------
+
+def _amax_by_hand(name, modules, calib_file):
+    """max |x| per (module, what) over the calibration batches, from PyTorch forward hooks."""
+    spec = registry.get(name)
+    model = _torch(name)
+    seen = {}
+    mods = dict(model.named_modules())
+
+    def hook(module_name, pick):
+        def record(mod, args, out):
+            for key, t in pick(module_name, args, out):
+                seen[key] = max(seen.get(key, 0.0), float(t.abs().max()))
+        return record
+
+    handles = [mods[m].register_forward_hook(hook(m, pick)) for m, pick in modules.items()]
+    try:
+        with torch.no_grad():
+            for batch in random_source(spec.input_shape(True)[1:], 2, 4, spec.value_range, seed=0).batches():
+                model(batch)
+    finally:
+        for h in handles:
+            h.remove()
+    return seen, load_calibration(calib_file(name), spec, small=True, module=model)
+
+
+def test_calibration_records_attention_operands_and_transposed_conv_inputs(calib_file):
+    def qkv(module_name, args, out):  # timm's reshape: (B, N, 3, heads, 64), then q, k, v
+        b, n, _ = out.shape
+        parts = out.reshape(b, n, 3, -1, 64).permute(2, 0, 3, 1, 4)
+        attn = module_name.rpartition(".")[0]
+        return [(f"{attn}.sdpa.{w}", parts[i]) for i, w in enumerate(("query", "key", "value"))]
+
+    seen, calib = _amax_by_hand("vit_tiny", {"blocks.0.attn.qkv": qkv, "blocks.1.attn.qkv": qkv}, calib_file)
+    assert len(seen) == 6
+    for key, amax in seen.items():
+        assert calib.activations[key] == pytest.approx(amax, rel=1e-6), key
+    seen, calib = _amax_by_hand("unet_gn_deconv", {f"up{k}.up": lambda m, args, out: [(f"{m}.input", args[0])]
+                                                   for k in (1, 2, 3)}, calib_file)
+    for key, amax in seen.items():
+        assert calib.activations[key] == pytest.approx(amax, rel=1e-6), key
+    weight = _torch("unet_gn_deconv").up1.up.weight
+    assert calib.weights["up1.up.weight"] == pytest.approx(weight.abs().amax(dim=(1, 2, 3)).tolist())  # file: axis 0
+
+
+def test_planned_deconv_refuses_a_weight_that_does_not_fit_its_input():
+    from helpers.refnet import RefNet
+
+    from trtbuild.layers.common import BuilderError
+    from trtbuild.layers.planned import planned_deconv
+
+    refnet = RefNet()
+    x = refnet.input("x", (1, 4, 3, 3))
+    with pytest.raises(BuilderError) as e:
+        planned_deconv(refnet.network, x, torch.ones(8, 2, 2, 2).numpy(), None, "up1.up", stride=2)
+    assert str(e.value) == ("layer 'up1.up': a transposed-conv weight of shape (8, 2, 2, 2) ([in, out, *kernel], "
+                            "2-D or 3-D) does not fit the input 'x' (1, 4, 3, 3)")
