@@ -50,8 +50,20 @@ def _group_of(parser, flag: str) -> str | None:
     return None
 
 
+#: commands that share none of the options above: `inspect --json` and `cache ls --json` print JSON and write no file
+OTHER_COMMANDS = ["inspect", "cache"]
+
+
 def test_the_commands_are_the_modules_with_add_parser(parsers):
-    assert sorted(parsers) == sorted(COMMANDS + ["debug"])  # options.py is no command
+    assert sorted(parsers) == sorted(COMMANDS + OTHER_COMMANDS + ["debug"])  # options.py is no command
+
+
+@pytest.mark.parametrize("command", OTHER_COMMANDS)
+def test_other_commands_take_no_shared_option_but_their_own_json_flag(parsers, command):
+    parser = parsers[command]
+    assert [flag for flag in GROUP_OF if flag in parser._option_string_actions] == ["--json"]
+    action = parser._option_string_actions["--json"]
+    assert isinstance(action, argparse._StoreTrueAction) and _group_of(parser, "--json") != "output files"
 
 
 @pytest.mark.parametrize("command", COMMANDS)

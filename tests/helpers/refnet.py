@@ -20,6 +20,8 @@ TORCH_OF = {
     trt.DataType.FLOAT: torch.float32, trt.DataType.HALF: torch.float16, trt.DataType.BF16: torch.bfloat16,
     trt.DataType.INT32: torch.int32, trt.DataType.INT64: torch.int64, trt.DataType.BOOL: torch.bool,
     trt.DataType.INT8: torch.int8, trt.DataType.UINT8: torch.uint8, trt.DataType.FP8: torch.float8_e4m3fn,
+    trt.DataType.E8M0: torch.float8_e8m0fnu,  # an exponent byte
+    trt.DataType.FP4: torch.uint8,  # packed, two values a byte: run_plan's buffer of one byte a value is ample
 }
 
 

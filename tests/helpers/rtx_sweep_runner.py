@@ -26,7 +26,8 @@ from helpers.twin import no_rtx_kernel
 _NOISE = re.compile(r"catchCudaError|CUDA driver version is insufficient")
 _TORCH = {"FLOAT": torch.float32, "HALF": torch.float16, "BF16": torch.bfloat16, "INT32": torch.int32,
           "INT64": torch.int64, "BOOL": torch.bool, "INT8": torch.int8, "UINT8": torch.uint8,
-          "FP8": torch.float8_e4m3fn}
+          "FP8": torch.float8_e4m3fn, "E8M0": torch.float8_e8m0fnu,
+          "FP4": torch.uint8}  # FP4: its packed bytes, two values a byte (helpers.refnet.TORCH_OF)
 BATCH = 48  # cases per batched TensorRT-RTX build
 
 

@@ -42,6 +42,9 @@ VERSION_DEPENDENT = {
     ("NetworkDefinitionCreationFlag", "STRONGLY_TYPED"): {"10": 1, "11": 0},
     ("NetworkDefinitionCreationFlag", "PREFER_JIT_PYTHON_PLUGINS"): {"10": 2, "11": 1},
     ("NetworkDefinitionCreationFlag", "PREFER_AOT_PYTHON_PLUGINS"): {"10": 3, "11": 2},
+    ("BuilderFlag", "STRIP_PLAN"): {"10": 19, "11": 18},
+    ("BuilderFlag", "REFIT_IDENTICAL"): {"10": 20, "11": 19},
+    ("BuilderFlag", "REFIT_INDIVIDUAL"): {"10": 23, "11": 22},
 }
 
 #: Parameters that pybind11 lists as required after defaulted ones (not expressible in Python),
@@ -63,6 +66,7 @@ DEFAULT_IN_11_ONLY = {("INetworkDefinition", "add_squeeze"): frozenset({"axes"})
 #: written for 11 runs on it; TensorRT 10.16 lacks them (test_only_in_11_table_is_true re-reads both dumps).
 ONLY_IN_11_CLASSES = frozenset({"AttentionIOForm", "CausalMaskKind"})
 ONLY_IN_11_MEMBERS = frozenset({
+    ("Refitter", "release_refit_resources"),
     ("INetworkDefinition", "add_attention_v2"), ("IAttention", "causal_kind"), ("IAttention", "query_form"),
     ("IAttention", "key_value_form"), ("IAttention", "query_lengths"), ("IAttention", "key_value_lengths"),
 })

@@ -1,7 +1,7 @@
 """trtbuild.reference: IDynamicQuantizeLayer (add_dynamic_quantize / _v2): TensorRT's attributes, shape and type
-rules, judged by TensorRT-RTX (the `refnet` twin compares every shape and type read). The reference does not
-build the layer (no documented block-scale formula, no E8M0 storage); TensorRT-RTX 1.7 refuses it for sm86
-too (FP4/FP8 are "HW-specific datatypes" there) and builds it for sm120 (test_rtx_builds_nvfp4_for_sm120)."""
+rules and what TensorRT-RTX 1.7 builds, judged by TensorRT-RTX for sm120 (the twin compares every shape and type
+read, and every build): TensorRT-RTX refuses the layer for sm86 (FP4/FP8 are "HW-specific datatypes" there), so
+this module's `refnet` twins an sm120 target. Its values: tests/reference/test_dynamic_quantize_run.py."""
 
 from __future__ import annotations
 
@@ -12,6 +12,16 @@ import trtbuild.reference as trt
 from helpers.refnet import RtxNet
 
 FP4, FP8, E8M0 = trt.DataType.FP4, trt.DataType.FP8, trt.DataType.E8M0
+
+
+@pytest.fixture
+def refnet(rtx):
+    """A reference network twinned with TensorRT-RTX building for sm120 (the only target that builds the layer)."""
+    from helpers.twin import TwinRefNet
+
+    net = TwinRefNet(rtx, targets=("12.0",))
+    yield net
+    net.twin.finish()
 
 
 def double_scale(refnet, dtype=np.float32):
@@ -79,12 +89,21 @@ def test_block_size_is_16_or_32(refnet):
         refnet.network.add_dynamic_quantize(refnet.input("x", (4, 32), trt.float16), 1, 8, FP4, FP8)
 
 
-def test_the_reference_does_not_build_it(refnet):
+def test_the_reference_builds_what_rtx_builds_for_sm120(refnet):
     layer = nvfp4(refnet, (4, 32), 1)
     refnet.network.mark_output(layer.get_output(0))
     refnet.network.mark_output(layer.get_output(1))
-    assert refnet.build() is None  # TensorRT-RTX refuses it for sm86 as well (the twin checks)
-    assert "no exact formula for its block scales" in refnet.logger.errors[-1]
+    assert refnet.build() is not None  # the twin builds it too, for sm120
+
+
+def test_sm86_refuses_it(rtx):
+    """TensorRT-RTX builds the layer for Blackwell only: its FP4/FP8 tensors are "HW-specific datatypes" on sm86."""
+    net = RtxNet(rtx, targets=("8.6",))
+    x = net.network.add_input("x", rtx.float16, (4, 32))
+    layer = net.network.add_dynamic_quantize(x, 1, 16, rtx.DataType.FP4, rtx.DataType.FP8)
+    layer.set_input(1, net.network.add_constant((), rtx.Weights(np.array(1.0, np.float32))).get_output(0))
+    net.network.mark_output(layer.get_output(0))
+    assert net.build() is None and "HW-specific datatypes" in net.errors
 
 
 def test_rtx_builds_nvfp4_for_sm120(rtx):
@@ -131,3 +150,34 @@ def test_axis_out_of_range(refnet):
     layer.axis = -3
     with pytest.raises(trt.NetworkError, match="axis -3 is refused"):
         layer.get_output(0).shape  # noqa: B018
+
+
+def test_partial_blocks_stay_stricter(rtx):
+    """The sweep's PARTIAL_BLOCK entry: the reference refuses a block_shape that does not divide the input;
+    TensorRT-RTX builds it for sm120 with ceil-divided scales (3 rows in blocks of 4: one scale row)."""
+    from helpers.refnet import RefNet
+    from helpers.rtx_sweep_dynamic_quantize import PARTIAL_BLOCK
+
+    with pytest.raises(trt.NetworkError, match=PARTIAL_BLOCK.pattern):
+        PARTIAL_BLOCK.example(RefNet().network, trt).get_output(1).shape  # noqa: B018
+    net = RtxNet(rtx, targets=("12.0",))
+    layer = PARTIAL_BLOCK.example(net.network, rtx)
+    assert tuple(layer.get_output(1).shape) == (1, 1)
+    net.network.mark_output(layer.get_output(0))
+    net.network.mark_output(layer.get_output(1))
+    assert net.build() is not None, net.errors
+
+
+def test_a_blocked_dimension_must_be_static(refnet):
+    """TensorRT: "the extent of the blocked axis must be a compile-time constant" (TensorRT-RTX: no shape)."""
+    x = refnet.input("x", (-1, 32), trt.float16)
+    layer = refnet.network.add_dynamic_quantize(x, 0, 16, FP4, FP8)
+    layer.set_input(1, double_scale(refnet))
+    with pytest.raises(trt.NetworkError, match=r"dimension 0 of the input \(-1, 32\) is blocked but dynamic"):
+        layer.get_output(1).shape  # noqa: B018
+
+
+def test_a_4d_input_takes_a_2d_block_shape(refnet):
+    x = refnet.input("x", (1, 4, 4, 32), trt.float16)
+    layer = refnet.network.add_dynamic_quantize_v2(x, (1, 1, -1, 16), FP8, E8M0)
+    assert tuple(layer.get_output(1).shape) == (1, 4, 1, 2)

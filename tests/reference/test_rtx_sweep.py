@@ -34,6 +34,7 @@ from helpers import rtx_sweep as S
 from helpers import rtx_sweep_attention as SAT
 from helpers import rtx_sweep_control as SC
 from helpers import rtx_sweep_dds as D
+from helpers import rtx_sweep_dynamic_quantize as SDQ
 from helpers import rtx_sweep_index as SI
 from helpers import rtx_sweep_sample as SA
 from helpers import rtx_sweep_shape as SS
@@ -67,6 +68,8 @@ FAMILIES = {
 }
 FAMILIES.update({"conditional": (SC.conditional_case, 60), "loop": (SC.loop_case, 60)})
 FAMILIES.update({"broadcast_slice": (SST.broadcast_slice_case, 80)})
+#: families TensorRT-RTX judges for an sm120 target (FP4/FP8 data build for Blackwell only), with `runner120`
+SM120_FAMILIES = {"dynamic_quantize": (SDQ.dynamic_quantize_case, 200)}
 SEED = 0
 
 #: INT4 network inputs: tests/helpers/twin.py cannot express this example (it twins layers, not add_input)
@@ -76,7 +79,7 @@ INT4_INPUT = Stricter(
     'IDequantizeLayer "supports tensorrt.int8, tensorrt.float8, tensorrt.int4 and tensorrt.fp4 precision". The '
     "reference has no Q/DQ layers and no storage for 4-bit types, so add_input refuses FP8/INT4/FP4",
     lambda network, trt: network.add_shuffle(network.add_input("x", trt.DataType.INT4, (2, 4))))
-SWEEP_STRICTER = [*twin.REFERENCE_STRICTER, INT4_INPUT, ST.EINSUM_DYNAMIC_DIAGONAL]
+SWEEP_STRICTER = [*twin.REFERENCE_STRICTER, INT4_INPUT, ST.EINSUM_DYNAMIC_DIAGONAL, SDQ.PARTIAL_BLOCK]
 
 
 def stricter(case, message: str) -> bool:
@@ -85,7 +88,8 @@ def stricter(case, message: str) -> bool:
 
 def random_cases(family: str, seed: int, count: int) -> list:
     rng = random.Random(f"{seed}-{family}")
-    return [FAMILIES[family][0](rng) for _ in range(count)]
+    generate = (FAMILIES.get(family) or SM120_FAMILIES[family])[0]
+    return [generate(rng) for _ in range(count)]
 
 
 _TOTAL = Tally()
@@ -107,6 +111,12 @@ def runner(rtx, request):
             reporter.write_line(f"\nrtx sweep: {_TOTAL}")
 
 
+@pytest.fixture(scope="module")
+def runner120(rtx, runner):
+    """TensorRT-RTX building for sm120 (after `runner`, whose teardown prints the module's counts)."""
+    return RtxRunner(rtx, targets=("12.0",))
+
+
 def _judge(cases, runner):
     tally, problems = judge(cases, runner, stricter)
     _TOTAL.add(tally)
@@ -121,6 +131,12 @@ def test_random_single_layer_cases(runner, family):
     assert tally.both_accept >= tally.cases // 5  # the draws are not all rejections
 
 
+@pytest.mark.parametrize("family", list(SM120_FAMILIES))
+def test_random_sm120_cases(runner120, family):
+    tally = _judge(random_cases(family, SEED, SM120_FAMILIES[family][1]), runner120)
+    assert tally.both_accept >= tally.cases // 5
+
+
 def test_dtype_tables(runner):
     _judge(T.dtype_table_cases(), runner)
 
@@ -132,7 +148,7 @@ def test_every_cast_pair(runner):
 
 
 def test_default_run_has_enough_cases():
-    n = (sum(count for _, count in FAMILIES.values()) + len(T.dtype_table_cases())
+    n = (sum(count for _, count in [*FAMILIES.values(), *SM120_FAMILIES.values()]) + len(T.dtype_table_cases())
          + 2 * len(S.DTYPES) * len(S.CAST_TARGETS))
     assert n >= 1500
 
@@ -155,3 +171,10 @@ def test_int4_input_entry_is_still_stricter(runner):
 @pytest.mark.parametrize("family", list(FAMILIES))
 def test_random_single_layer_cases_more_seeds(runner, family, seed):
     _judge(random_cases(family, seed, 3 * FAMILIES[family][1]), runner)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", [1, 2, 3, 4])
+@pytest.mark.parametrize("family", list(SM120_FAMILIES))
+def test_random_sm120_cases_more_seeds(runner120, family, seed):
+    _judge(random_cases(family, seed, 3 * SM120_FAMILIES[family][1]), runner120)

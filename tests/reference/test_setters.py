@@ -84,3 +84,25 @@ def test_network_name_and_layer_metadata_take_names_as_tensorrt_rtx_does(what, r
         return got, len(errors)
 
     assert scenario(reference) == scenario(rtx) == (["m", "m", "ab", "TypeError"], 1)
+
+
+def test_num_ranks_is_one_and_refuses_other_values_as_tensorrt_rtx_does(rtx):
+    """ILayer.num_ranks (TensorRT 10/11): only IDistCollectiveLayer takes more than one rank."""
+    def scenario(trt):
+        _, network, _ = new_network(trt)
+        layer = network.add_identity(network.add_input("x", trt.float32, (1, 2)))
+        got = [layer.num_ranks]
+        for value in (1, 2, 0, -1, 2.0, "2", True):
+            try:
+                layer.num_ranks = value
+                got.append(layer.num_ranks)
+            except RuntimeError as e:
+                got.append(("RuntimeError", str(e)))
+            except TypeError:
+                got.append("TypeError")
+        return got
+
+    refused = ("RuntimeError", "Failed to set num_ranks. Only IDistCollectiveLayer supports num_ranks > 1 via ILayer.")
+    ours = scenario(reference)
+    assert ours == scenario(rtx)
+    assert ours[:5] == [1, 1, refused, refused, refused]

@@ -1,8 +1,8 @@
 """A real Triton Inference Server (the tritonserver nvidia-pytriton bundles) serving a repository that
-`trtbuild export-triton --kind python` wrote: a zoo model and a user network, 32 concurrent
-tritonclient clients over HTTP and gRPC, every response equal to a direct Engine run on the same
-input (bit-exact on the reference), and no server process left afterwards. Loopback only; one
-server for the module."""
+`trtbuild export-triton --kind python` wrote: zoo models (vit_tiny among them, with a dynamic batch) and a
+user network, 32 concurrent tritonclient clients over HTTP and gRPC, every response equal to a direct
+Engine run on the same input (bit-exact on the reference), and no server process left afterwards.
+Loopback only; one server for the module."""
 
 from __future__ import annotations
 
@@ -26,6 +26,8 @@ pytestmark = pytest.mark.triton
 CLIENTS = 32
 REQUESTS = 64  # per protocol and model
 TIMEOUT_S = 60
+VIT_PROFILE = (1, 2, 4)  # vit_tiny's batch profile (--batch 1,2,4): Triton's max_batch_size 4
+VIT_BATCHES = (1, 3)  # the batch sizes of its requests, alternating
 
 
 def _stub_problem() -> str | None:
@@ -56,20 +58,20 @@ def served(tmp_path_factory):
     repo = work / "repo"
     user_ref, user_engine = build_user(work)
     engines = {"resnet18": build_zoo(work, "resnet18", batch=(1, 4, 8)), "smallnet": user_engine,
-               "rednet": build_zoo(work, "rednet")}
+               "rednet": build_zoo(work, "rednet"), "vit_tiny": build_zoo(work, "vit_tiny", batch=VIT_PROFILE)}
     export = [("resnet18", engines["resnet18"], ["--small"]), (user_ref, user_engine, []),
-              ("rednet", engines["rednet"], ["--small"]),
+              ("rednet", engines["rednet"], ["--small"]), ("vit_tiny", engines["vit_tiny"], ["--small"]),
               ("resnet18", engines["resnet18"], ["--small", "--name", "resnet18_concat", "--batching", "concatenate"]),
               (user_ref, user_engine, ["--name", "smallnet_finite", "--batching", "concatenate", "--reject-nonfinite"])]
     for model, engine, more in export:
         assert main(["export-triton", model, "--engine", str(engine), "--repo", str(repo), "--kind", "python",
                      *more]) == 0
     server = TritonServer(repo, ready_timeout=TIMEOUT_S)
-    server.start()  # TritonServerError unless ready (all five models loaded) within TIMEOUT_S
+    server.start()  # TritonServerError unless ready (all six models loaded) within TIMEOUT_S
     from trtbuild.engine import load_engine
 
     direct = {name: load_engine(path) for name, path in engines.items()}
-    yield {"server": server, "repo": repo, "direct": direct, "expected": {}}
+    yield {"server": server, "repo": repo, "direct": direct, "expected": {}, "work": work}
     server.stop()
 
 
@@ -128,6 +130,75 @@ def test_concurrent_requests_equal_direct_runs(served, protocol, model, input_na
     expected = served["expected"].setdefault(model, [engine(x)[output] for x in inputs])  # direct runs, once
     for x, answer, want in zip(inputs, answers, expected):
         assert torch.equal(torch.from_numpy(answer), want), f"{model} over {protocol}: batch {tuple(x.shape)}"
+
+
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_vit_tiny_dynamic_batch_equals_direct_runs_and_pytorch(served, protocol):
+    """A zoo model with a dynamic batch (vit_tiny, small: 48x48, built with --batch 1,2,4): the server loaded
+    it with max_batch_size 4 and per-sample dims, and concurrent requests of batch 1 and 3 each come back
+    equal, bit for bit, to a direct Engine run of the same input and within the fp32 tolerance of
+    PyTorch's vit_tiny with the engine's weights."""
+    import tritonclient.grpc
+    import tritonclient.http
+    from helpers.model_checks import check_fp32
+
+    from trtbuild.models.registry import get_torch_model
+    from trtbuild.parity.check import load_weights_into
+    from trtbuild.weights import WeightMap
+
+    module = tritonclient.http if protocol == "http" else tritonclient.grpc
+    server, engine = served["server"], served["direct"]["vit_tiny"]
+    url = server.http_url if protocol == "http" else server.grpc_url
+    client = module.InferenceServerClient(url)
+    try:
+        cfg = client.get_model_config("vit_tiny", **({} if protocol == "http" else {"as_json": True}))
+    finally:
+        client.close()
+    cfg = cfg.get("config", cfg)  # gRPC wraps it in {"config": ...}
+    assert int(cfg["max_batch_size"]) == VIT_PROFILE[-1]
+    assert [(t["name"], t["data_type"], [int(d) for d in t["dims"]]) for t in cfg["input"]] == [
+        ("input", "TYPE_FP32", [3, 48, 48])]  # without the batch dimension
+    assert [(t["name"], t["data_type"], [int(d) for d in t["dims"]]) for t in cfg["output"]] == [
+        ("logits", "TYPE_FP32", [1000])]
+    assert [int(b) for b in cfg["dynamic_batching"]["preferred_batch_size"]] == [2, 4]
+
+    gen = torch.Generator().manual_seed(21)
+    inputs = [torch.rand(VIT_BATCHES[i % 2], 3, 48, 48, generator=gen) for i in range(CLIENTS)]
+    answers = _infer(module, url, "vit_tiny", inputs, "input", "logits")
+    if "vit_tiny" not in served["expected"]:
+        # On the instance's thread count (trtbuild_threads, default 1): at batch 1, PyTorch's CPU matrix
+        # multiplies split their sums by thread, so a direct run on 2 threads differs in the last bits.
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            served["expected"]["vit_tiny"] = [engine(x)["logits"] for x in inputs]
+        finally:
+            torch.set_num_threads(threads)
+    expected = served["expected"]["vit_tiny"]
+    if "vit_tiny_torch" not in served["expected"]:
+        model = load_weights_into(get_torch_model("vit_tiny", small=True),
+                                  WeightMap.load(served["work"] / "vit_tiny-small.wts"))
+        with torch.no_grad():
+            served["expected"]["vit_tiny_torch"] = [model(x) for x in inputs]
+    for i, (x, answer, want, ref) in enumerate(zip(inputs, answers, expected, served["expected"]["vit_tiny_torch"])):
+        got = torch.from_numpy(answer)
+        assert torch.equal(got, want), f"vit_tiny over {protocol}: request {i}, batch {tuple(x.shape)}"
+        check_fp32(got, ref, f"vit_tiny over {protocol}: request {i} against PyTorch")
+    assert {a.shape[0] for a in answers} == set(VIT_BATCHES)
+
+
+def test_vit_tiny_refuses_a_batch_over_max_batch_size(served):
+    import tritonclient.http
+    from tritonclient.utils import InferenceServerException
+
+    client = tritonclient.http.InferenceServerClient(served["server"].http_url)
+    try:
+        arg = tritonclient.http.InferInput("input", [5, 3, 48, 48], "FP32")
+        arg.set_data_from_numpy(np.zeros((5, 3, 48, 48), np.float32))
+        with pytest.raises(InferenceServerException, match=r"batch.size must be <= 4 for 'vit_tiny'"):
+            client.infer("vit_tiny", [arg])
+    finally:
+        client.close()
 
 
 def test_dynamic_batching_concatenates_requests(served):
@@ -222,7 +293,7 @@ def test_each_instance_sets_its_own_torch_threads(served):
     """Every model instance (a stub process of its own) set PyTorch's threads from config.pbtxt (default 1)
     when Triton loaded it, and said so in Triton's log."""
     log = served["server"].log()
-    for model in ("resnet18", "smallnet", "rednet", "resnet18_concat", "smallnet_finite"):
+    for model in ("resnet18", "smallnet", "rednet", "vit_tiny", "resnet18_concat", "smallnet_finite"):
         assert f"trtbuild: model '{model}' instance '{model}_0_0' runs 1 PyTorch thread(s)" in log, model
 
 

@@ -165,6 +165,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--native-io", action="store_true",
                    help="fp16/bf16 engines take and return fp16/bf16 tensors (default: float32 I/O with casts inside)")
     p.add_argument("--tf32", action="store_true", help="allow TF32 for float32 math on real TensorRT (default off)")
+    p.add_argument("--cache", default=None, metavar="DIR",
+                   help="engine cache: reuse the engine of an earlier build with the same network, weights, backend, "
+                        "targets or GPU and options instead of building (default: $TRTBUILD_CACHE; none if unset)")
     add_progress_option(p)
     p.set_defaults(func=run)
     return p
@@ -196,13 +199,19 @@ def run(args) -> int:
     print(f"weights: {weights}" + (f" (exported from the seeded PyTorch model, seed {args.seed})" if exported else ""),
           flush=True)
     start = time.perf_counter()
-    path, sidecar = build_and_save(
-        spec, weights, out, trt, precision, small=args.small, batch=batch,
-        workspace=args.workspace * MIB if args.workspace is not None else None, timing_cache=args.timing_cache,
-        progress=False if args.no_progress else None, fp32_io=not args.native_io, tf32=args.tf32,
-        targets=targets, cross_check=args.cross_check, quant=quant, profile=profile)
+    workspace = args.workspace * MIB if args.workspace is not None else None
+    options = dict(small=args.small, batch=batch, workspace=workspace,
+                   fp32_io=not args.native_io, tf32=args.tf32, targets=targets, cross_check=args.cross_check,
+                   quant=quant, profile=profile)
+
+    def build():
+        return build_and_save(spec, weights, out, trt, precision, timing_cache=args.timing_cache,
+                              progress=False if args.no_progress else None, **options)
+
+    path, sidecar, hit = cached_build(args.cache, trt, spec, weights, out, precision, options, build)
     elapsed = time.perf_counter() - start
-    print(f"built {spec.name}{' (small)' if args.small else ''} [{precision}] in {elapsed:.1f} s: "
+    print(f"{'reused' if hit else 'built'} {spec.name}{' (small)' if args.small else ''} [{precision}]"
+          f"{' from the cache' if hit else ''} in {elapsed:.1f} s: "
           f"{path} ({human_bytes(sidecar['engine_bytes'])}) + sidecar {path}.json")
     for kind in ("inputs", "outputs"):
         print(f"{kind}: " + ", ".join(f"{t['name']} {t['shape']} {t['dtype']}" for t in sidecar[kind]))
@@ -219,12 +228,27 @@ def run(args) -> int:
               "capabilities, specialised just in time on first use)")
     if args.timing_cache:
         used = "not used: TensorRT-RTX has no timing cache" if sidecar.get("targets") else args.timing_cache
+        used = "not used: the engine came from the cache" if hit else used
         print(f"timing cache: {used}")
     if sidecar.get("cross_check"):
         from trtbuild.engine.cross_check import CrossCheckResult
 
         print(CrossCheckResult(**sidecar["cross_check"]).summary())
     return 0
+
+
+def cached_build(option, trt, spec, weights, out, precision, options, build):
+    """(path, sidecar, hit?): `build()` directly without a cache (no --cache, no $TRTBUILD_CACHE), else
+    through trtbuild.engine.cache, printing "cache hit: <digest>" or "cache miss: <digest>" first."""
+    from trtbuild.engine.cache import EngineCache, build_with_cache, cache_dir_from, key_for_model_build
+
+    directory = cache_dir_from(option)
+    if directory is None:
+        return (*build(), False)
+    cache = EngineCache(directory)
+    key = key_for_model_build(trt, spec, weights, precision=precision, **options)
+    return build_with_cache(cache, key, out, build, weights, report=lambda hit: print(
+        f"cache {'hit' if hit else 'miss'}: {key.short} ({cache.dir})", flush=True))
 
 
 #: the option helpers that moved to trtbuild.cli.options

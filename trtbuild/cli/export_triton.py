@@ -7,13 +7,14 @@
 
 Writes DIR/<name>/config.pbtxt and DIR/<name>/1/model.plan (--kind tensorrt, for Triton's TensorRT
 backend: TensorRT 10/11 engines only) or DIR/<name>/1/model.py + the engine (--kind python: Triton's
-Python backend runs it with trtbuild's Engine, on any trtbuild backend). The configuration comes from
-the engine's sidecar: tensor names, Triton data types, dims without the batch dimension and
-max_batch_size from a --batch profile (0 for a static batch), dynamic batching preferring the
-profile's opt and max. Plugin libraries are copied beside the model. MODEL, --small and --input must
-match the engine's sidecar. In an existing model directory (only one trtbuild wrote) only what
-trtbuild writes is replaced: config.pbtxt, the --version directory, the plugin libraries; other
-versions and your own files are kept, and a failure leaves the old model as it was.
+Python backend runs it with trtbuild's Engine, on any trtbuild backend). The configuration comes
+from the engine's sidecar: tensor names, Triton data types, dims without the batch dimension and
+max_batch_size from a --batch profile (0 for a static batch, or where an output does not start with
+the batch, as NMS detections do), dynamic batching preferring the profile's opt and max. Plugin
+libraries are copied beside the model. MODEL, --small and --input must match the engine's sidecar.
+In an existing model directory (only one trtbuild wrote) only what trtbuild writes is replaced:
+config.pbtxt, the --version directory, the plugin libraries; other versions and your own files are
+kept, and a failure leaves the old model as it was.
 """
 
 from __future__ import annotations

@@ -411,8 +411,13 @@ def conv_bn(network, x, wm, conv_prefix: str, bn_prefix: str, name: str, stride=
     ``kernel`` given, the conv weight may be stored flat (see :func:`read_conv_weight`); otherwise
     its stored shape is used. ``groups=None`` infers the group count from the weight size.
     """
+    from .weight_names import conv_bn_sources, name_new_weights
+
     wf, bf, groups = read_conv_bn(wm, x, conv_prefix, bn_prefix, name, groups, eps, kernel)
-    return conv(network, x, wf, bf, name, stride=stride, padding=padding, dilation=dilation, groups=groups)
+    first = network.num_layers
+    y = conv(network, x, wf, bf, name, stride=stride, padding=padding, dilation=dilation, groups=groups)
+    name_new_weights(network, first, "CONVOLUTION", conv_bn_sources(wm, conv_prefix, bn_prefix, eps))
+    return y
 
 
 def conv_bn_relu(network, x, wm, conv_prefix: str, bn_prefix: str, name: str, relu_name: str | None = None,

@@ -46,6 +46,7 @@ from .common import BuilderError, constant, out, trt_weights
 from .quantize import QMAX, qadd, qconv, qlinear, qmatmul, quantize_dequantize, quantized_weights
 from .residual import residual_input
 from .tensor import softmax
+from .weight_names import conv_bn_sources, linear_sources, name_new_weights
 
 __all__ = ["FLOAT_TYPES", "planned", "planned_add", "planned_attention", "planned_conv", "planned_conv_bn",
            "planned_deconv", "planned_linear"]
@@ -94,15 +95,26 @@ def planned_conv(network, x, weight, bias, name: str, quant=None, module: str | 
 
 def planned_conv_bn(network, x, wm, conv_prefix: str, bn_prefix: str, name: str, quant=None, stride=1, padding=0,
                     dilation=1, groups: int | None = None, eps: float = 1e-5, kernel=None):
-    """trtbuild.layers.basic.conv_bn (BN folded into the conv) as `quant` says for `conv_prefix`."""
+    """trtbuild.layers.basic.conv_bn (BN folded into the conv) as `quant` says for `conv_prefix`; the folded
+    weights are named after the state_dict keys (trtbuild.layers.weight_names)."""
     w, b, groups = read_conv_bn(wm, x, conv_prefix, bn_prefix, name, groups, eps, kernel)
-    return planned_conv(network, x, w, b, name, quant, conv_prefix, stride, padding, dilation, groups)
+    first = network.num_layers
+    y = planned_conv(network, x, w, b, name, quant, conv_prefix, stride, padding, dilation, groups)
+    name_new_weights(network, first, "CONVOLUTION", conv_bn_sources(wm, conv_prefix, bn_prefix, eps))
+    return y
 
 
 def planned_linear(network, x, weight, bias, name: str, quant=None, module: str | None = None, *,
-                   flatten: bool | None = None):
+                   flatten: bool | None = None, weight_keys: tuple[str, str | None] | None = None):
     """trtbuild.layers.basic.linear (leading dims kept as nn.Linear keeps them; ``flatten`` as there) as
-    `quant` says for the PyTorch Linear `module` (default `name`)."""
+    `quant` says for the PyTorch Linear `module` (default `name`). ``weight_keys``: the state_dict keys of
+    ``weight`` and ``bias`` (None where there is none), given where they are those keys' values unchanged: the
+    constants are then named after them (trtbuild.layers.weight_names)."""
+    if weight_keys is not None:
+        first = network.num_layers
+        y = planned_linear(network, x, weight, bias, name, quant, module, flatten=flatten)
+        name_new_weights(network, first, "CONSTANT", linear_sources(*weight_keys))
+        return y
     weight, flat = linear_view(x, weight, name, flatten)  # before a cast or Q/DQ layer
     lp = quant.layer(module or name) if quant is not None else None
     if lp is not None and lp.quantized:

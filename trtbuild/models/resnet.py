@@ -84,7 +84,7 @@ def build_resnet(network, wm, x, quant=None) -> dict:
         for b in range(n):
             y = _block(network, y, wm, f"layer{stage}.{b}", 2 if stage > 1 and b == 0 else 1, bottleneck, quant)
     y = global_avg_pool(network, y, "avgpool")
-    logits = planned_linear(network, y, *read_linear(wm, "fc"), "fc", quant)
+    logits = planned_linear(network, y, *read_linear(wm, "fc"), "fc", quant, weight_keys=("fc.weight", "fc.bias"))
     logits.name = OUTPUT
     return {OUTPUT: logits}
 

@@ -208,14 +208,15 @@ def recorded_weights(sidecar: dict | None) -> str | None:
 
 def check_engine_input_fits(engine, spec, small: bool, source: str) -> None:
     """ValueError naming the input, the engine's shape and the model's if `engine`'s input does not
-    have the shape (batch aside) that `spec` (its small variant if `small`) takes."""
+    have the shape (batch aside) that `spec` (its small variant if `small`) takes. A dynamic dimension
+    (-1, an engine built with --profile, e.g. unet's H and W) takes the model's size."""
     want = tuple(int(d) for d in spec.input_shape(small))
     info = engine.tensors.get(spec.input_name)
     model = f"model '{spec.name}'{' (small)' if small else ''}"
     if info is None:
         raise ValueError(f"engine {source} has no input '{spec.input_name}' (its inputs are {engine.input_names}), "
                          f"which {model} takes; build the engine from this model")
-    if len(info.shape) != len(want) or tuple(info.shape[1:]) != want[1:]:
+    if len(info.shape) != len(want) or any(int(d) not in (-1, w) for d, w in zip(info.shape[1:], want[1:])):
         raise ValueError(f"engine {source} takes input '{spec.input_name}' of shape {tuple(info.shape)} but {model} "
                          f"expects {('N',) + want[1:]}; build the engine for this model and size variant")
 

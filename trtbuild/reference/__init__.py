@@ -32,6 +32,10 @@ from .plugins import (IPluginCreatorV3One, IPluginRegistry, IPluginV3, PluginFie
                       get_plugin_registry)
 from .output_allocator import IOutputAllocator
 from .runtime import ICudaEngine, IExecutionContext, Runtime
+from .enums import LayerInformationFormat, SerializationFlag, WeightsRole
+from .inspector import EngineInspector
+from .refit import ISerializationConfig
+from .refitter import Refitter
 
 __version__ = REFERENCE_VERSION
 
@@ -56,4 +60,5 @@ __all__ = [
     "IPluginCreatorV3One", "IPluginRegistry", "IPluginV3", "PluginField", "PluginFieldCollection",
     "get_plugin_registry", "ICudaEngine", "IExecutionContext", "Runtime", "IDebugListener",
     "IOutputAllocator",
+    "Refitter", "EngineInspector", "ISerializationConfig", "SerializationFlag", "WeightsRole", "LayerInformationFormat",
 ]

@@ -15,6 +15,7 @@ from .host_memory import IHostMemory, host_memory_of
 from .network import INetworkDefinition
 from .plan import serialize_network, validate_profiles
 from .plugins import get_plugin_registry
+from .refit import RefitSpec
 
 if TYPE_CHECKING:  # the annotations' names; argtypes.api_types resolves them itself
     from collections.abc import Sequence
@@ -207,7 +208,9 @@ class Builder:
             plan = serialize_network(network, profiles, {
                 "backend": REFERENCE_VERSION, **({"shape_values": shape_values} if any(shape_values) else {}),
                 "workspace_limit": config.get_memory_pool_limit(MemoryPoolType.WORKSPACE),
-                **({"arithmetic": config._arithmetic} if config._arithmetic != _arith.DEFAULT else {})})
+                "profiling_verbosity": int(config.profiling_verbosity),
+                **({"arithmetic": config._arithmetic} if config._arithmetic != _arith.DEFAULT else {})},
+                refit=RefitSpec.of(config))
             if monitor is not None:
                 monitor.phase_finish(phase)
             return plan

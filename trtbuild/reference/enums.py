@@ -203,10 +203,10 @@ class MemoryPoolType(TrtEnum):
 
 
 class BuilderFlag(TrtEnum):
-    """Only the flags whose name and value are the same in TensorRT 10 and 11.
+    """The flags whose name and value are the same in TensorRT 10 and 11, and the refit flags with 11's values.
 
     11 removed FP16, BF16, INT8, OBEY_PRECISION_CONSTRAINTS, ... and renumbered the flags after
-    DIRECT_IO, so always refer to flags by name, never by number.
+    DIRECT_IO (STRIP_PLAN is 19 in 10 and 18 in 11), so always refer to flags by name, never by number.
     """
 
     DEBUG = 2
@@ -217,6 +217,35 @@ class BuilderFlag(TrtEnum):
     SPARSE_WEIGHTS = 7
     SAFETY_SCOPE = 8
     DIRECT_IO = 11
+    STRIP_PLAN = 18
+    REFIT_IDENTICAL = 19
+    REFIT_INDIVIDUAL = 22
+
+
+class SerializationFlag(TrtEnum):
+    """ICudaEngine.serialize_with_config's flags: EXCLUDE_WEIGHTS leaves the refittable weights out of the plan,
+    INCLUDE_REFIT keeps a refittable engine refittable."""
+
+    EXCLUDE_WEIGHTS = 0
+    EXCLUDE_LEAN_RUNTIME = 1
+    INCLUDE_REFIT = 2
+
+
+class WeightsRole(TrtEnum):
+    """How a layer uses its weights, for the Refitter's (layer name, role) calls (a scale's power is not
+    refittable: TensorRT has no role for it)."""
+
+    KERNEL = 0
+    BIAS = 1
+    SHIFT = 2
+    SCALE = 3
+    CONSTANT = 4
+    ANY = 5
+
+
+class LayerInformationFormat(TrtEnum):
+    ONELINE = 0
+    JSON = 1
 
 
 class TensorIOMode(TrtEnum):

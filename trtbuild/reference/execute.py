@@ -21,6 +21,7 @@ TORCH_DTYPE = {
     DataType.FLOAT: torch.float32, DataType.HALF: torch.float16, DataType.BF16: torch.bfloat16,
     DataType.INT32: torch.int32, DataType.INT64: torch.int64, DataType.BOOL: torch.bool,
     DataType.INT8: torch.int8, DataType.UINT8: torch.uint8, DataType.FP8: torch.float8_e4m3fn,
+    DataType.E8M0: torch.float8_e8m0fnu,  # its bytes are E8M0's (lowbit.py)
 }
 TRT_DTYPE = {v: k for k, v in TORCH_DTYPE.items()}
 #: the torch type each output type is computed into: TORCH_DTYPE, and the holders of INT4/FP4 (lowbit.py)

@@ -6,7 +6,9 @@ order out). FP8 weights are one E4M3 byte each. Weights keeps them unpacked, one
 in [-8, 7], FP4 as its 4-bit code, FP8 as its byte), so a weight count stays an element count. At run time a
 tensor of these types is held in a torch type that represents every value exactly: INT4 in int8, FP4 (E2M1:
 0, 0.5, 1, 1.5, 2, 3, 4, 6 and their negatives) in float8_e4m3fn, FP8 in float8_e4m3fn. Network outputs of
-INT4/FP4 are written packed, as TensorRT writes them (pack).
+INT4/FP4 are written packed, as TensorRT writes them (pack). E8M0, the OCP Microscaling (MX) scale type that only
+a dynamic quantize layer produces, is one byte a value, an unsigned biased exponent (byte e means 2^(e - 127),
+0xFF is NaN; no zero, no sign): held in torch.float8_e8m0fnu, whose bytes are exactly these.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ from .enums import DataType
 FP4_VALUES = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)
 FP4_MAX = 6.0
 INT4_MIN, INT4_MAX = -8, 7
+#: E8M0's exponent bias and its finite exponent range (bytes 0..254; 255 is NaN)
+E8M0_BIAS, E8M0_MIN_EXP, E8M0_MAX_EXP = 127, -127, 127
 #: the torch type that holds each narrow type's values at run time
 HOLDER = {DataType.INT4: torch.int8, DataType.FP4: torch.float8_e4m3fn}
 #: how Weights stores each of these types (unpacked: one value per byte)
@@ -98,3 +102,17 @@ def pack(dtype: DataType, held: torch.Tensor) -> torch.Tensor:
     if nib.numel() % 2:
         nib = torch.cat([nib, nib.new_zeros(1)])
     return nib[0::2] | (nib[1::2] << 4)
+
+
+def e8m0_round_up(v: torch.Tensor) -> torch.Tensor:
+    """The smallest power of two >= `v` (v >= 0, float32) as E8M0 (torch.float8_e8m0fnu), saturated to E8M0's finite
+    range [2^-127, 2^127]: 0 and anything below 2^-127 give 2^-127 (byte 0), as E8M0 has no zero; NaN stays NaN.
+    Computed from the float's exponent and mantissa (frexp), never from a rounded log2."""
+    v = v.float()
+    mant, exp = torch.frexp(v)  # v = mant * 2^exp, mant in [0.5, 1) for finite v > 0
+    exp = torch.where(mant == 0.5, exp - 1, exp).to(torch.int32)  # an exact power of two is its own bound
+    exp = torch.where(v > 0, exp, torch.full_like(exp, E8M0_MIN_EXP))
+    exp = torch.where(torch.isinf(v), torch.full_like(exp, E8M0_MAX_EXP), exp)
+    code = (exp.clamp(E8M0_MIN_EXP, E8M0_MAX_EXP) + E8M0_BIAS).to(torch.uint8)
+    code = torch.where(torch.isnan(v), torch.full_like(code, 255), code)
+    return code.view(torch.float8_e8m0fnu)

@@ -15,6 +15,7 @@ from .enums import (ActivationType, DataType, ElementWiseOperation, LayerType,
 from . import layers as L
 from .quantize import validate as validate_quantization
 from .debug import NetworkDebugMarks
+from .weight_names import NetworkWeightNames
 from .missing_api import TENSORRT_ADD_METHODS, missing_method
 from .ops.registry import network_methods
 
@@ -67,7 +68,7 @@ def _with_layer_methods(cls):
 
 @api_types
 @_with_layer_methods
-class INetworkDefinition(NetworkDebugMarks):
+class INetworkDefinition(NetworkDebugMarks, NetworkWeightNames):
     """A strongly typed network under construction."""
 
     def __init__(self, flags: int = 0, builder=None):

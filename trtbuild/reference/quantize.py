@@ -17,7 +17,9 @@ per-channel scale of the axis' size, one blocked dimension among the last two. I
 (quantized weights, lowbit.py) feed dequantize layers only. Stricter than TensorRT-RTX, documented: the scale
 must be a build-time constant (TensorRT: "The subgraph which terminates with the scale tensor must be a
 build-time constant"; TensorRT-RTX 1.7 also builds a scale fed by a network input), and a zero-point input is
-refused (symmetric only).
+refused (symmetric only). The exception is a dynamic quantize layer's block scales (ops/dynamic_quantize.py): a
+dequantize takes them, or a dequantize of them, as its block scale, the one way to dequantize NVFP4 and MXFP8
+data; E8M0 scales (MX) go straight into the data's dequantize, to any float output type.
 
 TensorRT multiplies by the reciprocal of the scale, both computed in float32, where its documentation
 writes x / scale: real TensorRT output shows it. The two differ where x / scale lies within a float32
@@ -65,9 +67,11 @@ def infer(ltype, p, shapes, dtypes, name):
         fail(name, f"input has type {xdt.name} but a {what} layer takes {_names(want_in)}")
     if to not in want_out:
         fail(name, f"output type {to.name}: a {what} layer outputs {_names(want_out)}")
-    if sdt not in FLOATS:
-        fail(name, f"the scale has type {sdt.name}; it must be FLOAT, HALF or BF16")
-    _check_scale_type(quantize, to if quantize else xdt, xdt if quantize else to, sdt, name)
+    if sdt not in FLOATS and (quantize or sdt != DataType.E8M0):
+        also = "" if quantize else " (or E8M0, a dynamic quantize layer's MX block scales)"
+        fail(name, f"the scale has type {sdt.name}; it must be FLOAT, HALF or BF16{also}")
+    if sdt != DataType.E8M0:  # TensorRT-RTX 1.7 dequantizes with E8M0 scales to FLOAT, HALF or BF16 alike
+        _check_scale_type(quantize, to if quantize else xdt, xdt if quantize else to, sdt, name)
     rank = len(x)
     if rank == 0:
         fail(name, f"the input is 0-D; a {what} layer needs rank >= 1")
@@ -159,7 +163,9 @@ def dequantize(p, q: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
 
 
 def _reaches_input(network, tensor, seen: set) -> "object | None":
-    """The network input `tensor` is computed from, or None if it is a build-time constant."""
+    """The network input `tensor` is computed from, or None if it is a build-time constant or comes from a dynamic
+    quantize layer (its block scales are a scale by design: DQ(data, DQ(scales, s2)) is how TensorRT dequantizes
+    NVFP4, DQ(data, scales) MXFP8)."""
     todo = [tensor]
     while todo:
         t = todo.pop()
@@ -168,24 +174,27 @@ def _reaches_input(network, tensor, seen: set) -> "object | None":
         seen.add(id(t))
         if t._producer is None:
             return t
-        todo.extend(t._producer._inputs)
+        if t._producer._TYPE != LayerType.DYNAMIC_QUANTIZE:
+            todo.extend(t._producer._inputs)
     return None
 
 
 def validate(network) -> None:
-    """Whole-network rules, checked at build: no dynamic quantize layer (ops/dynamic_quantize.py), each Q/DQ
-    scale is a build-time constant, and a quantized constant (INT8, INT4, FP4 or FP8 weights) feeds dequantize
-    layers only (TensorRT-RTX: "Quantized constant ... is only allowed before DQ"), never a network output."""
+    """Whole-network rules, checked at build: each Q/DQ scale is a build-time constant (or computed from a dynamic
+    quantize layer's block scales), a dynamic quantize layer is one TensorRT-RTX builds (ops/dynamic_quantize.py),
+    and a quantized constant (INT8, INT4, FP4 or FP8 weights) feeds dequantize layers only (TensorRT-RTX:
+    "Quantized constant ... is only allowed before DQ"), never a network output."""
     consumers: dict[int, list] = {}
     for layer in network._layers:
         for i, t in enumerate(layer._inputs):
             if t is not None:
                 consumers.setdefault(id(t), []).append((layer, i))
-    from .ops.dynamic_quantize import NOT_BUILT
+    from .ops.dynamic_quantize import check_build
 
     for layer in network._layers:
         if layer._TYPE == LayerType.DYNAMIC_QUANTIZE:
-            fail(layer.name, NOT_BUILT)
+            scale = layer._inputs[1] if len(layer._inputs) > 1 else None
+            check_build(layer, None if scale is None else _reaches_input(network, scale, set()))
         if layer._TYPE in (LayerType.QUANTIZE, LayerType.DEQUANTIZE):
             source = _reaches_input(network, layer._inputs[1], set())
             if source is not None:

@@ -16,11 +16,12 @@ import torch
 from . import lowbit
 from .core import Dims, ILogger, NetworkError, RunFailure
 from .debug import ContextDebugState, EngineDebugTensors
-from .enums import DataType, TensorIOMode, TensorLocation
+from .enums import DataType, ProfilingVerbosity, SerializationFlag, TensorIOMode, TensorLocation
 from .execute import TORCH_DTYPE
 from .graph import PlanGraph
 from .output_allocator import AllocationFailed, IOutputAllocator, allocate, notify
 from .plan import PlanError, check_profile, deserialize_plan
+from .refit import ISerializationConfig, serialized_header, stripped_slots, with_placeholders
 
 
 def device() -> torch.device:
@@ -53,11 +54,13 @@ def _bytes_at(address: int, nbytes: int, dev: torch.device) -> torch.Tensor:
 
 
 class ICudaEngine(EngineDebugTensors):
-    def __init__(self, header: dict, graph: PlanGraph, logger: ILogger, plan: bytes):
+    def __init__(self, header: dict, graph: PlanGraph, logger: ILogger, plan: bytes, arrays: dict | None = None):
         self._logger = logger
-        self._plan = plan
+        self._plan = plan  # None once a Refitter has changed weights: serialize() then packs the header and arrays
         self._header = header
         self._graph = graph
+        self._arrays = arrays if arrays is not None else {}
+        self._unfilled = stripped_slots(header)  # stripped weights no Refitter has filled yet
         self._io = ([(t, TensorIOMode.INPUT) for t in header["inputs"]]
                     + [(t, TensorIOMode.OUTPUT) for t in header["outputs"]])
         self._by_name = {t["name"]: (t, mode) for t, mode in self._io}
@@ -89,7 +92,36 @@ class ICudaEngine(EngineDebugTensors):
 
     @property
     def refittable(self) -> bool:
-        return False
+        return "refit" in self._header
+
+    @property
+    def profiling_verbosity(self) -> ProfilingVerbosity:
+        return ProfilingVerbosity(self._header.get("profiling_verbosity", ProfilingVerbosity.LAYER_NAMES_ONLY))
+
+    def create_engine_inspector(self):
+        from .inspector import EngineInspector
+
+        return EngineInspector(self)
+
+    def create_serialization_config(self) -> ISerializationConfig:
+        """Starts with the flags the engine was built with (refit.ISerializationConfig)."""
+        config = ISerializationConfig()
+        if self.refittable:
+            config.set_flag(SerializationFlag.INCLUDE_REFIT)
+        if any("stripped" in entry for entry in self._header["layers"]):
+            config.set_flag(SerializationFlag.EXCLUDE_WEIGHTS)
+        return config
+
+    def serialize_with_config(self, arg0: ISerializationConfig):
+        """The plan the config asks for; None, with an error logged, where the engine cannot give it."""
+        from .plan import pack_plan
+
+        try:
+            header, left_out = serialized_header(self._header, self._arrays, arg0, self._unfilled)
+        except ValueError as e:
+            self._logger.log(ILogger.ERROR, f"ICudaEngine::serializeWithConfig: {e}")
+            return None
+        return pack_plan(header, {ref: a for ref, a in self._arrays.items() if ref not in left_out})
 
     def get_tensor_name(self, index: int) -> str:
         return self._io[index][0]["name"]
@@ -139,6 +171,8 @@ class ICudaEngine(EngineDebugTensors):
     def serialize(self):
         from .host_memory import host_memory_of
 
+        if self._plan is None:
+            return self.serialize_with_config(self.create_serialization_config())
         return host_memory_of(self._plan)
 
 
@@ -248,6 +282,11 @@ class IExecutionContext(ContextDebugState):
         return self._addresses.get(name, 0)
 
     def execute_async_v3(self, stream_handle: int) -> bool:
+        if self.engine._unfilled:  # a weight-stripped engine holds zeros where its stripped weights go
+            self.engine._logger.log(ILogger.ERROR, "IExecutionContext::enqueueV3: the engine is weight-stripped and "
+                                    f"{len(self.engine._unfilled)} of its stripped weights have not been refit: "
+                                    "fill them with a Refitter (refit_cuda_engine) before running it")
+            return False
         missing = self.infer_shapes()
         if missing:
             raise NetworkError(f"execute_async_v3: input shapes not set for {missing} (call set_input_shape)")
@@ -324,7 +363,8 @@ class Runtime:
             stage = "parsing the plan header and weights blob"
             header, arrays = deserialize_plan(plan)
             stage = "rebuilding the graph"
-            return ICudaEngine(header, PlanGraph(header, arrays), self.logger, plan)
+            arrays = with_placeholders(header, arrays)
+            return ICudaEngine(header, PlanGraph(header, arrays), self.logger, plan, arrays)
         except (PlanError, NetworkError) as e:
             self.logger.log(ILogger.ERROR, f"deserialize_cuda_engine: {e}")
         except Exception as e:  # noqa: BLE001 - TensorRT's contract: log and return None, never raise

@@ -7,7 +7,9 @@ Everything comes from the sidecar (trtbuild.engine.serialize.make_sidecar): tens
 and dtypes, and the batch profile. An engine built with ``--batch MIN,OPT,MAX`` (batch dimension -1
 on every I/O tensor) becomes ``max_batch_size: MAX`` with dims *without* the batch dimension and
 dynamic batching preferring OPT and MAX; a static engine becomes ``max_batch_size: 0`` with full
-dims and no dynamic batching (Triton only batches models with max_batch_size > 0). The text is
+dims and no dynamic batching (Triton only batches models with max_batch_size > 0), and so does a
+dynamic-batch engine with an output whose first dimension is not the batch (NMS detections, found by
+trtbuild.serving.batch_dims), its batch then one of the dims (-1). The text is
 protobuf text format for Triton's ``inference.ModelConfig`` (tests parse it with tritonclient's
 model_config_pb2).
 """
@@ -60,12 +62,23 @@ def parse_version_policy(text: str | None) -> str | None:
     raise ConfigError(f"--version-policy {text!r}: expected latest:N, all or specific:V1,V2 (positive integers)")
 
 
-def batch_limits(sidecar: dict, max_batch: int | None = None) -> tuple[int, list[int]]:
+def batch_limits(sidecar: dict, max_batch: int | None = None, off_batch=()) -> tuple[int, list[int]]:
     """(max_batch_size, preferred batch sizes) for the engine the sidecar describes (see module doc);
-    `max_batch` (--max-batch) lowers the maximum. ConfigError in one sentence where it does not fit."""
+    `max_batch` (--max-batch) lowers the maximum. `off_batch`: outputs whose first dimension is not the
+    batch although the sidecar shows -1 there (trtbuild.serving.batch_dims): Triton cannot batch such an
+    engine, so it gets max_batch_size 0. ConfigError in one sentence where it does not fit."""
     tensors = [*(sidecar.get("inputs") or []), *(sidecar.get("outputs") or [])]
     profile = sidecar.get("profile") or {}
     dynamic = bool(tensors) and all(t["shape"] and int(t["shape"][0]) == -1 for t in tensors)
+    if dynamic and profile and off_batch:
+        if max_batch not in (None, 0):
+            names = [repr(o) for o in off_batch]
+            listed = f" {names[0]}" if len(names) == 1 else f"s {', '.join(names[:-1])} and {names[-1]}"
+            raise ConfigError(f"--max-batch {max_batch}: output{listed} of the engine "
+                              f"{'does' if len(names) == 1 else 'do'} not start with the batch dimension (a size "
+                              "that depends on the data, as NMS detections have), so Triton cannot batch the "
+                              "engine (max_batch_size 0, the batch one of the dims); leave out --max-batch")
+        return 0, []
     if not dynamic or not profile:
         if max_batch not in (None, 0):
             raise ConfigError(f"--max-batch {max_batch}: the engine has a static batch (no --batch profile), so "
@@ -115,10 +128,11 @@ def _warmup(inputs: list[dict], batched: bool) -> str:
 def config_text(sidecar: dict, name: str, kind: str = "tensorrt", *, max_batch: int | None = None,
                 version_policy: str | None = None, warmup: bool = False, instance_kind: str = "KIND_GPU",
                 instances: int = 1, batching: str = "concatenate", max_queue_delay_us: int = 100,
-                options: ModelOptions | None = None) -> str:
+                options: ModelOptions | None = None, off_batch=()) -> str:
     """The config.pbtxt text of model `name` (kind "tensorrt": platform tensorrt_plan; "python":
     backend python running trtbuild's Engine, with `batching` and `options` (default ModelOptions())
-    as parameters its model.py reads; Triton's TensorRT backend runs no trtbuild code to read them)."""
+    as parameters its model.py reads; Triton's TensorRT backend runs no trtbuild code to read them).
+    off_batch: as in batch_limits."""
     if kind not in KINDS:
         raise ConfigError(f"--kind {kind!r}: expected one of {', '.join(KINDS)}")
     if batching not in BATCHING:
@@ -128,7 +142,7 @@ def config_text(sidecar: dict, name: str, kind: str = "tensorrt", *, max_batch: 
                           "runs no trtbuild code")
     if instances < 1:
         raise ConfigError(f"--instances {instances}: must be at least 1 (model instances per device)")
-    max_batch_size, preferred = batch_limits(sidecar, max_batch)
+    max_batch_size, preferred = batch_limits(sidecar, max_batch, off_batch)
     batched = max_batch_size > 0
     policy = parse_version_policy(version_policy)
     head = 'platform: "tensorrt_plan"\n' if kind == "tensorrt" else 'backend: "python"\n'

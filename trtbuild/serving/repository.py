@@ -33,6 +33,7 @@ from pathlib import Path
 from trtbuild import __version__
 from trtbuild.engine.serialize import read_engine_file, sidecar_backend, sidecar_path
 
+from .batch_dims import outputs_off_batch
 from .config import ConfigError, config_text
 from .model_options import ModelOptions
 from .python_model import ENGINE_FILE, model_py
@@ -242,7 +243,8 @@ def export_model(engine_path, repo, name: str, kind: str = "tensorrt", *, max_ba
         batching = "per-request" if backend == "reference" else "concatenate"
     text = config_text(sidecar, name, kind, max_batch=max_batch, version_policy=version_policy, warmup=warmup,
                        instance_kind="KIND_GPU" if kind == "tensorrt" else instance_kind(backend), instances=instances,
-                       batching=batching, options=options)
+                       batching=batching, options=options,
+                       off_batch=outputs_off_batch(data, sidecar, str(engine_path)) or ())
     if repo.exists() and not repo.is_dir():
         raise RepositoryError(f"--repo {repo} exists and is not a directory")
     target = repo / name

@@ -188,6 +188,19 @@ class ILayer:
 
 
     @property
+    def num_ranks(self) -> int:
+        """Ranks of multi-device execution: always 1, since only IDistCollectiveLayer (a multi-GPU collective,
+        which the reference refuses) takes more."""
+        return 1
+
+    @num_ranks.setter
+    def num_ranks(self, value) -> None:
+        if not isinstance(value, int):  # pybind11's int caster: a bool passes (True is 1), a float does not
+            raise TypeError(f"num_ranks must be an int, got {type(value).__name__}")
+        if value != 1:  # TensorRT-RTX 1.7 refuses 0, -1 and 2 alike, with this message
+            raise RuntimeError("Failed to set num_ranks. Only IDistCollectiveLayer supports num_ranks > 1 via ILayer.")
+
+    @property
     def num_inputs(self) -> int:
         return len(self._inputs)
 

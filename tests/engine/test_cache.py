@@ -1,0 +1,179 @@
+"""The engine cache (trtbuild.engine.cache): what its key covers, and the store's atomicity, integrity and LRU."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+
+import pytest
+import torch
+
+from trtbuild.backend import load_trt
+from trtbuild.engine import new_network
+from trtbuild.engine.cache import EngineCache, key_for_model_build, parse_size
+from trtbuild.engine.cache_key import CacheKey, network_structure_hash
+from trtbuild.engine.model import get_spec
+from trtbuild.models import registry
+from trtbuild.weights import export_weights
+
+REF = load_trt("reference")
+SHA = "0" * 64
+
+
+@pytest.fixture(scope="module")
+def alexnet(tmp_path_factory):
+    """(spec, weight file, the same weights with one value changed)."""
+    root = tmp_path_factory.mktemp("w")
+    module = registry.get_torch_model("alexnet", seed=0, small=True)
+    export_weights(module, root / "a.wts")
+    with torch.no_grad():
+        next(module.parameters()).view(-1)[7] += 0.5
+    export_weights(module, root / "b.wts")
+    return get_spec("alexnet"), root / "a.wts", root / "b.wts"
+
+
+def _key(trt, alexnet, weights=None, **kw):
+    spec, a, _ = alexnet
+    return key_for_model_build(trt, spec, weights or a, small=True, **kw)
+
+
+def test_same_build_same_key_and_every_input_of_the_build_changes_it(alexnet):
+    base = _key(REF, alexnet)
+    assert _key(REF, alexnet).digest == base.digest and len(base.digest) == 64
+    changed = {
+        "one weight value": _key(REF, alexnet, weights=alexnet[2]),
+        "precision": _key(REF, alexnet, precision="fp16"),
+        "batch profile": _key(REF, alexnet, batch=(1, 2, 4)),
+        "another batch profile": _key(REF, alexnet, batch=(1, 2, 8)),
+        "native I/O": _key(REF, alexnet, precision="fp16", fp32_io=False),
+        "workspace": _key(REF, alexnet, workspace=1 << 20),
+    }
+    digests = {name: k.digest for name, k in changed.items()}
+    assert base.digest not in digests.values() and len(set(digests.values())) == len(digests)
+    assert changed["one weight value"].network == base.network  # only the weights part differs
+    assert changed["one weight value"].weights != base.weights
+    assert changed["batch profile"].network != base.network  # the input is declared with batch -1
+
+
+def test_backend_and_targets_are_in_the_key(alexnet, rtx):
+    ref, sm86 = _key(REF, alexnet), _key(rtx, alexnet, targets=("8.6",))
+    assert (sm86.backend, sm86.target) == ("tensorrt-rtx", "targets sm86") and ref.target == "any device"
+    assert sm86.backend_version == rtx.__version__ and ref.digest != sm86.digest
+    sm89 = _key(rtx, alexnet, targets=("8.9",))
+    default = _key(rtx, alexnet)
+    assert sm89.digest != sm86.digest and default.target == "targets sm86,sm89,sm120"
+    assert sm89.network == sm86.network  # the same network: only where it runs differs
+
+
+def _conv_act_network(trt, stride=1, act="RELU", kernel_value=0.1, names=("c", "a")):
+    import numpy as np
+
+    builder, network, logger = new_network(trt)
+    x = network.add_input("x", trt.DataType.FLOAT, (1, 2, 8, 8))
+    conv = network.add_convolution_nd(x, 3, (3, 3), trt.Weights(np.full(54, kernel_value, np.float32)),
+                                      trt.Weights(np.zeros(3, np.float32)))
+    conv.stride_nd, conv.name = (stride, stride), names[0]
+    a = network.add_activation(conv.get_output(0), getattr(trt.ActivationType, act))
+    a.name = names[1]
+    network.mark_output(a.get_output(0))
+    return network, (builder, logger)
+
+
+@pytest.mark.parametrize("backend", ["reference", "tensorrt-rtx"])
+def test_structure_hash_sees_one_attribute_but_not_weight_values(backend, request):
+    trt = REF if backend == "reference" else request.getfixturevalue("rtx")
+    base = network_structure_hash(_conv_act_network(trt)[0], trt)
+    assert network_structure_hash(_conv_act_network(trt)[0], trt) == base
+    assert network_structure_hash(_conv_act_network(trt, stride=2)[0], trt) != base
+    assert network_structure_hash(_conv_act_network(trt, act="SIGMOID")[0], trt) != base
+    assert network_structure_hash(_conv_act_network(trt, names=("c", "b"))[0], trt) != base
+    assert network_structure_hash(_conv_act_network(trt, kernel_value=0.7)[0], trt) == base  # weights: separate
+
+
+def test_stripped_plan_key_ignores_weight_values_but_not_names():
+    net = _conv_act_network(REF)[0]
+    other_values = _conv_act_network(REF, kernel_value=0.7)[0]
+    a = CacheKey.of(net, REF, weight_names=["c.weight", "c.bias"])
+    assert CacheKey.of(other_values, REF, weight_names=["c.bias", "c.weight"]).digest == a.digest
+    assert a.weights.startswith("names:")
+    assert CacheKey.of(net, REF, weight_names=["c.weight", "c.bias2"]).digest != a.digest
+    assert CacheKey.of(net, REF, weights_sha256=SHA).digest != a.digest
+    with pytest.raises(ValueError, match="exactly one of weights_sha256"):
+        CacheKey.of(net, REF)
+
+
+def _key_n(n: int) -> CacheKey:
+    return CacheKey("net", f"{n:064x}", "reference", "reference", "any device", "opts", "0")
+
+
+def _sidecar(model="m"):
+    return {"model": model, "backend": "reference", "precision": "fp32", "weights": None}
+
+
+def test_put_get_roundtrip_ls_and_clear(tmp_path):
+    cache = EngineCache(tmp_path / "c")
+    assert cache.get(_key_n(1)) is None and cache.ls() == []
+    path = cache.put(_key_n(1), b"plan-bytes", _sidecar("alexnet"))
+    assert cache.get(_key_n(1)) == path and path.read_bytes() == b"plan-bytes"
+    side = json.loads(path.with_name(path.name + ".json").read_text())
+    assert side["cache_key"]["digest"] == _key_n(1).digest and side["engine_bytes"] == 10
+    [entry] = cache.ls()
+    assert (entry.digest, entry.model, entry.precision) == (_key_n(1).digest, "alexnet", "fp32")
+    assert entry.bytes == 10 + path.with_name(path.name + ".json").stat().st_size
+    assert cache.clear() == (1, entry.bytes) and cache.ls() == [] and cache.get(_key_n(1)) is None
+
+
+@pytest.mark.parametrize("damage", ["truncate", "flip", "sidecar", "no engine"])
+def test_corrupt_entry_is_a_removed_miss_with_one_warning(tmp_path, caplog, damage):
+    cache = EngineCache(tmp_path)
+    path = cache.put(_key_n(2), b"0123456789" * 10, _sidecar())
+    if damage == "truncate":
+        path.write_bytes(path.read_bytes()[:50])
+    elif damage == "flip":
+        path.write_bytes(b"X" + path.read_bytes()[1:])
+    elif damage == "sidecar":
+        path.with_name(path.name + ".json").write_text("{not json")
+    else:
+        path.unlink()
+    with caplog.at_level(logging.WARNING, logger="trtbuild.engine.cache"):
+        assert cache.get(_key_n(2)) is None
+    [record] = caplog.records
+    assert f"engine cache entry {_key_n(2).short} in {tmp_path} is corrupt" in record.getMessage()
+    assert not any(p.name.startswith(_key_n(2).digest) for p in tmp_path.iterdir())  # removed
+    cache.put(_key_n(2), b"fresh", _sidecar())  # and replaced by the next store
+    assert cache.get(_key_n(2)).read_bytes() == b"fresh"
+
+
+def test_lru_eviction_keeps_the_most_recently_used_within_the_cap(tmp_path):
+    plan = b"p" * 4000
+    probe = EngineCache(tmp_path / "probe")
+    probe.put(_key_n(9), plan, _sidecar())
+    entry_bytes = probe.ls()[0].bytes
+    cache = EngineCache(tmp_path / "c", max_bytes=2 * entry_bytes + 100)  # room for two entries
+    for n in (1, 2):
+        path = cache.put(_key_n(n), plan, _sidecar())
+        os.utime(path, (1000 + n, 1000 + n))  # 1 older than 2
+    assert cache.get(_key_n(1)) is not None  # 1 is now the most recently used
+    cache.put(_key_n(3), plan, _sidecar())
+    assert [e.digest for e in cache.ls()] == [_key_n(3).digest, _key_n(1).digest]
+    assert sum(e.bytes for e in cache.ls()) <= cache.max_bytes
+    big = EngineCache(tmp_path / "c", max_bytes=10)  # an entry larger than the cap is kept alone
+    big.put(_key_n(4), plan, _sidecar())
+    assert [e.digest for e in big.ls()] == [_key_n(4).digest]
+
+
+def test_sizes_and_bad_settings_are_one_sentence(tmp_path, monkeypatch):
+    assert parse_size("4G") == 4 << 30 and parse_size("500M") == 500 << 20 and parse_size("123") == 123
+    assert parse_size("64KiB") == 64 << 10
+    with pytest.raises(ValueError, match=r"cache size 'lots': expected a number of bytes"):
+        parse_size("lots")
+    monkeypatch.setenv("TRTBUILD_CACHE_MAX_SIZE", "1M")
+    assert EngineCache(tmp_path).max_bytes == 1 << 20
+    monkeypatch.setenv("TRTBUILD_CACHE_MAX_SIZE", "4 gigs")
+    with pytest.raises(ValueError, match=r"TRTBUILD_CACHE_MAX_SIZE '4 gigs': expected a number of bytes"):
+        EngineCache(tmp_path)
+    monkeypatch.delenv("TRTBUILD_CACHE_MAX_SIZE")
+    (tmp_path / "f").write_text("x")
+    with pytest.raises(ValueError, match=r"engine cache .*/f is not a directory"):
+        EngineCache(tmp_path / "f")

@@ -1,0 +1,46 @@
+"""Which outputs of a dynamic-batch engine do not carry the batch as their first dimension.
+
+Triton batches a model (max_batch_size > 0) only if the first dimension of every input and output is
+the batch: it strips it from config.pbtxt's dims, checks it against the request, and the Python model
+splits a concatenated run's outputs by it. The sidecar cannot tell: a data-dependent dimension (the
+detections of an NMS layer, ``boxes (K, 4)``) is -1 there just like the batch. The execution context
+can: with the inputs set to a batch size, an output's batch dimension resolves to it, while a
+data-dependent one stays -1 (TensorRT's rule, mirrored by the reference). So the engine is opened and
+asked at the profile's smallest and largest batch. That needs the engine loadable here: reference
+plans always are (PyTorch on the CPU); for TensorRT and TensorRT-RTX engines, which need their GPU,
+the sidecar's shapes decide.
+"""
+
+from __future__ import annotations
+
+
+def outputs_off_batch(data, sidecar: dict, name: str = "engine") -> list[str] | None:
+    """Names of the outputs whose first dimension is not the batch at the profile's min and max batch
+    (data-dependent rows, or the batch folded into another dimension), in engine order; [] if every
+    output follows the batch or the engine has no dynamic batch; None if a dynamic-batch engine is not
+    a reference plan (not opened, see above)."""
+    from trtbuild.backend import load_trt
+    from trtbuild.engine import Engine
+    from trtbuild.engine.serialize import sidecar_backend
+
+    from .python_model import load_plugins
+
+    profile = sidecar.get("profile") or {}
+    tensors = [*(sidecar.get("inputs") or []), *(sidecar.get("outputs") or [])]
+    if not profile or not all(t["shape"] and int(t["shape"][0]) == -1 for t in tensors):
+        return []  # no dynamic batch: nothing for Triton to batch
+    if sidecar_backend(sidecar) != "reference":
+        return None
+    trt = load_trt("reference")
+    load_plugins(trt, None)  # the reference's plugins are PyTorch twins: no library to find
+    engine = Engine(data, trt, sidecar=sidecar, name=name)
+    off = set()
+    for end in ("min", "max"):
+        for tensor, shapes in profile.items():
+            engine.context.set_input_shape(tensor, tuple(int(d) for d in shapes[end]))
+        batch = int(next(iter(profile.values()))[end][0])
+        for output in engine.output_names:
+            shape = tuple(engine.context.get_tensor_shape(output))
+            if not shape or int(shape[0]) != batch:
+                off.add(output)
+    return [o for o in engine.output_names if o in off]
