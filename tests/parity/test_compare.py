@@ -116,7 +116,7 @@ def test_histogram_counts_every_element():
 
 def test_default_tolerances():
     assert default_tolerances("fp16") == (1e-2, 1e-2)
-    assert default_tolerances("int8") == (0.2, 0.2) and default_tolerances("fp8") == (0.35, 0.35)  # README's budget
+    assert default_tolerances("int8") == (0.1, 0.1) and default_tolerances("fp8") == (0.2, 0.2)  # README's budget
     with pytest.raises(ValueError, match="int4"):
         default_tolerances("int4")
 

@@ -183,5 +183,8 @@ register(ModelSpec(
     input_shape=_input_shape,
     output_names=[OUTPUT],
     layer_map=unet_layer_map(SMALL["depth"], "group", "transposed"),
+    # its PyTorch fake-quant model alone reaches int8 0.0995 (output) / 0.159 (inner layer) and fp8 0.164 / 0.271
+    # of max|expected| over 12 input seeds: GroupNorm of one channel per group at the small width
+    tolerances={"int8": (0.2, 0.2), "fp8": (0.35, 0.35)},
     notes=_SIZES,
 ))
