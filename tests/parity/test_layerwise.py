@@ -122,3 +122,27 @@ def test_large_inputs_overflow_fp16(net):
 def test_make_inputs_rejects_a_scale_that_is_not_positive(scale):
     with pytest.raises(ValueError, match="large_scale \\(--scale\\) must be a positive finite number"):
         make_inputs({"x": (2,)}, distribution="large", large_scale=scale)
+
+
+def test_a_models_own_tolerances_replace_the_defaults_for_its_precision(net):
+    """ModelSpec.tolerances reach check_parity: a relative atol of 0.5 instead of fp32's 1e-4; other precisions
+    keep the defaults, and an explicit atol still wins."""
+    engine, output_of = _engine(net)
+    inputs = make_inputs({"input": TINY_SHAPE}, seed=1)
+    own = check_parity(engine, net, inputs, output_names=["y"], meta={"precision": "fp32"},
+                       tolerances={"fp32": (0.5, 0.25)})
+    expected_max = float(net(inputs["input"]).detach().abs().max())
+    assert own.rtol == 0.25 and own.outputs[0].atol == pytest.approx(0.5 * expected_max, rel=1e-6)
+    other = check_parity(engine, net, inputs, output_names=["y"], meta={"precision": "fp32"},
+                         tolerances={"int8": (0.5, 0.25)})
+    assert other.rtol == 1e-3 and other.outputs[0].atol == pytest.approx(1e-4 * expected_max, rel=1e-6)
+    explicit = check_parity(engine, net, inputs, output_names=["y"], meta={"precision": "fp32"}, atol=0.0,
+                            tolerances={"fp32": (0.5, 0.25)})
+    assert explicit.outputs[0].atol == 0.0 and explicit.rtol == 0.25
+
+
+def test_unet_gn_deconv_carries_its_measured_int8_and_fp8_budget():
+    from trtbuild.engine import get_spec
+
+    assert get_spec("unet_gn_deconv").tolerances == {"int8": (0.2, 0.2), "fp8": (0.35, 0.35)}
+    assert get_spec("unet").tolerances == {}

@@ -367,3 +367,19 @@ def test_a_linear_resize_of_a_dynamic_batch_dim_builds_and_runs_as_tensorrt_rtx_
     y = run_plan(plan, {"x": x})[layer.get_output(0).name]
     # output j reads input coordinate (j + 0.5) * 2/3 - 0.5: -1/6 (clamped to 0), 1/2, 7/6 (clamped to 1)
     close(y[:, 0, 0, 0], [0.0, 3.0, 6.0])
+
+
+def test_a_zero_scale_makes_a_dynamic_dim_statically_empty_as_tensorrt_rtx_infers(refnet):
+    """floor(N * 0) is 0 whatever N is: TensorRT-RTX infers a static 0 for a dynamic batch dim with scale 0 (the
+    sweep's seeds 2 and 4 found the reference saying -1). The engine runs and gives an empty batch."""
+    from helpers.refnet import add_profile, run_plan
+
+    layer = add_resize(refnet.network, refnet.input("x", (-1, 3, 3, 1)), scales=[0.0, 2.0, 1.0, 1.0],
+                       resize_mode=IM.CUBIC)
+    assert tuple(layer.get_output(0).shape) == (0, 6, 3, 1)
+    add_profile(refnet, {"x": ((1, 3, 3, 1), (2, 3, 3, 1), (4, 3, 3, 1))})
+    refnet.network.mark_output(layer.get_output(0))
+    plan = refnet.build()
+    assert plan is not None
+    y = run_plan(plan, {"x": torch.randn(2, 3, 3, 1)})[layer.get_output(0).name]
+    assert tuple(y.shape) == (0, 6, 3, 1)

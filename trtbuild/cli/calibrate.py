@@ -136,11 +136,13 @@ def run(args) -> int:
     write_calibration(calib, args.out)
     method = args.method + (f" {args.percentile:g}" if args.method == "percentile" else "")
     inputs = sum(k.endswith(".input") for k in calib.activations)
+    attention = sum(k.rpartition(".")[0].rpartition(".")[2].startswith("sdpa") for k in calib.activations)
     data = calib.data
     print(f"data: {data['samples']} samples of {shape_text(sample_shape)} in {data['batches']} batches, "
           f"sha256 {data['sha256'][:16]}...")
     print(f"method: {method}; {len(calib.activations)} activation ranges ({inputs} Conv/Linear inputs, "
-          f"{len(calib.activations) - inputs} residual-add inputs, {len(calib.adds)} adds), "
+          f"{len(calib.activations) - inputs - attention} residual-add inputs, {len(calib.adds)} adds"
+          + (f", {attention} attention operands" if attention else "") + "), "
           f"{len(calib.weights)} weights per output channel")
     if calib.all_zero:
         print(f"all-zero tensors (amax set to 1.0): {', '.join(calib.all_zero)}")

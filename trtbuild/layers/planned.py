@@ -19,6 +19,13 @@ import trtbuild.quant, which sits above the models):
   network's type (``name``); strongly typed, no precision flags;
 - otherwise plain, in the network's type (what the builders do without a plan).
 
+A transposed convolution (``planned_deconv``) is quantized as a convolution, its weight ([in, out, *kernel],
+TensorRT's CKRS) per output channel on axis 1. Attention (``planned_attention``, timm's
+``F.scaled_dot_product_attention``) quantizes both inputs of its two matrix multiplies: the scaled query and
+the key of ``q @ k^T``, the softmax output (amax 1: probabilities) and the value of ``p @ v``, each per
+tensor with the calibrated query/key/value amax (trtbuild.quant.record's ``<module>.sdpa.query``...); the
+softmax stays in the float type. A kept attention module is built in the network's type.
+
 A residual add (``planned_add``) quantizes its residual (identity) input with that input's
 calibrated amax, so that TensorRT can fuse the add into the convolution producing the other input;
 which input is the identity comes from the graph and the calibration (trtbuild.layers.residual),
@@ -27,15 +34,22 @@ not from the order of the arguments. Only inputs are quantized, so there is no Q
 
 from __future__ import annotations
 
+import math
+
+import numpy as np
+
 from trtbuild.backend import trt_of
 
+from .attention import scaled_dot_product_attention
 from .basic import add, check_conv_weight, conv, linear, linear_view, read_conv_bn
-from .weight_names import conv_bn_sources, linear_sources, name_new_weights
-from .common import out
-from .quantize import QMAX, qadd, qconv, qlinear
+from .common import BuilderError, constant, out, trt_weights
+from .quantize import QMAX, qadd, qconv, qlinear, qmatmul, quantize_dequantize, quantized_weights
 from .residual import residual_input
+from .tensor import softmax
+from .weight_names import conv_bn_sources, linear_sources, name_new_weights
 
-__all__ = ["FLOAT_TYPES", "planned", "planned_add", "planned_conv", "planned_conv_bn", "planned_linear"]
+__all__ = ["FLOAT_TYPES", "planned", "planned_add", "planned_attention", "planned_conv", "planned_conv_bn",
+           "planned_deconv", "planned_linear"]
 
 #: precision name -> TensorRT DataType name of the float types a layer can be kept in
 FLOAT_TYPES = {"fp32": "FLOAT", "fp16": "HALF", "bf16": "BF16"}
@@ -112,13 +126,73 @@ def planned_linear(network, x, weight, bias, name: str, quant=None, module: str 
                     lambda t, n: linear(network, t, weight, bias, n, flatten=flat))
 
 
-def planned_add(network, x, residual, name: str, quant=None):
-    """``x + residual`` (the residual add `name`, e.g. ``layer1.0.add``): when `quant` quantizes the
-    add, its identity input, found from the graph whichever argument it is (see
-    trtbuild.layers.residual), quantized per tensor with its own calibrated amax; else plain."""
-    operands = quant.add_operands(name) if quant is not None else None
+def planned_add(network, x, residual, name: str, quant=None, add_name: str | None = None,
+                identity: int | None = None):
+    """``x + residual`` (layer `name`; the calibrated residual add `add_name`, default `name`, e.g.
+    ``layer1.0.add``): when `quant` quantizes the add, its identity input, found from the graph whichever
+    argument it is (see trtbuild.layers.residual), quantized per tensor with its own calibrated amax;
+    else plain. `identity`: PyTorch's operand index (0 or 1) of the identity, used only where the
+    calibration cannot tell (neither or both inputs straight from a Conv/Linear)."""
+    add_name = add_name or name
+    operands = quant.add_operands(add_name) if quant is not None else None
     if operands is None or quant.precision not in QMAX:
         return add(network, x, residual, name)
-    identity, amax = residual_input(network, x, residual, name, operands)
+    identity, amax = residual_input(network, x, residual, add_name, operands, identity)
     branch = residual if identity is x else x
     return qadd(network, branch, identity, name, amax, quant.precision)
+
+
+def _deconv(network, x, weight, bias, name: str, stride, kernel=None):
+    """A transposed convolution of PyTorch's weight [in, out, *kernel] (groups 1, no padding), layer `name`;
+    `kernel`: the weight as a tensor (a dequantized weight) fed as input 1."""
+    trt = trt_of(network)
+    w = np.asarray(weight, dtype=np.float32)
+    nsp = w.ndim - 2
+    if nsp not in (2, 3) or int(x.shape[1]) not in (-1, w.shape[0]):
+        raise BuilderError(f"layer '{name}': a transposed-conv weight of shape {w.shape} ([in, out, *kernel], 2-D "
+                           f"or 3-D) does not fit the input '{x.name}' {tuple(x.shape)}")
+    stride = (int(stride),) * nsp if isinstance(stride, int) else tuple(int(s) for s in stride)
+    b = trt_weights(network, x, np.asarray(bias, np.float32).reshape(-1)) if bias is not None else trt.Weights()
+    layer = network.add_deconvolution_nd(x, w.shape[1], trt.Dims(w.shape[2:]),
+                                         trt.Weights() if kernel is not None else trt_weights(network, x, w), b)
+    if layer is not None:
+        if kernel is not None:
+            layer.set_input(1, kernel)
+        layer.stride_nd = trt.Dims(stride)
+    return out(layer, name)
+
+
+def planned_deconv(network, x, weight, bias, name: str, quant=None, module: str | None = None, stride=1):
+    """``nn.ConvTranspose2d/3d`` (weight [in, out, *kernel], groups 1, no padding; layer `name`) as `quant` says
+    for the PyTorch module `module` (default `name`): quantized (input per tensor ``name/input_q``, weight
+    per output channel on axis 1 ``name/weight_q``), kept in another float type, or plain."""
+    lp = quant.layer(module or name) if quant is not None else None
+    if lp is not None and lp.quantized:
+        xq = quantize_dequantize(network, x, lp.input_amax, f"{name}/input_q", lp.precision)
+        kernel = quantized_weights(network, weight, f"{name}/weight_q", lp.precision, axis=1, like=x)
+        return _deconv(network, xq, weight, bias, name, stride, kernel)
+    dt = _kept_type(network, x, lp.precision) if lp is not None else None
+    if dt is None:
+        return _deconv(network, x, weight, bias, name, stride)
+    return _in_type(network, x, dt, lp.precision, name, lambda t, n: _deconv(network, t, weight, bias, n, stride))
+
+
+def planned_attention(network, q, k, v, name: str, quant=None, module: str | None = None, call: str = "sdpa"):
+    """``F.scaled_dot_product_attention(q, k, v)`` (no mask, default scale; layers as
+    trtbuild.layers.attention's composed path: ``name/scale``, ``name/q_scaled``, ``name/scores``,
+    ``name/softmax``, ``name``) with both matmuls' inputs quantized when `quant` calibrated the call `call`
+    of the PyTorch module `module` (default `name`; ``blocks.0.attn`` and ``sdpa``, see the module doc), else
+    plain. ``--keep fp32:blocks.0.attn`` keeps it (and the module's Linears) in the float type."""
+    amax = quant.sdpa_amax(module or name, call) if quant is not None else None
+    if amax is None or quant.precision not in QMAX:
+        return scaled_dot_product_attention(network, q, k, v, name)
+    e = int(q.shape[-1])
+    if e < 0:
+        raise BuilderError(f"layer '{name}': the query's last dim must be known for the default scale")
+    scale = 1.0 / math.sqrt(e)
+    trt = trt_of(network)
+    factor = constant(network, np.full((1,) * len(q.shape), scale), q, f"{name}/scale")
+    qs = out(network.add_elementwise(q, factor, trt.ElementWiseOperation.PROD), f"{name}/q_scaled")
+    scores = qmatmul(network, qs, k, f"{name}/scores", amax[0] * scale, amax[1], quant.precision, transpose_b=True)
+    probs = softmax(network, scores, -1, f"{name}/softmax")
+    return qmatmul(network, probs, v, name, 1.0, amax[2], quant.precision)

@@ -24,8 +24,9 @@ from trtbuild.backend import trt_of
 
 from .basic import check_conv_weight, conv, linear, linear_view
 from .common import BuilderError, keep_alive, out
+from .tensor import matmul
 
-__all__ = ["QMAX", "scale_of", "quantize_dequantize", "quantized_weights", "qconv", "qlinear", "qadd"]
+__all__ = ["QMAX", "scale_of", "quantize_dequantize", "quantized_weights", "qconv", "qlinear", "qadd", "qmatmul"]
 
 #: the largest magnitude of each quantized type: scale = amax / QMAX[dtype]
 QMAX = {"int8": 127.0, "fp8": 448.0}
@@ -131,3 +132,13 @@ def qadd(network, x, residual, name: str, amax: float, dtype: str = "int8"):
     rq = quantize_dequantize(network, residual, amax, f"{name}/residual_q", dtype)
     return out(network.add_elementwise(x, rq, trt.ElementWiseOperation.SUM), name)
 
+
+
+def qmatmul(network, a, b, name: str, amax_a: float, amax_b: float, dtype: str = "int8", *,
+            transpose_b: bool = False):
+    """``torch.matmul(a, b)`` of two activations (attention's ``q @ k^T`` and ``p @ v``; trtbuild.layers.tensor.matmul,
+    layer ``name``) with both inputs quantized per tensor: `a` with `amax_a` (``name/input_q``), `b` with `amax_b`
+    (``name/input1_q``)."""
+    aq = quantize_dequantize(network, a, amax_a, f"{name}/input_q", dtype)
+    bq = quantize_dequantize(network, b, amax_b, f"{name}/input1_q", dtype)
+    return matmul(network, aq, bq, name, transpose_b=transpose_b)

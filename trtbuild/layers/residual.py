@@ -80,10 +80,12 @@ def _matches(names: set[str], operand) -> bool:
     return any(w == n or w.startswith(n + ".") for n in names for w in wanted)
 
 
-def residual_input(network, x, residual, name: str, operands):
+def residual_input(network, x, residual, name: str, operands, identity: int | None = None):
     """(the network operand that is the add's identity input, the amax to quantize it with), given
     the add's two calibrated inputs `operands` (QuantPlan.add_operands, PyTorch's order). BuilderError
-    in one sentence when the graph cannot tell which operand is which calibrated input."""
+    in one sentence when the graph cannot tell which operand is which calibrated input. `identity`: PyTorch's
+    operand index of the identity where the calibration cannot tell (both or neither input straight from a
+    Conv/Linear, e.g. YOLOv8's ``x + cv2(cv1(x))`` whose cv2 ends in a SiLU); default the second."""
     producers = _producers(network)
     (nx, cx), (nr, cr) = _names(x, producers), _names(residual, producers)
     straight = _matches(nx, operands[0]) + _matches(nr, operands[1])
@@ -98,5 +100,8 @@ def residual_input(network, x, residual, name: str, operands):
         straight, crossed = (1, 0) if cx == conv_in_torch[0] else (0, 1)
     network_order = (x, residual) if straight > crossed else (residual, x)
     plain = [k for k, op in enumerate(operands) if op.source is None]
-    identity = plain[0] if len(plain) == 1 else 1
+    if len(plain) == 1:
+        identity = plain[0]
+    elif identity not in (0, 1):
+        identity = 1
     return network_order[identity], operands[identity].amax

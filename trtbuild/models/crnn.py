@@ -10,6 +10,13 @@ Layer / tensor names follow the modules: ``cnn.{4i}`` (conv + BatchNorm folded i
 classes tie, TensorRT's TopK may pick either; PyTorch's argmax picks the first. Parity therefore forgives a label
 that differs from PyTorch's where the two classes' log-probabilities are within their tolerance (``argmax_of``).
 
+INT8 / FP8 (``quant``, trtbuild.layers.planned, NVIDIA's explicit-quantization placement): the four
+convolutions and ``fc`` take quantized inputs. The LSTM stays in the float type: calibration records no range
+inside nn.LSTM (its input and recurrent projections are parameters of one module, not Linear modules), and the
+recurrent product ``h @ W_hh^T`` sits inside the ILoop, where a per-step Q/DQ of ``h`` would need a range for
+every step's state; its gates and elementwise updates, the log-softmax and the TopK are float by NVIDIA's
+rules anyway.
+
 Sizes: full = 1x1x32x100 (25 time steps); small = the same weights at 1x1x32x32 (8 steps). The width must be
 known at build time (it makes the LSTM's trip count); the batch may be dynamic.
 """
@@ -17,8 +24,9 @@ known at build time (it makes the LSTM's trip count); the batch may be dynamic.
 from __future__ import annotations
 
 from trtbuild.backend import trt_of
-from trtbuild.layers.basic import conv_bn, linear, max_pool, read_linear, relu
+from trtbuild.layers.basic import max_pool, read_linear, relu
 from trtbuild.layers.common import BuilderError, named, out
+from trtbuild.layers.planned import planned_conv_bn, planned_linear
 from trtbuild.layers.recurrent import lstm
 from trtbuild.layers.tensor import shuffle
 from trtbuild.models import pytorch as tm
@@ -55,9 +63,10 @@ def greedy_path(network, x, name: str):
     return shuffle(network, topk.get_output(1), name, dims=(0,) * (rank - 1))
 
 
-def build_crnn(network, wm, x) -> dict:
+def build_crnn(network, wm, x, quant=None) -> dict:
     """Add the CRNN read from ``wm`` (trtbuild.models.pytorch.crnn's names); returns ``{"log_probs": (N, T, C),
-    "labels": (N, T) INT32}``."""
+    "labels": (N, T) INT32}``. quant: a trtbuild.quant.QuantPlan (int8/fp8 Q/DQ or kept layers,
+    trtbuild.layers.planned) or None; the LSTM stays float (see the module doc)."""
     shape = tuple(int(d) for d in x.shape)
     if len(shape) != 4 or shape[2] != HEIGHT or shape[3] < 0 or shape[3] % 4:
         raise BuilderError(f"crnn: input '{x.name}' {shape} must be (N, 1, {HEIGHT}, W) with W known at build time "
@@ -65,11 +74,11 @@ def build_crnn(network, wm, x) -> dict:
     y = x
     for i, pool in enumerate(CRNN_POOLS):
         p = f"cnn.{4 * i}"
-        y = conv_bn(network, y, wm, p, f"cnn.{4 * i + 1}", p, padding=1, kernel=(3, 3))
+        y = planned_conv_bn(network, y, wm, p, f"cnn.{4 * i + 1}", p, quant, padding=1, kernel=(3, 3))
         y = max_pool(network, relu(network, y, f"cnn.{4 * i + 2}"), pool, pool, 0, f"cnn.{4 * i + 3}")
     feats = shuffle(network, y, "features", dims=(0, 0, -1), then=(0, 2, 1))  # (N, C, 1, T) -> (N, T, C)
     seq = lstm(network, feats, wm, "rnn", prefix="rnn")
-    logits = linear(network, seq, *read_linear(wm, "fc"), "fc")  # read_linear and kernel=: flat .wts weights too
+    logits = planned_linear(network, seq, *read_linear(wm, "fc"), "fc", quant)  # read_linear: flat .wts weights too
     log_probs = log_softmax(network, logits, OUTPUTS[0])
     return {OUTPUTS[0]: log_probs, OUTPUTS[1]: greedy_path(network, log_probs, OUTPUTS[1])}
 

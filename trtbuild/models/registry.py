@@ -64,6 +64,8 @@ class ModelSpec:
         argmax_of: ``{index output: score output}`` for an output that is the argmax over the last dim of
             another (crnn's ``labels`` of ``log_probs``): parity forgives an index that differs from
             PyTorch's at a near-tie of the scores, which an fp16/int8 engine may break either way.
+        tolerances: ``{precision: (relative atol, rtol)}`` replacing trtbuild.parity's defaults for this model,
+            where its own quantization error (measured on a PyTorch fake-quant model) exceeds them.
     """
 
     name: str
@@ -81,6 +83,7 @@ class ModelSpec:
     chosen: dict = field(default_factory=dict)
     outputs_for: Callable | None = None
     argmax_of: dict = field(default_factory=dict)
+    tolerances: dict = field(default_factory=dict)
 
     def with_options(self, **options) -> "ModelSpec":
         """A copy whose ``build_network`` is called with ``options`` (checked against :attr:`options`;

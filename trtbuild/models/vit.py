@@ -7,6 +7,13 @@ size uses head dim 64; weights cannot tell). timm's fused ``qkv`` Linear is one 
 (B, N, 3D) output one shuffle views as (3, B, heads, N, 64); q, k and v are its three slices (gathers,
 which keep the batch dynamic) into trtbuild.layers.attention.scaled_dot_product_attention.
 
+INT8 / FP8 (``quant``, trtbuild.layers.planned, NVIDIA's explicit-quantization placement): the patch
+conv and every Linear (qkv, proj, fc1, fc2, head) take quantized inputs; so do attention's two matrix
+multiplies (the scaled query and the key, the softmax output and the value, ``B.attn/attention/scores``
+and ``B.attn/attention``, with the ranges calibration records for ``B.attn.sdpa.query|key|value``); each residual add
+quantizes its identity input (the other comes from proj / fc2, into which it can fuse). LayerNorm, the
+softmax, GELU and the position-embedding add stay in the float type.
+
 Dynamic batch: build with an input of shape (-1, 3, H, W) and a batch profile (build_plan's ``batch``,
 the CLI's ``--batch 1,2,4``); the class token is broadcast to the run's batch by ``expand`` with the
 batch read from the patch tokens' shape (``DimOf``). H and W must be known: ``pos_embed`` holds one
@@ -30,8 +37,8 @@ import math
 import re
 
 from trtbuild.layers import activation, basic, normalization, tensor
-from trtbuild.layers.attention import scaled_dot_product_attention
 from trtbuild.layers.common import BuilderError, constant
+from trtbuild.layers.planned import planned_add, planned_attention, planned_conv, planned_linear
 from trtbuild.models import pytorch as tm
 from trtbuild.models.pytorch.vit import HEAD_DIM, LN_EPS
 
@@ -53,36 +60,36 @@ def vit_depth(wm) -> int:
     return len(ids)
 
 
-def _linear(network, x, wm, p: str):
+def _linear(network, x, wm, p: str, quant=None):
     b = wm.get(f"{p}.bias").reshape(-1)
-    return basic.linear(network, x, wm.get(f"{p}.weight", (b.size, -1)), b, p, flatten=False)
+    return planned_linear(network, x, wm.get(f"{p}.weight", (b.size, -1)), b, p, quant, flatten=False)
 
 
 def _layer_norm(network, x, wm, p: str, dim: int):
     return normalization.layer_norm(network, x, dim, wm.get(f"{p}.weight"), wm.get(f"{p}.bias"), LN_EPS, p)
 
 
-def _attention(network, x, wm, p: str, dim: int):
+def _attention(network, x, wm, p: str, dim: int, quant=None):
     """timm's Attention ``p``: qkv, heads split, sdpa, heads merged, proj."""
     heads = dim // HEAD_DIM
-    qkv = _linear(network, x, wm, f"{p}.qkv")
+    qkv = _linear(network, x, wm, f"{p}.qkv", quant)
     # (B, N, 3D) -> (B, N, 3, heads, d) -> (3, B, heads, N, d); 0 copies B and N, so the batch stays dynamic
     split = tensor.shuffle(network, qkv, f"{p}/heads", dims=(0, 0, 3, heads, HEAD_DIM), then=(2, 0, 3, 1, 4))
     q, k, v = (tensor.select(network, split, 0, i, f"{p}/{part}") for i, part in enumerate("qkv"))
-    y = scaled_dot_product_attention(network, q, k, v, f"{p}/attention")
+    y = planned_attention(network, q, k, v, f"{p}/attention", quant, p)
     merged = tensor.shuffle(network, y, f"{p}/merge", perm=(0, 2, 1, 3), dims=(0, 0, dim))
-    return _linear(network, merged, wm, f"{p}.proj")
+    return _linear(network, merged, wm, f"{p}.proj", quant)
 
 
-def _block(network, x, wm, p: str, dim: int):
-    x = basic.add(network, x, _attention(network, _layer_norm(network, x, wm, f"{p}.norm1", dim), wm, f"{p}.attn",
-                                         dim), f"{p}.add")
-    h = _linear(network, _layer_norm(network, x, wm, f"{p}.norm2", dim), wm, f"{p}.mlp.fc1")
-    h = _linear(network, activation.gelu(network, h, f"{p}.mlp.act"), wm, f"{p}.mlp.fc2")
-    return basic.add(network, x, h, f"{p}.add_1")
+def _block(network, x, wm, p: str, dim: int, quant=None):
+    a = _attention(network, _layer_norm(network, x, wm, f"{p}.norm1", dim), wm, f"{p}.attn", dim, quant)
+    x = planned_add(network, x, a, f"{p}.add", quant)
+    h = _linear(network, _layer_norm(network, x, wm, f"{p}.norm2", dim), wm, f"{p}.mlp.fc1", quant)
+    h = _linear(network, activation.gelu(network, h, f"{p}.mlp.act"), wm, f"{p}.mlp.fc2", quant)
+    return planned_add(network, x, h, f"{p}.add_1", quant)
 
 
-def _patch_embed(network, x, wm, dim: int):
+def _patch_embed(network, x, wm, dim: int, quant=None):
     """PatchEmbed: the P x P conv of stride P, flattened to tokens (B, patches, D)."""
     cin = int(x.shape[1])
     b = wm.get("patch_embed.proj.bias").reshape(-1)
@@ -95,20 +102,21 @@ def _patch_embed(network, x, wm, dim: int):
     if h < 0 or w < 0 or h % patch or w % patch:
         raise BuilderError(f"vit: input '{x.name}' {tuple(x.shape)} needs H and W known at build time and "
                            f"multiples of the patch size {patch}")
-    y = basic.conv(network, x, wm.get("patch_embed.proj.weight", (dim, cin, patch, patch)), b, "patch_embed.proj",
-                   stride=patch)
+    y = planned_conv(network, x, wm.get("patch_embed.proj.weight", (dim, cin, patch, patch)), b, "patch_embed.proj",
+                     quant, stride=patch)
     return tensor.transpose(network, tensor.flatten(network, y, "patch_embed/flatten", start_dim=2), 1, 2,
                             "patch_embed")
 
 
-def build_vit(network, wm, x) -> dict:
-    """Add a ViT read from ``wm`` (timm's names); returns ``{"logits": ITensor}`` (N, classes)."""
+def build_vit(network, wm, x, quant=None) -> dict:
+    """Add a ViT read from ``wm`` (timm's names); returns ``{"logits": ITensor}`` (N, classes).
+    quant: a trtbuild.quant.QuantPlan (int8/fp8 Q/DQ or kept layers, trtbuild.layers.planned) or None."""
     if len(tuple(x.shape)) != 4:
         raise BuilderError(f"vit: input '{x.name}' {tuple(x.shape)} must be (N, C, H, W)")
     dim = int(wm.get("cls_token").size)
     if dim % HEAD_DIM:
         raise BuilderError(f"vit: the embedding width {dim} (cls_token) is not a multiple of the head dim {HEAD_DIM}")
-    y = _patch_embed(network, x, wm, dim)
+    y = _patch_embed(network, x, wm, dim, quant)
     tokens = int(y.shape[1]) + 1
     pos = wm.get("pos_embed")
     if pos.size != tokens * dim:
@@ -119,9 +127,9 @@ def build_vit(network, wm, x) -> dict:
     y = tensor.concat(network, [cls, y], 1, "tokens")
     y = basic.add(network, y, constant(network, pos.reshape(1, tokens, dim), x, "pos_embed"), "pos_embed/add")
     for i in range(vit_depth(wm)):
-        y = _block(network, y, wm, f"blocks.{i}", dim)
+        y = _block(network, y, wm, f"blocks.{i}", dim, quant)
     y = tensor.select(network, _layer_norm(network, y, wm, "norm", dim), 1, 0, "pool")
-    logits = _linear(network, y, wm, "head")
+    logits = _linear(network, y, wm, "head", quant)
     logits.name = OUTPUT
     return {OUTPUT: logits}
 

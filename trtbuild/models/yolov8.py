@@ -17,6 +17,13 @@ and to centre-size boxes ``anchor + (r - l, b - t) / 2, (l + r, t + b)``, both l
 so a constant 4x4 matrix, the anchor points and the strides (constants of the input size) do it for
 any batch. By default NMS is not part of the network (the raw output is what Ultralytics exports).
 
+INT8 / FP8 (``quant``, trtbuild.layers.planned, NVIDIA's explicit-quantization placement): every Conv's
+convolution and the head's 1x1 convs take quantized inputs; a Bottleneck's shortcut add (``model.I.m.J``,
+calibrated as ``model.I.m.J.add``) quantizes its identity input ``x`` of ``x + cv2(cv1(x))``, named here: the
+calibration cannot tell it, as cv2 ends in a SiLU, not straight in a Conv. The DFL (softmax over the bins and its
+fixed-weight conv ``model.22.dfl.conv``), the box decode, the sigmoid scores and NMS stay float: they turn
+the head's outputs into coordinates, where an 8-bit step would move every box.
+
 ``nms=on`` replaces ``output0`` with ``num_detections`` (N,), ``boxes`` (K, 4) corners, ``scores`` (K,) and
 ``classes`` (K,) through INMSLayer (trtbuild.layers.detection.batched_nms, layer ``model.22/nms``): the decoded
 boxes (CENTER_SIZES for ``boxes=xywh``, CORNER_PAIRS for ``xyxy``) and every class's sigmoid score, class-aware
@@ -37,9 +44,10 @@ import re
 import numpy as np
 
 from trtbuild.backend import trt_of
-from trtbuild.layers.basic import conv, conv_bn, max_pool
+from trtbuild.layers.basic import conv, max_pool
 from trtbuild.layers.common import BuilderError, constant, keep_alive, named, out
 from trtbuild.layers.detection import NMS_OUTPUTS, NMSOptions, batched_nms
+from trtbuild.layers.planned import planned_add, planned_conv, planned_conv_bn
 from trtbuild.layers.resize import interpolate
 from trtbuild.models import pytorch as tm
 from trtbuild.models.pytorch.yolov8 import BN_EPS, YOLOV8_STRIDES, make_anchors
@@ -107,10 +115,10 @@ def _split_channels(network, x, sizes, name: str):
 
 # -- the model ------------------------------------------------------------------------------------------------
 
-def _conv(network, x, wm, p: str, kernel: int, stride: int = 1):
+def _conv(network, x, wm, p: str, kernel: int, stride: int = 1, quant=None):
     """Ultralytics' Conv ``p``: conv+bn folded (``p.conv``), SiLU (``p``)."""
-    y = conv_bn(network, x, wm, f"{p}.conv", f"{p}.bn", f"{p}.conv", stride=stride, padding=kernel // 2,
-                eps=BN_EPS, kernel=(kernel, kernel))
+    y = planned_conv_bn(network, x, wm, f"{p}.conv", f"{p}.bn", f"{p}.conv", quant, stride=stride,
+                        padding=kernel // 2, eps=BN_EPS, kernel=(kernel, kernel))
     return _silu(network, y, p)
 
 
@@ -121,31 +129,31 @@ def _repeats(wm, p: str) -> int:
     return len(ids)
 
 
-def _c2f(network, x, wm, p: str, shortcut: bool):
-    y = _conv(network, x, wm, f"{p}.cv1", 1)
+def _c2f(network, x, wm, p: str, shortcut: bool, quant=None):
+    y = _conv(network, x, wm, f"{p}.cv1", 1, quant=quant)
     c = int(y.shape[1]) // 2
     parts = _split_channels(network, y, (c, c), f"{p}/split")
     for j in range(_repeats(wm, p)):
         b = f"{p}.m.{j}"
-        z = _conv(network, _conv(network, parts[-1], wm, f"{b}.cv1", 3), wm, f"{b}.cv2", 3)
-        if shortcut and int(z.shape[1]) == int(parts[-1].shape[1]):
-            z = out(network.add_elementwise(parts[-1], z, trt_of(network).ElementWiseOperation.SUM), b)
+        z = _conv(network, _conv(network, parts[-1], wm, f"{b}.cv1", 3, quant=quant), wm, f"{b}.cv2", 3, quant=quant)
+        if shortcut and int(z.shape[1]) == int(parts[-1].shape[1]):  # the layer is the Bottleneck's output
+            z = planned_add(network, parts[-1], z, b, quant, add_name=f"{b}.add", identity=0)  # x + cv2(cv1(x))
         parts.append(z)
-    return _conv(network, _concat(network, parts, 1, f"{p}/cat"), wm, f"{p}.cv2", 1)
+    return _conv(network, _concat(network, parts, 1, f"{p}/cat"), wm, f"{p}.cv2", 1, quant=quant)
 
 
-def _sppf(network, x, wm, p: str, k: int = 5):
-    ys = [_conv(network, x, wm, f"{p}.cv1", 1)]
+def _sppf(network, x, wm, p: str, k: int = 5, quant=None):
+    ys = [_conv(network, x, wm, f"{p}.cv1", 1, quant=quant)]
     for i in range(3):
         ys.append(max_pool(network, ys[-1], k, 1, k // 2, f"{p}.m/{i}"))
-    return _conv(network, _concat(network, ys, 1, f"{p}/cat"), wm, f"{p}.cv2", 1)
+    return _conv(network, _concat(network, ys, 1, f"{p}/cat"), wm, f"{p}.cv2", 1, quant=quant)
 
 
-def _plain_conv(network, x, wm, p: str):
+def _plain_conv(network, x, wm, p: str, quant=None):
     """nn.Conv2d ``p`` (1x1 with bias); output channels from the bias."""
     b = wm.get(f"{p}.bias").reshape(-1)
     w = wm.get(f"{p}.weight", (b.size, int(x.shape[1]), 1, 1))
-    return conv(network, x, w, b, p)
+    return planned_conv(network, x, w, b, p, quant)
 
 
 def decode_matrix(boxes: str) -> np.ndarray:
@@ -156,13 +164,14 @@ def decode_matrix(boxes: str) -> np.ndarray:
     return np.array([[-0.5, 0, 0.5, 0], [0, -0.5, 0, 0.5], [1, 0, 1, 0], [0, 1, 0, 1]], dtype=np.float64)
 
 
-def _detect(network, feats, wm, p: str, boxes: str, nms: NMSOptions | None = None) -> dict:
+def _detect(network, feats, wm, p: str, boxes: str, nms: NMSOptions | None = None, quant=None) -> dict:
     trt = trt_of(network)
     box, cls = [], []
     for i, f in enumerate(feats):
         for branch, dst in (("cv2", box), ("cv3", cls)):
             q = f"{p}.{branch}.{i}"
-            y = _plain_conv(network, _conv(network, _conv(network, f, wm, f"{q}.0", 3), wm, f"{q}.1", 3), wm, f"{q}.2")
+            y = _conv(network, _conv(network, f, wm, f"{q}.0", 3, quant=quant), wm, f"{q}.1", 3, quant=quant)
+            y = _plain_conv(network, y, wm, f"{q}.2", quant)
             dst.append(_reshape(network, y, (0, int(y.shape[1]), -1), f"{q}/flat"))
     box = _concat(network, box, 2, f"{p}/box")
     cls = _concat(network, cls, 2, f"{p}/cls")
@@ -177,6 +186,7 @@ def _detect(network, feats, wm, p: str, boxes: str, nms: NMSOptions | None = Non
     sm = network.add_softmax(bins_t)
     sm.axes = 1 << 1
     prob = out(sm, f"{p}.dfl/softmax")
+    # the DFL's fixed 0..bins-1 weights take the expectation of a softmax: part of the box decode, kept float
     expect = conv(network, prob, dfl_w.reshape(1, bins, 1, 1), None, f"{p}.dfl.conv")
     dist = _reshape(network, expect, (0, 4, anchors_n), f"{p}.dfl")
     shapes = [tuple(int(d) for d in f.shape[2:]) for f in feats]
@@ -213,13 +223,13 @@ _LAYERS = (("conv", 3, 2), ("conv", 3, 2), ("c2f", True), ("conv", 3, 2), ("c2f"
            ("cat", 4), ("c2f", False), ("conv", 3, 2), ("cat", 12), ("c2f", False), ("conv", 3, 2), ("cat", 9),
            ("c2f", False))
 _HEAD_FROM = (15, 18, 21)
-#: kind -> builder(network, previous output, wm, module name, earlier outputs, *args)
+#: kind -> builder(network, previous output, wm, module name, earlier outputs, quant, *args)
 _KINDS = {
-    "conv": lambda network, y, wm, p, outs, kernel, stride: _conv(network, y, wm, p, kernel, stride),
-    "c2f": lambda network, y, wm, p, outs, shortcut: _c2f(network, y, wm, p, shortcut),
-    "sppf": lambda network, y, wm, p, outs: _sppf(network, y, wm, p),
-    "up": lambda network, y, wm, p, outs: interpolate(network, y, p, scale_factor=2, mode="nearest"),
-    "cat": lambda network, y, wm, p, outs, other: _concat(network, [y, outs[other]], 1, p),
+    "conv": lambda network, y, wm, p, outs, quant, kernel, stride: _conv(network, y, wm, p, kernel, stride, quant),
+    "c2f": lambda network, y, wm, p, outs, quant, shortcut: _c2f(network, y, wm, p, shortcut, quant),
+    "sppf": lambda network, y, wm, p, outs, quant: _sppf(network, y, wm, p, quant=quant),
+    "up": lambda network, y, wm, p, outs, quant: interpolate(network, y, p, scale_factor=2, mode="nearest"),
+    "cat": lambda network, y, wm, p, outs, quant, other: _concat(network, [y, outs[other]], 1, p),
 }
 
 
@@ -232,11 +242,12 @@ def _nms_options(boxes: str, max_det, iou, conf) -> NMSOptions:
 
 
 def build_yolov8(network, wm, x, boxes: str = "xywh", nms: str = "off", max_det="300", iou="0.7",
-                 conf="0.25") -> dict:
+                 conf="0.25", quant=None) -> dict:
     """Add YOLOv8 (any scale) read from ``wm`` (Ultralytics' names); returns ``{"output0": ITensor}``,
     (N, 4 + classes, anchors): boxes (``boxes``: "xywh" centre-size as Ultralytics, or "xyxy"), then
     sigmoid class scores. ``nms="on"``: ``{"num_detections", "boxes", "scores", "classes"}`` instead (see the
-    module doc; ``max_det``, ``iou``, ``conf`` as numbers or the strings the command line gives)."""
+    module doc; ``max_det``, ``iou``, ``conf`` as numbers or the strings the command line gives).
+    quant: a trtbuild.quant.QuantPlan (int8/fp8 Q/DQ or kept layers, trtbuild.layers.planned) or None."""
     if boxes not in YOLOV8_OPTIONS["boxes"]:
         raise BuilderError(f"yolov8: boxes={boxes!r} is not one of {YOLOV8_OPTIONS['boxes']}")
     if nms not in YOLOV8_OPTIONS["nms"]:
@@ -249,9 +260,9 @@ def build_yolov8(network, wm, x, boxes: str = "xywh", nms: str = "off", max_det=
     outs = []
     y = x
     for i, (kind, *args) in enumerate(_LAYERS):
-        y = _KINDS[kind](network, y, wm, f"model.{i}", outs, *args)
+        y = _KINDS[kind](network, y, wm, f"model.{i}", outs, quant, *args)
         outs.append(y)
-    return _detect(network, [outs[i] for i in _HEAD_FROM], wm, "model.22", boxes, options)
+    return _detect(network, [outs[i] for i in _HEAD_FROM], wm, "model.22", boxes, options, quant)
 
 
 def yolov8_layer_map(repeats=(1, 2, 2, 1, 1, 1, 1, 1)) -> dict[str, str]:

@@ -76,7 +76,8 @@ def check_parity(engine, module: torch.nn.Module, inputs: Mapping[str, torch.Ten
                  output_of: Mapping[str, str] | None = None, jump_factor: float = 10.0,
                  meta: dict | None = None, allow_nonfinite: bool = False,
                  debug_tensors: Mapping[str, str] | None = None, debug_unfused: bool | None = None,
-                 argmax_of: Mapping[str, str] | None = None) -> Report:
+                 argmax_of: Mapping[str, str] | None = None,
+                 tolerances: Mapping[str, tuple[float, float]] | None = None) -> Report:
     """Compare `engine` with `module` on `inputs` (float32 CPU tensors named like the engine inputs).
 
     atol/rtol default to default_tolerances(precision), the default atol being relative to each
@@ -97,11 +98,13 @@ def check_parity(engine, module: torch.nn.Module, inputs: Mapping[str, torch.Ten
     (default: the sidecar's): the engine marked them with mark_unfused_tensors_as_debug_tensors.
     argmax_of (index output -> score output): the index output is the argmax over the last dim of the score
     output; an index differing from PyTorch's passes at a near-tie of the scores (compare.judge_argmax_ties).
+    tolerances ({precision: (relative atol, rtol)}, a model's ModelSpec.tolerances): the defaults for this
+    engine's precision instead of default_tolerances's; an explicit atol/rtol still wins.
     """
     side = build_info_of(getattr(engine, "sidecar", None)) or BuildInfo()
     meta = dict(meta or {})
     meta["precision"] = precision = engine_precision(engine, meta.get("precision"))
-    d_atol, d_rtol = default_tolerances(precision)
+    d_atol, d_rtol = (tolerances or {}).get(precision) or default_tolerances(precision)
     atol_relative = atol is None  # the default atol scales with each tensor's largest |expected|
     atol = d_atol if atol is None else check_tolerance("atol", atol)
     rtol = d_rtol if rtol is None else check_tolerance("rtol", rtol)
@@ -401,4 +404,5 @@ def check_model_parity(model: str, trt, *, weights=None, engine=None, precision:
     meta.update(automap_meta)
     return check_parity(engine, module, inputs, output_names=list(spec.output_names), atol=atol, rtol=rtol,
                         layer_map=layer_map, layer_order=order, output_of=output_of, meta=meta,
-                        allow_nonfinite=allow_nonfinite, debug_tensors=debug_of, argmax_of=spec.argmax_of)
+                        allow_nonfinite=allow_nonfinite, debug_tensors=debug_of, argmax_of=spec.argmax_of,
+                        tolerances=spec.tolerances)

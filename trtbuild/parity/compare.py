@@ -27,8 +27,12 @@ from trtbuild.files.outputs import PARITY_REPORT_KIND
 #: largest finite |expected| (seeded models have tiny outputs, so a fixed atol would hide errors).
 #: An explicit atol (CLI --atol) is absolute, as in Polygraphy.
 #: int8/fp8 (explicit quantization vs the fp32 PyTorch model) are a quantization-error budget: what a
-#: PyTorch fake-quant model with the same scales shows against fp32 on the zoo's small models
-#: (largest |error| / max |expected|: int8 up to 0.05, fp8 up to 0.11), with margin.
+#: PyTorch fake-quant model with the same scales shows against fp32 on the zoo's small models, with margin
+#: (largest |error| / max |expected|, 2 calibration batches of 4, method max, 12 input seeds): within int8
+#: 0.07 and fp8 0.12 at their outputs. One model is its own case and says so in its ModelSpec.tolerances:
+#: unet_gn_deconv (GroupNorm of one channel per group at width 8, 2x2 transposed convs) reaches int8 0.0995
+#: at its output and 0.159 at an inner layer (``parity --layerwise`` judges those too), fp8 0.164 and 0.271;
+#: loosening every model's budget for it would hide errors twice that size elsewhere.
 DEFAULT_TOLERANCES = {"fp32": (1e-4, 1e-3), "fp16": (1e-2, 1e-2), "bf16": (5e-2, 5e-2), "int8": (0.1, 0.1),
                       "fp8": (0.2, 0.2)}
 

@@ -6,9 +6,11 @@ Conv/Linear weight.
     calib.activations   # {"conv1.input": 2.7, "layer1.0.output": 3.1, ...}
     calib.weights       # {"conv1.weight": [0.41, 0.38, ...]}
 
-Weights: max |w| over every axis but 0 (the output channels of Conv and Linear), straight from the
-state dict, whatever the method. A builder that folds a BatchNorm into the conv scales output
-channel c by s_c = gamma_c / sqrt(var_c + eps), so the folded weight's amax is |s_c| times this one.
+Weights: max |w| over every axis but 0 (the output channels of Conv and Linear; the input channels of
+a ConvTranspose, whose [in, out, *kernel] weight trtbuild.layers.planned.planned_deconv quantizes per
+output channel, axis 1, from the weights themselves), straight from the state dict, whatever the method.
+A builder that folds a BatchNorm into the conv scales output channel c by s_c = gamma_c / sqrt(var_c + eps),
+so the folded weight's amax is |s_c| times this one.
 A tensor that was zero everywhere gets amax 1.0 (a zero tensor quantizes to zero at any scale; NVIDIA's
 quantizers do the same) and is listed in ``all_zero``.
 """

@@ -8,6 +8,7 @@ in a higher precision. What the Q/DQ builders consume.
     plan.precision_of("conv4_3_norm")                              # "fp32" (kept)
     plan.add_inputs("layer1.0.add")                                # (amax of input 0, amax of input 1) or None
     plan.add_operands("layer1.0.add")                              # both AddInputs (key, amax, Conv/Linear) or None
+    plan.sdpa_amax("blocks.0.attn")                                # its attention's (query, key, value) amax or None
 
 Keep patterns are PyTorch module names or globs (fnmatch: ``*`` also crosses dots). A pattern
 matching a module keeps it and every module inside it. When several patterns cover a module, the
@@ -211,6 +212,19 @@ class QuantPlan:
         if not self.quantizes or self.kept_precision(module) is not None:
             return None
         return self.calibration.activations.get(f"{module}.output")
+
+    def sdpa_amax(self, module: str, call: str = "sdpa") -> tuple[float, float, float] | None:
+        """amax of the query, key and value of the attention call ``call`` (``sdpa``, ``sdpa_1``...) that the
+        PyTorch `module` (``blocks.0.attn``) runs, as trtbuild.quant.record keys F.scaled_dot_product_attention's
+        operands (``blocks.0.attn.sdpa.query``), or None when its matrix multiplies are not to be quantized
+        (a non-quantized plan, `module` kept, or no calibration of the call)."""
+        if not self.quantizes or self.kept_precision(module) is not None:
+            return None
+        acts = self.calibration.activations
+        keys = [f"{module}.{call}.{which}" for which in ("query", "key", "value")]
+        if any(k not in acts for k in keys):
+            return None
+        return tuple(float(acts[k]) for k in keys)
 
     def add_operands(self, add: str) -> tuple[AddInput, AddInput] | None:
         """Both inputs of the residual add `add` in PyTorch's operand order (key, amax, the Conv/Linear

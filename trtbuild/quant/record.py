@@ -9,7 +9,12 @@
 
 Keys (what a calibration file names):
 
-* ``<module>.input``: the input of every ``nn.Conv1d/2d/3d`` and ``nn.Linear`` (a forward pre-hook);
+* ``<module>.input``: the input of every ``nn.Conv1d/2d/3d``, ``nn.ConvTranspose1d/2d/3d`` and ``nn.Linear``
+  (a forward pre-hook);
+* ``<module>.sdpa.query|key|value``: the three operands of each ``F.scaled_dot_product_attention`` call
+  (the two matrix multiplies of attention take them as inputs; ``sdpa_1``... for further calls in the same
+  module's forward), watched like the adds below. The softmax output, the other matmul input, is in [0, 1]
+  and needs no calibration;
 * ``<module>.output``: a tensor that feeds a residual add, named after the outermost module that
   returned it (``layer1.0`` for the block output that is the next block's identity,
   ``layer2.0.downsample``, ``layer1.0.bn2``). Adds are not modules, so a ``TorchFunctionMode``
@@ -37,6 +42,7 @@ import weakref
 from collections.abc import Callable
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 from torch.nn.modules.batchnorm import _BatchNorm
 from torch.overrides import TorchFunctionMode
@@ -44,10 +50,13 @@ from torch.utils._pytree import tree_flatten
 
 from trtbuild.forward_hooks import CaptureOptions, ForwardCapture, ModuleCall
 
-__all__ = ["QUANTIZED_MODULES", "TensorRecorder", "module_adds", "quantized_modules", "weight_keys"]
+__all__ = ["QUANTIZED_MODULES", "SDPA_OPERANDS", "TensorRecorder", "module_adds", "quantized_modules", "weight_keys"]
 
 #: modules whose input activation (per tensor) and weight (per output channel) are quantized.
-QUANTIZED_MODULES = (nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.Linear)
+QUANTIZED_MODULES = (nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.ConvTranspose1d, nn.ConvTranspose2d, nn.ConvTranspose3d,
+                     nn.Linear)
+#: the attention operands recorded per F.scaled_dot_product_attention call, in its argument order
+SDPA_OPERANDS = ("query", "key", "value")
 _ADDS = {torch.add, torch.Tensor.add, torch.Tensor.add_, torch.Tensor.__add__, torch.Tensor.__radd__,
          torch.Tensor.__iadd__}
 
@@ -88,6 +97,9 @@ class _AddWatcher(TorchFunctionMode):
             add = rec._on_add(args[0], args[1])
         else:
             add = None
+        if (func is F.scaled_dot_product_attention and len(args) >= 3
+                and all(isinstance(t, torch.Tensor) and rec._is_activation(t) for t in args[:3])):
+            rec._on_sdpa(args[:3])
         result = func(*args, **kwargs)
         if any(rec._is_activation(t) for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)):
             rec._mark_activations(result)
@@ -118,7 +130,7 @@ class TensorRecorder:
         self._activations: dict[int, weakref.ref] = {}  # tensors computed from the model's input
         self._input_hook = None
         self._scope: list[str] = []
-        self._add_count: dict[str, int] = {}
+        self._add_count: dict[tuple[str, str], int] = {}
         self._mode: _AddWatcher | None = None
 
     def _is_activation(self, x: torch.Tensor) -> bool:
@@ -138,11 +150,20 @@ class TensorRecorder:
         self.shapes.setdefault(key, list(x.shape[1:]))
         self.observe(key, x)
 
-    def _on_add(self, a: torch.Tensor, b: torch.Tensor) -> str:
+    def _next_name(self, kind: str) -> str:
+        """``<scope>.<kind>``, ``<scope>.<kind>_1``...: the n-th `kind` op in the running module's forward."""
         scope = self._scope[-1] if self._scope else ""
-        n = self._add_count.get(scope, 0)
-        self._add_count[scope] = n + 1
-        name = (f"{scope}." if scope else "") + ("add" if n == 0 else f"add_{n}")
+        n = self._add_count.get((scope, kind), 0)
+        self._add_count[(scope, kind)] = n + 1
+        return (f"{scope}." if scope else "") + (kind if n == 0 else f"{kind}_{n}")
+
+    def _on_sdpa(self, operands) -> None:
+        name = self._next_name("sdpa")
+        for which, x in zip(SDPA_OPERANDS, operands):
+            self._see(f"{name}.{which}", x)
+
+    def _on_add(self, a: torch.Tensor, b: torch.Tensor) -> str:
+        name = self._next_name("add")
         keys = []
         for k, x in enumerate((a, b)):
             found = self._producers.get(id(x))

@@ -89,7 +89,8 @@ def infer(p, w, shapes, dtypes, name, plugin):
             fail(name, f"{len(scales)} scales for a rank-{len(x)} input; give one scale per dim")
         if any(s < 0 for s in scales):
             fail(name, f"scales {tuple(scales)}: a scale must be >= 0")
-        out = tuple(-1 if d < 0 else math.floor(d * s) for d, s in zip(x, scales))
+        # a zero scale makes even a dynamic dim statically 0, as TensorRT-RTX 1.7 infers it
+        out = tuple((0 if s == 0 else -1) if d < 0 else math.floor(d * s) for d, s in zip(x, scales))
     else:
         out = tuple(p["shape"])
         if len(out) != len(x):
