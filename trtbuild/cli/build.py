@@ -54,7 +54,7 @@ def parse_profile(text: str | None):
                          "(e.g. 1x3x64x64,1x3x128x128,1x3x256x256)") from None
     if len(shapes) != 3:
         raise ValueError(f"--profile {text!r}: expected 3 comma-separated shapes (MIN,OPT,MAX), got {len(shapes)}")
-    from trtbuild.engine.build import check_profile
+    from trtbuild.engine.options import check_profile
 
     return check_profile(shapes)
 
@@ -67,10 +67,17 @@ def human_bytes(n: int) -> str:
     return str(n)  # pragma: no cover
 
 
-def weights_usage_line(info: dict, verbose: bool = False, shown: int = 5) -> str:
-    """"weights: 2 of 122 tensors unused: a, b" / "weights: all 122 tensors used", from a sidecar or
-    plan info ("weight_tensors", "unused_weights"); all names with `verbose`, else the first `shown`."""
-    unused, total = info.get("unused_weights"), info.get("weight_tensors")
+def weights_usage_line(info, verbose: bool = False, shown: int = 5) -> str:
+    """"weights: 2 of 122 tensors unused: a, b" / "weights: all 122 tensors used", from a Sidecar,
+    a BuildInfo or a parity report's meta ("weight_tensors", "unused_weights"); all names with
+    `verbose`, else the first `shown`."""
+    from trtbuild.engine.records import BuildInfo, build_info_of
+
+    if isinstance(info, BuildInfo) or hasattr(info, "build"):
+        record = build_info_of(info)
+        unused, total = record.unused_weights, record.weight_tensors
+    else:
+        unused, total = info.get("unused_weights"), info.get("weight_tensors")
     if unused is None or total is None:
         return "weights: which tensors the builder read is not recorded (engine built by an older trtbuild)"
     if not unused:
@@ -181,12 +188,16 @@ def run(args) -> int:
 
     from ._outputs import check_paths, engine_outputs
 
+    from trtbuild.engine.options import BatchProfile, BuildOptions, ShapeProfile
+    from trtbuild.engine.sidecar import Sidecar
+
     trt, spec = backend_and_model(args)
     precision = args.precision or "fp32"
     batch = parse_batch(args.batch)
     profile = parse_profile(args.profile)
     if profile is not None and batch is not None:
         raise ValueError("--profile and --batch exclude each other: give the batch range in the --profile shapes")
+    profiles = (BatchProfile(*batch),) if batch is not None else (ShapeProfile(*profile),) if profile else ()
     targets = check_target_option(trt, args.target, args.cross_check)  # before anything is written
     out = args.out or default_engine_path(spec.name, precision, args.small, backend=backend_kind(trt))
     check_paths(args, [*engine_outputs("--out", out), ("--timing-cache", args.timing_cache, TIMING_CACHE)],
@@ -200,40 +211,44 @@ def run(args) -> int:
           flush=True)
     start = time.perf_counter()
     workspace = args.workspace * MIB if args.workspace is not None else None
-    options = dict(small=args.small, batch=batch, workspace=workspace,
-                   fp32_io=not args.native_io, tf32=args.tf32, targets=targets, cross_check=args.cross_check,
-                   quant=quant, profile=profile)
+    options = BuildOptions(
+        precision=precision, small=args.small, profiles=profiles, workspace=workspace, timing_cache=args.timing_cache,
+        progress=False if args.no_progress else None, fp32_io=not args.native_io, tf32=args.tf32,
+        targets=targets, cross_check=args.cross_check, quant=quant)
+    key_options = dict(small=args.small, batch=batch, workspace=workspace, fp32_io=not args.native_io, tf32=args.tf32,
+                       targets=targets, cross_check=args.cross_check, quant=quant, profile=profile)
 
-    def build():
-        return build_and_save(spec, weights, out, trt, precision, timing_cache=args.timing_cache,
-                              progress=False if args.no_progress else None, **options)
+    def build_now():
+        return build_and_save(spec, weights, out, trt, options=options)
 
-    path, sidecar, hit = cached_build(args.cache, trt, spec, weights, out, precision, options, build)
+    path, sidecar, hit = cached_build(args.cache, trt, spec, weights, out, precision, key_options, build_now)
+    sidecar = Sidecar.of(sidecar)  # a cache hit gives the stored sidecar as a dict
+    build = sidecar.build
     elapsed = time.perf_counter() - start
     print(f"{'reused' if hit else 'built'} {spec.name}{' (small)' if args.small else ''} [{precision}]"
           f"{' from the cache' if hit else ''} in {elapsed:.1f} s: "
-          f"{path} ({human_bytes(sidecar['engine_bytes'])}) + sidecar {path}.json")
+          f"{path} ({human_bytes(sidecar.engine_bytes)}) + sidecar {path}.json")
     for kind in ("inputs", "outputs"):
-        print(f"{kind}: " + ", ".join(f"{t['name']} {t['shape']} {t['dtype']}" for t in sidecar[kind]))
-    print(weights_usage_line(sidecar, getattr(args, "verbose", False)))
-    if sidecar.get("quantization"):
-        print(f"quantization: {quantization_line(sidecar['quantization'])}")
-    if sidecar.get("profile"):
-        for name, prof in sidecar["profile"].items():
+        print(f"{kind}: " + ", ".join(f"{t['name']} {t['shape']} {t['dtype']}" for t in getattr(build, kind)))
+    print(weights_usage_line(build, getattr(args, "verbose", False)))
+    if build.quantization:
+        print(f"quantization: {quantization_line(build.quantization)}")
+    if build.profile:
+        for name, prof in build.profile.items():
             print(f"profile {name}: min {prof['min']} opt {prof['opt']} max {prof['max']}")
-    if sidecar.get("targets"):
+    if build.targets:
         from trtbuild.engine.rtx import target_list
 
-        print(f"targets: {target_list(sidecar['targets'])} (TensorRT-RTX engine: runs on GPUs of these compute "
+        print(f"targets: {target_list(build.targets)} (TensorRT-RTX engine: runs on GPUs of these compute "
               "capabilities, specialised just in time on first use)")
     if args.timing_cache:
-        used = "not used: TensorRT-RTX has no timing cache" if sidecar.get("targets") else args.timing_cache
+        used = "not used: TensorRT-RTX has no timing cache" if build.targets else args.timing_cache
         used = "not used: the engine came from the cache" if hit else used
         print(f"timing cache: {used}")
-    if sidecar.get("cross_check"):
+    if build.cross_check:
         from trtbuild.engine.cross_check import CrossCheckResult
 
-        print(CrossCheckResult(**sidecar["cross_check"]).summary())
+        print(CrossCheckResult(**build.cross_check).summary())
     return 0
 
 

@@ -69,7 +69,7 @@ def refuse_foreign_file(path: Path) -> None:
         side = read_sidecar(path)
     except EngineFileError:
         side = None
-    if not path.is_file() or side is None or side.get("backend") != "tensorrt-rtx":
+    if not path.is_file() or side is None or side.backend != "tensorrt-rtx":
         raise EngineWriteError(f"{path} exists and is not a TensorRT-RTX engine written by trtbuild, so the demo will "
                                "not overwrite it; move it, pass --out, or use --no-cross-check")
 
@@ -92,6 +92,7 @@ def run(args) -> int:
     from trtbuild.engine import (EngineWriteError, default_engine_path, ensure_weights, load_engine, make_sidecar,
                                  save_engine)
     from trtbuild.engine.model import build_model
+    from trtbuild.engine.options import BuildOptions
     from trtbuild.models import registry
     from trtbuild.files.atomic import ensure_parent_dir
     from trtbuild.parity import check_model_parity, load_weights_into
@@ -123,7 +124,8 @@ def run(args) -> int:
           f"({'exported from the seeded PyTorch model' if exported else 'existing file'}, "
           f"{len(wm)} tensors) [{clock.lap()}]", flush=True)
 
-    plan = build_model(spec, wm, trt, precision, small=args.small, progress=None, cross_check=cross_check)
+    options = BuildOptions(precision=precision, small=args.small, progress=None, cross_check=cross_check)
+    plan = build_model(spec, wm, trt, options=options)
     out = ensure_parent_dir(out, EngineWriteError)
     save_engine(out, plan, make_sidecar(trt, plan, weights_path=weights_path))
     print(f"[2/4] built {label} [{precision}] and saved {out} ({human_bytes(len(plan))}) + {out}.json "
@@ -134,7 +136,7 @@ def run(args) -> int:
             save_engine(rtx_out, rtx_plan, make_sidecar(load_trt("tensorrt-rtx"), rtx_plan, weights_path=weights_path))
             print(f"      TensorRT-RTX engine: {rtx_out} ({human_bytes(len(rtx_plan))}) + {rtx_out}.json", flush=True)
             del rtx_plan  # saved: no engine stays in memory from here on
-        print(f"      {CrossCheckResult(**plan.info['cross_check']).summary()}", flush=True)
+        print(f"      {CrossCheckResult(**plan.info.cross_check).summary()}", flush=True)
     del plan
 
     # the PyTorch model first: when the saved engine runs and no layerwise build follows, the weights

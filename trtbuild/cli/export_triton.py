@@ -76,10 +76,10 @@ def _input_from_sidecar(engine) -> str | None:
     from trtbuild.engine import read_sidecar
 
     try:
-        sidecar = read_sidecar(engine) or {}
+        sidecar = read_sidecar(engine)
     except ValueError:
         return None
-    inputs = sidecar.get("inputs") or []
+    inputs = (sidecar.build.inputs if sidecar is not None else None) or []
     if len(inputs) != 1:
         return None
     shape = [max(int(d), 1) for d in inputs[0]["shape"]]
@@ -89,8 +89,8 @@ def _input_from_sidecar(engine) -> str | None:
 class _SidecarInputs:
     """The inputs an engine's sidecar lists, shaped like an Engine for check_engine_input_fits."""
 
-    def __init__(self, sidecar: dict):
-        self.tensors = {t["name"]: SimpleNamespace(shape=tuple(t["shape"])) for t in sidecar.get("inputs") or []}
+    def __init__(self, sidecar):
+        self.tensors = {t["name"]: SimpleNamespace(shape=tuple(t["shape"])) for t in sidecar.build.inputs or []}
         self.input_names = list(self.tensors)
 
 
@@ -101,9 +101,9 @@ def check_engine_fits(engine_path, spec, small: bool) -> None:
     from trtbuild.parity.check import check_engine_input_fits
 
     sidecar = read_sidecar(engine_path)
-    if not sidecar or sidecar.get("model") not in (None, spec.name):
+    if sidecar is None or sidecar.build.model not in (None, spec.name):
         return  # export_model refuses an engine without a sidecar, or of another model, in its own words
-    built = sidecar.get("small")
+    built = sidecar.build.small
     if built is not None and bool(built) != bool(small):
         raise ValueError(f"--engine {engine_path} was built with small {bool(built)!r} but --small asks for "
                          f"{bool(small)!r}; {'add' if built else 'drop'} --small or pass another --engine")

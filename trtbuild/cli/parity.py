@@ -158,7 +158,8 @@ def run(args) -> int:
     if args.engine is not None and not spec.output_names:  # a network function without --output: the engine's
         from trtbuild.engine import read_sidecar
 
-        spec.output_names.extend(t["name"] for t in (read_sidecar(args.engine) or {}).get("outputs", []))
+        side = read_sidecar(args.engine)
+        spec.output_names.extend(t["name"] for t in (side.build.outputs if side is not None else None) or [])
     targets = check_target_option(trt, args.target, args.cross_check)
     if args.engine is not None and (args.cross_check or args.target):
         raise ValueError("--cross-check and --target apply to an engine built in memory; a saved engine was built "

@@ -63,12 +63,13 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 def _check_engine(engine, spec, args) -> None:
     """ValueError if the --engine's sidecar says it was built for another model, variant or precision."""
+    from trtbuild.engine.records import BuildInfo, build_info_of
     from trtbuild.parity.check import check_engine_input_fits
 
-    side = engine.sidecar or {}
+    side = build_info_of(engine.sidecar) or BuildInfo()
     for key, wanted, flag in (("model", spec.name, "MODEL"), ("small", bool(args.small), "--small"),
                               ("precision", args.precision, "--precision")):
-        built = side.get(key)
+        built = getattr(side, key)
         if wanted is not None and built is not None and built != wanted:
             raise ValueError(f"--engine {args.engine} was built with {key} {built!r} but {flag} asks for {wanted!r}; "
                              "serve the engine with matching options or build another")
@@ -77,7 +78,7 @@ def _check_engine(engine, spec, args) -> None:
 
 def load_or_build(trt, spec, args):
     """(Engine, one line saying where it comes from): --engine loaded, or built in memory."""
-    from trtbuild.engine import Engine, build_model, load_engine
+    from trtbuild.engine import BatchProfile, BuildOptions, Engine, build_model, load_engine
 
     if args.engine is not None:
         if args.weights is not None:
@@ -100,7 +101,8 @@ def load_or_build(trt, spec, args):
         weights = WeightMap.from_module(module)
         source = f"the seeded PyTorch model (seed {args.seed})"
     top = args.max_batch or DEFAULT_MAX_BATCH
-    plan = build_model(spec, weights, trt, precision, small=args.small, batch=(1, top, top), progress=False)
+    options = BuildOptions(precision=precision, small=args.small, profiles=(BatchProfile(1, top, top),), progress=False)
+    plan = build_model(spec, weights, trt, options=options)
     variant = " (small)" if args.small else ""
     engine = Engine(plan, trt, sidecar=plan.info, name=f"{spec.name}{variant} ({precision}, in memory)")
     return engine, f"engine: {spec.name}{variant} [{precision}] built in memory, batch 1..{top}, weights from {source}"

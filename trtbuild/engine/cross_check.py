@@ -1,7 +1,7 @@
 """The cross-check: the reference backend must agree with NVIDIA's real builder (TensorRT-RTX).
 
     plan = build_plan(trt, spec, weights=wm, cross_check=True)
-    plan.info["cross_check"]   # {"rtx_version": ..., "targets": [...], "outputs": [...], "tensors_compared": ...}
+    plan.info.cross_check      # {"rtx_version": ..., "targets": [...], "outputs": [...], "tensors_compared": ...}
 
 The same definition is run on the reference backend and on TensorRT-RTX, and both networks are
 built (TensorRT-RTX needs no GPU to build). They must agree on acceptance (a network the
@@ -232,8 +232,8 @@ def cross_check_build(trt: ModuleType, on, serialize: dict):
         more = f" (and {len(differences) - 1} more difference(s))" if len(differences) > 1 else ""
         raise CrossCheckError(f"cross-check against {label}: {differences[0]}{more}")
     result = CrossCheckResult(
-        rtx_version=str(rtx.__version__), targets=list(rtx_plan.info.get("targets", [])),
-        outputs=rtx_plan.info["outputs"], tensors_compared=compared, rtx_build_seconds=rtx_seconds,
+        rtx_version=str(rtx.__version__), targets=list(rtx_plan.info.targets or []),
+        outputs=rtx_plan.info.outputs, tensors_compared=compared, rtx_build_seconds=rtx_seconds,
         rtx_engine_bytes=len(rtx_plan), rtx_plan=rtx_plan, notes=[note] if note else [],
         debug_tensors=debug_marks(ref_defined.network))
     if is_reference(trt):

@@ -2,6 +2,7 @@
 
     trt, line = select_backend("auto")       # line: "backend: reference — TensorRT is not available (...)"
     plan = build_model("alexnet", "weights/alexnet.wts", trt, precision="fp16", batch=(1, 2, 4))
+    plan = build_model("alexnet", "weights/alexnet.wts", trt, options=BuildOptions(precision="fp16"))
 """
 
 from __future__ import annotations
@@ -19,9 +20,11 @@ from trtbuild.models import registry as model_registry
 from trtbuild.quant import QuantPlan
 from trtbuild.weights.errors import WeightsWriteError
 
-from .build import Plan, build_plan
+from .build import Plan, build_spec_plan
 from .device import device_info
+from .options import BuildOptions
 from .serialize import make_sidecar, save_engine
+from .sidecar import Sidecar
 
 log = logging.getLogger("trtbuild.engine")
 
@@ -177,24 +180,27 @@ def quant_plan(model, precision: str, calibration=None, keep=(), small: bool = F
     return replace(_FilePlan.build(calibration, precision, keep, modules=modules), calibration_file=source)
 
 
-def build_model(model, weights, trt: ModuleType, precision: str = "fp32", *, small: bool = False,
-                batch=None, workspace: int | None = None, timing_cache=None, progress: bool | None = True,
-                fp32_io: bool = True, extra_outputs=(), tf32: bool = False, targets=None,
-                cross_check: bool = False, debug_tensors=(), debug_unfused: bool = False, quant=None,
-                profile=None) -> Plan:
+def build_model(model, weights, trt: ModuleType, precision: str | None = None, *,
+                options: BuildOptions | None = None, **kwargs) -> Plan:
     """Build the registry model `model` (name or ModelSpec) with weights (path or WeightMap).
-    targets (TensorRT-RTX only), cross_check and profile (min, opt, max input shapes): as in
-    build_plan. quant: a QuantPlan (see :func:`quant_plan`), required for precision int8/fp8."""
+
+    options: a BuildOptions; or, as a shorthand, `precision` (default fp32) and build_plan's keyword
+    arguments (small, batch, profile, workspace, timing_cache, progress, fp32_io, extra_outputs, tf32,
+    targets (TensorRT-RTX only), cross_check, debug_tensors, debug_unfused, quant: a QuantPlan, see
+    :func:`quant_plan`, required for precision int8/fp8), not both."""
     spec = get_spec(model) if isinstance(model, str) else model
-    plan = build_plan(trt, spec, weights=load_model_weights(weights), precision=precision, small=small, batch=batch,
-                      workspace=workspace, timing_cache=timing_cache, progress=progress, fp32_io=fp32_io,
-                      extra_outputs=extra_outputs, tf32=tf32, targets=targets, cross_check=cross_check,
-                      debug_tensors=debug_tensors, debug_unfused=debug_unfused, quant=quant, profile=profile)
-    return plan
+    if options is not None and (kwargs or precision is not None):
+        given = ", ".join((["precision"] if precision is not None else []) + sorted(kwargs))
+        raise ValueError(f"build_model: pass either options=BuildOptions(...) or {given}, not both")
+    if options is None:
+        options = BuildOptions.from_kwargs(precision="fp32" if precision is None else precision, **kwargs)
+    return build_spec_plan(spec, load_model_weights(weights), trt, options)
 
 
-def build_and_save(model, weights_path, out_path, trt: ModuleType, precision: str = "fp32", **kw) -> tuple[Path, dict]:
+def build_and_save(model, weights_path, out_path, trt: ModuleType, precision: str | None = None,
+                   **kw) -> tuple[Path, Sidecar]:
     """Build `model` (name or ModelSpec) and write the engine and its sidecar atomically; return (path, sidecar).
+    precision and `kw` (options=BuildOptions(...), or build_plan's keyword arguments): as in build_model.
 
     If the build fails nothing on disk is touched."""
     plan = build_model(model, weights_path, trt, precision, **kw)

@@ -4,7 +4,7 @@
                       {"x": torch.rand(1, 4)})                           # {"y": cpu tensor}
     out = run_spec(registry.get("alexnet"), wm, x, "fp16", small=True)   # a zoo model, input declared HALF
 
-This is the user-facing path (build_plan -> Engine.run) with the conveniences a one-shot run
+This is the user-facing path (build_network_plan -> Engine.run) with the conveniences a one-shot run
 wants: the reference backend by default, feeds cast to the engine's input types and moved to its
 device, outputs returned on the CPU, no progress bars.
 """
@@ -17,7 +17,10 @@ from typing import Callable, Iterable, Mapping
 import numpy as np
 import torch
 
-from .build import PRECISIONS, QUANTIZED, build_plan, check_quant, check_spec_outputs, tensors_by_name
+from .build import build_network_plan
+from .define import check_quant, check_spec_outputs
+from .network import tensors_by_name
+from .options import PRECISIONS, QUANTIZED, BuildOptions
 from .runner import Engine, check_input_names
 
 __all__ = ["SPEC_PRECISIONS", "build_spec_network", "run_builder", "run_network", "run_spec"]
@@ -73,7 +76,7 @@ def run_network(define: Callable, feeds: Mapping, trt: ModuleType | None = None,
         order.extend(outs)
         return outs
 
-    engine = Engine(build_plan(trt, define_with_extras, progress=False), trt, name="run_network")
+    engine = Engine(build_network_plan(define_with_extras, trt, BuildOptions(progress=False)), trt, name="run_network")
     check_input_names(feeds, engine.tensors, engine.name)
     outputs = engine.run({name: torch.as_tensor(value).to(device=engine.device, dtype=engine.tensors[name].dtype)
                           for name, value in feeds.items()})

@@ -26,6 +26,7 @@ from trtbuild.backend import BackendError, backend_name, is_reference, load_trt
 from .errors import EngineCompatibilityError, EngineError, EngineFileError, EngineInputError
 from .interrupts import calling_tensorrt
 from .logging_bridge import make_logger
+from .sidecar import Sidecar
 from .serialize import (check_sidecar_matches_plan, looks_like_reference_plan, looks_like_rtx_engine, read_engine_file,
                         read_sidecar, sidecar_backend)
 
@@ -151,9 +152,10 @@ def _backend_device(trt: ModuleType) -> torch.device:
 
 class Engine(EngineIO):
     """A deserialized engine plus one execution context, taking and returning torch tensors.
-    `sidecar`: the engine's sidecar dict (load_engine), by default the plan's `info` (build_plan)."""
+    `sidecar`: the engine's Sidecar (load_engine), by default the plan's `info` (a BuildInfo, from
+    build_plan); both read like dicts too, and a dict passed in is kept as it is."""
 
-    def __init__(self, plan, trt: ModuleType | None = None, *, sidecar: dict | None = None, name: str = "engine"):
+    def __init__(self, plan, trt: ModuleType | None = None, *, sidecar=None, name: str = "engine"):
         if trt is None:
             trt = _trt_for_plan(plan, sidecar, name)
         self.trt = trt
@@ -256,7 +258,7 @@ class Engine(EngineIO):
         return self.run(named)
 
 
-def _trt_for_plan(plan, sidecar: dict | None, name: str) -> ModuleType:
+def _trt_for_plan(plan, sidecar, name: str) -> ModuleType:
     """The backend that can load `plan`: from the sidecar if any, else from the plan's first bytes."""
     if sidecar is not None:
         backend = sidecar_backend(sidecar)
@@ -273,10 +275,11 @@ def _trt_for_plan(plan, sidecar: dict | None, name: str) -> ModuleType:
         product = "TensorRT-RTX" if backend == "tensorrt-rtx" else "TensorRT"
         from .rtx import target_list
 
-        where = target_list(sidecar["targets"]) if sidecar is not None and sidecar.get("targets") else \
-            (sidecar or {}).get("gpu")
-        built = (f"was built with {product} {sidecar.get('tensorrt_version')} for {where}"
-                 if sidecar is not None else f"is not a trtbuild reference plan, so it needs real {product}")
+        side = Sidecar.of(sidecar) if sidecar is not None else None
+        where = target_list(side.build.targets) if side is not None and side.build.targets else \
+            side.gpu if side is not None else None
+        built = (f"was built with {product} {side.tensorrt_version} for {where}"
+                 if side is not None else f"is not a trtbuild reference plan, so it needs real {product}")
         raise EngineCompatibilityError(f"{name} {built}, but {product} cannot be used here: {e}") from None
 
 
@@ -295,10 +298,10 @@ def load_engine(path: str | os.PathLike, trt: ModuleType | None = None) -> Engin
     plan, sidecar = read_engine_file(path, trt)
     engine = Engine(plan, trt, sidecar=sidecar, name=str(path))
     if sidecar is not None:
-        from .build import PRECISIONS
+        from .options import PRECISIONS
 
         io = {n: (list(t.shape), t.trt_dtype, t.is_input) for n, t in engine.tensors.items()}
-        precision = sidecar.get("precision")
+        precision = sidecar.build.precision
         if precision is not None and precision not in PRECISIONS:
             raise EngineFileError(f"the sidecar of {path} names an unknown precision {precision!r} "
                                   f"(known: {', '.join(PRECISIONS)}); rebuild the engine")

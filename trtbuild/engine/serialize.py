@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import datetime
 import hashlib
-import json
 import logging
 import os
 from pathlib import Path
@@ -26,10 +25,11 @@ from trtbuild.files.outputs import ENGINE, SIDECAR, check_outputs
 
 from .device import CPU, device_info
 from .errors import EngineCompatibilityError, EngineFileError, EngineWriteError
+from .records import BuildInfo, build_info_of
+from .sidecar import SIDECAR_FORMAT, Sidecar  # noqa: F401 - SIDECAR_FORMAT: its old home
 
 log = logging.getLogger("trtbuild.engine")
 
-SIDECAR_FORMAT = 1
 REFERENCE_MAGIC = b"TRTBREF"
 
 
@@ -59,38 +59,30 @@ def atomic_write_bytes(path: str | os.PathLike, data) -> Path:
     return _atomic_write_bytes(path, data, error=EngineWriteError)
 
 
-def make_sidecar(trt: ModuleType, plan, info: dict | None = None, weights_path: str | os.PathLike | None = None,
-                 **extra) -> dict:
-    """The sidecar dict for `plan` built with `trt`.
+def make_sidecar(trt: ModuleType, plan, info=None, weights_path: str | os.PathLike | None = None,
+                 **extra) -> Sidecar:
+    """The Sidecar of `plan` built with `trt`.
 
-    `info` describes the build (build_plan attaches it to the plan as `plan.info`: precision,
-    inputs, outputs, profile...). `weights_path`, if given, is hashed. `extra` keys are added.
+    `info` describes the build (default `plan.info`, the BuildInfo build_plan attached: precision,
+    inputs, outputs, profile...; a dict is read as one). `weights_path`, if given, is hashed.
+    `extra` keys are added (kept as keys the sidecar does not know, or replacing known ones).
     engine_sha256 / engine_bytes are filled in by save_engine, which hashes what it writes.
     """
-    info = dict(info if info is not None else getattr(plan, "info", {}) or {})
     dev = device_info(trt)
-    sidecar = {
-        "format": SIDECAR_FORMAT,
-        "trtbuild_version": __version__,
-        "backend": backend_kind(trt),
-        "tensorrt_version": str(trt.__version__),
-        "gpu": dev["gpu"],  # TensorRT-RTX: the machine that built it (engines run on any of `targets`)
-        "compute_capability": dev["compute_capability"],
-        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        **info,
-        "weights": None,
-        "engine_sha256": None,
-        "engine_bytes": len(plan),
-    }
-    if weights_path is not None:
-        sidecar["weights"] = {"path": str(weights_path), "sha256": sha256_file(weights_path)}
-    sidecar.update(extra)
-    return sidecar
+    sidecar = Sidecar(
+        trtbuild_version=__version__, backend=backend_kind(trt), tensorrt_version=str(trt.__version__),
+        gpu=dev["gpu"],  # TensorRT-RTX: the machine that built it (engines run on any of `targets`)
+        compute_capability=dev["compute_capability"],
+        created=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        build=BuildInfo.of(info if info is not None else getattr(plan, "info", None)),
+        weights=None if weights_path is None else {"path": str(weights_path), "sha256": sha256_file(weights_path)},
+        engine_bytes=len(plan))
+    return Sidecar.from_dict({**sidecar.to_dict(), **extra}) if extra else sidecar
 
 
-def _refuse_overwriting_the_weights(target: Path, sidecar: dict) -> None:
+def _refuse_overwriting_the_weights(target: Path, sidecar: Sidecar) -> None:
     """EngineWriteError if the engine or its sidecar would be written over the weights it was built from."""
-    weights = (sidecar.get("weights") or {}).get("path")
+    weights = sidecar.weights_path
     if not weights or not Path(weights).exists():
         return
     for path in (target, sidecar_path(target)):
@@ -99,8 +91,8 @@ def _refuse_overwriting_the_weights(target: Path, sidecar: dict) -> None:
                                    "choose another --out")
 
 
-def save_engine(path: str | os.PathLike, plan, sidecar: dict) -> Path:
-    """Write `plan` to `path` and `sidecar` to `<path>.json`, both atomically.
+def save_engine(path: str | os.PathLike, plan, sidecar) -> Path:
+    """Write `plan` to `path` and `sidecar` (a Sidecar, or a dict read as one) to `<path>.json`, both atomically.
 
     Missing parent directories are created. An existing file at `path` that is not an engine, or at
     `<path>.json` that is not an engine sidecar, is refused (trtbuild.files.outputs.check_outputs), as is the
@@ -109,34 +101,23 @@ def save_engine(path: str | os.PathLike, plan, sidecar: dict) -> Path:
     recomputed from `plan`. Raises EngineWriteError naming the file that could not be written.
     """
     target = Path(path)
+    sidecar = Sidecar.of(sidecar)
     _refuse_overwriting_the_weights(target, sidecar)
     check_outputs([("engine", target, ENGINE), ("its sidecar", sidecar_path(target), SIDECAR)], error=EngineWriteError)
     ensure_parent_dir(target, EngineWriteError)
-    side = dict(sidecar)
-    side["engine_sha256"] = sha256_bytes(plan)
-    side["engine_bytes"] = len(plan)
-    text = json.dumps(side, indent=2) + "\n"
+    text = sidecar.replace(engine_sha256=sha256_bytes(plan), engine_bytes=len(plan)).to_json()
     atomic_write_files([(target, lambda tmp: tmp.write_bytes(memoryview(plan))),
                         (sidecar_path(target), lambda tmp: tmp.write_bytes(text.encode()))], error=EngineWriteError)
     return target
 
 
-def read_sidecar(engine_path: str | os.PathLike) -> dict | None:
-    """The sidecar of `engine_path`, or None if there is none. A corrupt sidecar is an error."""
+def read_sidecar(engine_path: str | os.PathLike) -> Sidecar | None:
+    """The Sidecar of `engine_path`, or None if there is none. A corrupt sidecar, or one of a format
+    this trtbuild does not read, is an EngineFileError naming it."""
     side = sidecar_path(engine_path)
     if not side.is_file():
         return None
-    try:
-        data = json.loads(side.read_text())
-    except (ValueError, UnicodeDecodeError) as e:
-        raise EngineFileError(f"engine sidecar {side} is not valid JSON ({e}); "
-                              "rebuild the engine or delete the sidecar") from None
-    if not isinstance(data, dict) or "tensorrt_version" not in data:
-        raise EngineFileError(f"engine sidecar {side} lacks 'tensorrt_version', so it is not a trtbuild sidecar")
-    if data.get("format", SIDECAR_FORMAT) != SIDECAR_FORMAT:
-        raise EngineFileError(f"engine sidecar {side} has format version {data['format']!r} but trtbuild {__version__} "
-                              f"reads format {SIDECAR_FORMAT} only; rebuild the engine with this trtbuild")
-    return data
+    return Sidecar.from_json(side.read_bytes(), source=side)
 
 
 #: layers that move, cast or hold values rather than compute in a precision
@@ -162,7 +143,7 @@ def reference_plan_precisions(plan) -> tuple[set[str], set[str]]:
     return quantized, floats
 
 
-def check_sidecar_precision(sidecar: dict, plan, engine_path) -> None:
+def check_sidecar_precision(sidecar, plan, engine_path) -> None:
     """Raise EngineFileError (one sentence) if the sidecar's precision contradicts what the reference
     plan `plan` computes in (its Q layers' type for int8/fp8, its layers' float types otherwise), so
     that editing the sidecar cannot loosen parity's tolerances: refused are a quantized precision
@@ -170,7 +151,7 @@ def check_sidecar_precision(sidecar: dict, plan, engine_path) -> None:
     on a plan with Q/DQ is accepted: a network function may place its own Q/DQ in an fp32 build, and
     fp32 tolerances are the strictest). Real TensorRT and TensorRT-RTX plans are opaque here: only
     their I/O types are checked (check_sidecar_matches_plan)."""
-    precision = sidecar.get("precision")
+    precision = build_info_of(sidecar).precision
     if precision is None:
         return
     quantized, floats = reference_plan_precisions(plan)
@@ -185,7 +166,7 @@ def check_sidecar_precision(sidecar: dict, plan, engine_path) -> None:
                               "rebuild the engine (parity tolerances follow the precision)")
 
 
-def check_sidecar_matches_plan(sidecar: dict, io: dict[str, tuple[list, str, bool]], compute_dtype: str | None,
+def check_sidecar_matches_plan(sidecar, io: dict[str, tuple[list, str, bool]], compute_dtype: str | None,
                                engine_path, plan=None) -> None:
     """Raise EngineFileError (one sentence) if the sidecar describes other I/O tensors than the loaded
     plan has (`io`: {name: (shape, dtype name, is input)}), or a precision its I/O types contradict
@@ -194,8 +175,9 @@ def check_sidecar_matches_plan(sidecar: dict, io: dict[str, tuple[list, str, boo
     for registry models, whose inputs build_plan adds). `plan`: the plan bytes; a reference plan's
     layers are checked against the precision too (check_sidecar_precision); a real TensorRT or
     TensorRT-RTX plan cannot be read here, so only its I/O types are checked."""
+    build = build_info_of(sidecar)
     for kind in ("inputs", "outputs"):
-        described = {t.get("name"): t for t in sidecar.get(kind) or []}
+        described = {t.get("name"): t for t in getattr(build, kind) or []}
         actual = {n: v for n, v in io.items() if v[2] == (kind == "inputs")}
         if described and set(described) != set(actual):
             raise EngineFileError(f"the sidecar of {engine_path} lists {kind} {sorted(described)} but the engine has "
@@ -206,11 +188,11 @@ def check_sidecar_matches_plan(sidecar: dict, io: dict[str, tuple[list, str, boo
                 raise EngineFileError(f"the sidecar of {engine_path} describes {kind[:-1]} '{name}' as "
                                       f"{t.get('shape')} {t.get('dtype')} but the engine has {list(shape)} {dtype}, so "
                                       "the sidecar belongs to another engine; rebuild it")
-    precision = sidecar.get("precision")
+    precision = build.precision
     # a network that adds its own inputs (no model) chooses their types itself
-    want = "FLOAT" if sidecar.get("fp32_io", True) else compute_dtype
+    want = "FLOAT" if build.fp32_io or build.fp32_io is None else compute_dtype
     for name, (_, dtype, is_input) in io.items():
-        if compute_dtype is None or precision is None or sidecar.get("model") is None:
+        if compute_dtype is None or precision is None or build.model is None:
             break
         if is_input and dtype in ("FLOAT", "HALF", "BF16") and dtype != want:
             raise EngineFileError(f"the sidecar of {engine_path} says the engine computes in {precision}"
@@ -220,16 +202,18 @@ def check_sidecar_matches_plan(sidecar: dict, io: dict[str, tuple[list, str, boo
         check_sidecar_precision(sidecar, plan, engine_path)
 
 
-def sidecar_backend(sidecar: dict) -> str:
-    """"reference", "tensorrt" or "tensorrt-rtx": which backend built the engine the sidecar describes."""
-    return "reference" if sidecar.get("tensorrt_version") == "reference" else sidecar.get("backend", "tensorrt")
+def sidecar_backend(sidecar) -> str:
+    """"reference", "tensorrt" or "tensorrt-rtx": which backend built the engine the sidecar describes
+    (a sidecar without a backend is TensorRT's: the key came with TensorRT-RTX)."""
+    side = Sidecar.of(sidecar)
+    return "reference" if side.tensorrt_version == "reference" else side.backend or "tensorrt"
 
 
-def _check_rtx_targets(sidecar: dict, here: dict, engine_path) -> None:
+def _check_rtx_targets(sidecar: Sidecar, here: dict, engine_path) -> None:
     """A TensorRT-RTX engine runs on a GPU whose compute capability is one of its targets."""
-    targets = [str(t) for t in sidecar.get("targets") or []]
+    targets = [str(t) for t in sidecar.build.targets or []]
     if "current" in targets:  # built for the GPU of the build machine
-        targets = [str(sidecar.get("compute_capability"))]
+        targets = [str(sidecar.compute_capability)]
     shown = ", ".join(targets) or "none recorded"
     if here["compute_capability"] == CPU:
         raise EngineCompatibilityError(f"{engine_path} is a TensorRT-RTX engine for GPUs of compute capability "
@@ -246,14 +230,16 @@ def _check_rtx_targets(sidecar: dict, here: dict, engine_path) -> None:
             f"with compute capability {cc}; {advice}")
 
 
-def check_compatible(sidecar: dict, trt: ModuleType, engine_path: str | os.PathLike = "engine",
+def check_compatible(sidecar, trt: ModuleType, engine_path: str | os.PathLike = "engine",
                      current_device: dict | None = None) -> None:
     """Raise EngineCompatibilityError (one sentence) if the sidecar names another backend,
     TensorRT (or TensorRT-RTX) version or GPU architecture than `trt` and this machine (for
-    TensorRT-RTX engines: a GPU outside the targets they were built for). Calls nothing in TensorRT."""
+    TensorRT-RTX engines: a GPU outside the targets they were built for). Calls nothing in TensorRT.
+    `sidecar`: a Sidecar (or a dict read as one)."""
+    sidecar = Sidecar.of(sidecar)
     built_backend = sidecar_backend(sidecar)
     here_backend = backend_kind(trt)
-    built_version = str(sidecar.get("tensorrt_version"))
+    built_version = str(sidecar.tensorrt_version)
     product = {"tensorrt": "TensorRT", "tensorrt-rtx": "TensorRT-RTX"}
     if built_backend != here_backend:
         built = f"{product.get(built_backend, built_backend)} {built_version}" if built_backend != "reference" \
@@ -272,13 +258,13 @@ def check_compatible(sidecar: dict, trt: ModuleType, engine_path: str | os.PathL
     if built_backend == "tensorrt-rtx":
         _check_rtx_targets(sidecar, here, engine_path)
         return
-    built_cc = str(sidecar.get("compute_capability"))
+    built_cc = str(sidecar.compute_capability)
     if here["compute_capability"] == CPU:
-        raise EngineCompatibilityError(f"{engine_path} is a TensorRT engine for {sidecar.get('gpu')} "
+        raise EngineCompatibilityError(f"{engine_path} is a TensorRT engine for {sidecar.gpu} "
                                        f"(compute capability {built_cc}) but no CUDA GPU is visible here")
     if built_cc != here["compute_capability"]:
         raise EngineCompatibilityError(
-            f"{engine_path} was built for compute capability {built_cc} ({sidecar.get('gpu')}) but this GPU is "
+            f"{engine_path} was built for compute capability {built_cc} ({sidecar.gpu}) but this GPU is "
             f"{here['gpu']} with compute capability {here['compute_capability']}; rebuild the engine on this GPU")
 
 
@@ -305,7 +291,7 @@ def read_file_aligned(path: Path):
 
 
 def read_engine_file(path: str | os.PathLike, trt: ModuleType | None = None,
-                     current_device: dict | None = None) -> tuple[bytes, dict | None]:
+                     current_device: dict | None = None) -> tuple[bytes, Sidecar | None]:
     """Read an engine and its sidecar, checking compatibility (before reading) and the checksum.
 
     Returns (plan bytes, sidecar or None). Without a sidecar a warning is logged and only
@@ -325,18 +311,18 @@ def read_engine_file(path: str | os.PathLike, trt: ModuleType | None = None,
     data = read_file_aligned(path)
     if data is None:
         raise EngineFileError(f"engine file {path} is empty")
-    if sidecar is not None and not sidecar.get("engine_sha256"):
+    if sidecar is not None and not sidecar.engine_sha256:
         log.warning("the sidecar of %s has no engine_sha256, so the engine's integrity cannot be checked", path)
     elif sidecar is not None:
-        if sha256_bytes(data) != sidecar["engine_sha256"]:
-            expected = sidecar.get("engine_bytes")
+        if sha256_bytes(data) != sidecar.engine_sha256:
+            expected = sidecar.engine_bytes
             size_note = (f"it has {len(data)} bytes, the sidecar says {expected}"
                          if expected is not None and expected != len(data) else "same size, different content")
             raise EngineFileError(f"engine file {path} does not match the sha256 in its sidecar ({size_note}), "
                                   "so it was changed or truncated after the build; rebuild it")
-    if sidecar is not None and sidecar.get("engine_bytes") is not None and sidecar["engine_bytes"] != len(data):
+    if sidecar is not None and sidecar.engine_bytes is not None and sidecar.engine_bytes != len(data):
         raise EngineFileError(f"engine file {path} has {len(data)} bytes but its sidecar says "
-                              f"{sidecar['engine_bytes']!r}, so one of them was changed after the build; rebuild it")
+                              f"{sidecar.engine_bytes!r}, so one of them was changed after the build; rebuild it")
     return data, sidecar
 
 

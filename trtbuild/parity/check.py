@@ -13,6 +13,9 @@ from typing import Mapping, Sequence
 
 import torch
 
+from trtbuild.engine.records import BuildInfo, build_info_of
+from trtbuild.engine.sidecar import Sidecar
+
 from .compare import Report, check_tolerance, compare, default_tolerances, judge_argmax_ties
 from .layerwise import FUSED_AWAY, capture_module_outputs, find_jump, layerwise_rows
 
@@ -98,7 +101,7 @@ def check_parity(engine, module: torch.nn.Module, inputs: Mapping[str, torch.Ten
     tolerances ({precision: (relative atol, rtol)}, a model's ModelSpec.tolerances): the defaults for this
     engine's precision instead of default_tolerances's; an explicit atol/rtol still wins.
     """
-    side = getattr(engine, "sidecar", None) or {}
+    side = build_info_of(getattr(engine, "sidecar", None)) or BuildInfo()
     meta = dict(meta or {})
     meta["precision"] = precision = engine_precision(engine, meta.get("precision"))
     d_atol, d_rtol = (tolerances or {}).get(precision) or default_tolerances(precision)
@@ -122,18 +125,18 @@ def check_parity(engine, module: torch.nn.Module, inputs: Mapping[str, torch.Ten
         mod_device = torch.device("cpu")
     torch_inputs = [t.to(mod_device) for t in torch_inputs]
     layer_map = dict(layer_map or {})
-    output_of = dict(output_of if output_of is not None else side.get("extra_outputs") or {})
-    if output_names is None and side.get("model_outputs"):
-        output_names = list(side["model_outputs"])  # recorded by build_plan: the extra outputs are not among them
+    output_of = dict(output_of if output_of is not None else side.extra_outputs or {})
+    if output_names is None and side.model_outputs:
+        output_names = list(side.model_outputs)  # recorded by build_plan: the extra outputs are not among them
     if output_names is None:
         extra = set(output_of.values()) | set(layer_map)
         output_names = [n for n in engine.output_names if n not in extra] or engine.output_names
-    debug_of = dict(debug_tensors if debug_tensors is not None else side.get("debug_tensors") or {})
+    debug_of = dict(debug_tensors if debug_tensors is not None else side.debug_tensors or {})
     layer_values = None
     if layer_map and debug_of:
         from .debug_tensors import VIA_DEBUG, VIA_UNFUSED, run_with_debug_tensors
 
-        unfused = bool(side.get("debug_unfused") if debug_unfused is None else debug_unfused)
+        unfused = bool(side.debug_unfused if debug_unfused is None else debug_unfused)
 
         unmarked = [n for n in layer_map if n not in debug_of]
         if unmarked:
@@ -178,16 +181,16 @@ def check_parity(engine, module: torch.nn.Module, inputs: Mapping[str, torch.Ten
 def engine_precision(engine, requested: str | None = None) -> str:
     """The precision to judge `engine` by: `requested`, else the one its sidecar / plan info records,
     else fp32. ValueError if `requested` contradicts the recorded one."""
-    built = (getattr(engine, "sidecar", None) or {}).get("precision")
+    built = (build_info_of(getattr(engine, "sidecar", None)) or BuildInfo()).precision
     if requested is not None and built is not None and requested != built:
         raise ValueError(f"precision {requested} was requested but engine {getattr(engine, 'name', 'engine')} "
                          f"computes in {built} (its sidecar says so); omit the precision or pass {built}")
     return requested or built or "fp32"
 
 
-def check_engine_weights(sidecar: dict | None, source: str, weights) -> None:
+def check_engine_weights(sidecar, source: str, weights) -> None:
     """ValueError if `weights` (a path) is not the file whose sha256 the engine's sidecar records."""
-    built = ((sidecar or {}).get("weights") or {}).get("sha256")
+    built = (Sidecar.of(sidecar).weights or {}).get("sha256")
     if not built or not isinstance(weights, (str, os.PathLike)) or not os.path.isfile(weights):
         return  # nothing recorded, a WeightMap, or a missing file (reported when it is loaded)
     from trtbuild.engine.serialize import sha256_file
@@ -198,9 +201,9 @@ def check_engine_weights(sidecar: dict | None, source: str, weights) -> None:
                          f"{have[:12]}… for {weights}); pass the weights it was built from or rebuild it")
 
 
-def recorded_weights(sidecar: dict | None) -> str | None:
+def recorded_weights(sidecar) -> str | None:
     """The weight file an engine's sidecar records, if it exists and still has the recorded sha256."""
-    record = (sidecar or {}).get("weights") or {}
+    record = Sidecar.of(sidecar).weights or {}
     path, sha = record.get("path"), record.get("sha256")
     if not path or not sha or not os.path.isfile(path):
         return None
@@ -244,13 +247,13 @@ def load_weights_into(module: torch.nn.Module, wm) -> torch.nn.Module:
     return module
 
 
-def check_engine_matches(sidecar: dict | None, source: str, model: str, small: bool,
+def check_engine_matches(sidecar, source: str, model: str, small: bool,
                          precision: str | None = None) -> None:
     """Raise ValueError if an engine's sidecar says it was built for another model, size variant
     (small) or precision than requested (`precision=None`: not requested, nothing to check).
     Engines without a sidecar, or sidecar keys left None (e.g. custom networks), are not checked."""
-    side = sidecar or {}
-    built_model, built_small = side.get("model"), side.get("small")
+    side = build_info_of(sidecar) or BuildInfo()
+    built_model, built_small = side.model, side.small
     if built_model is not None and built_model != model:
         raise ValueError(f"engine {source} was built for model '{built_model}' but parity was requested for "
                          f"'{model}'; pass the matching model name or another --engine")
@@ -260,7 +263,7 @@ def check_engine_matches(sidecar: dict | None, source: str, model: str, small: b
         raise ValueError(f"engine {source} was built for {variant} of '{built_model or model}' but "
                          f"parity was requested for {requested}; "
                          f"{'add' if built_small else 'drop'} --small or pass another --engine")
-    built_precision = side.get("precision")
+    built_precision = side.precision
     if precision is not None and built_precision is not None and built_precision != precision:
         raise ValueError(f"engine {source} computes in {built_precision} but --precision {precision} was requested; "
                          f"omit --precision (the engine's is used) or build a {precision} engine")
@@ -324,6 +327,7 @@ def check_model_parity(model: str, trt, *, weights=None, engine=None, precision:
     required for precision int8/fp8, or --keep in fp16/bf16 (meta["quantization"] describes it).
     """
     from trtbuild.engine import Engine, build_model, get_spec, load_engine
+    from trtbuild.engine.options import BatchProfile, BuildOptions
     from trtbuild.models import registry
     from trtbuild.weights import WeightMap
 
@@ -373,13 +377,14 @@ def check_model_parity(model: str, trt, *, weights=None, engine=None, precision:
         if wm is None:
             wm = WeightMap.from_module(module)
         via_debug = layerwise_via != VIA_OUTPUTS
-        plan = build_model(spec, wm, trt, precision, small=small, progress=progress,
-                           batch=(1, build_batch, build_batch) if build_batch > 1 else None,
-                           extra_outputs=[] if via_debug else list(layer_map), targets=targets,
-                           cross_check=cross_check, debug_tensors=list(layer_map) if via_debug else [],
-                           debug_unfused=layerwise_via == VIA_UNFUSED, quant=quant)
-        output_of = plan.info["extra_outputs"]
-        debug_of = plan.info.get("debug_tensors", {}) if via_debug else None
+        options = BuildOptions(precision=precision, small=small, progress=progress,
+                               profiles=(BatchProfile(1, build_batch, build_batch),) if build_batch > 1 else (),
+                               extra_outputs=() if via_debug else tuple(layer_map), targets=targets,
+                               cross_check=cross_check, debug_tensors=tuple(layer_map) if via_debug else (),
+                               debug_unfused=layerwise_via == VIA_UNFUSED, quant=quant)
+        plan = build_model(spec, wm, trt, options=options)
+        output_of = plan.info.extra_outputs
+        debug_of = (plan.info.debug_tensors or {}) if via_debug else None
         order = list(debug_of if via_debug else output_of)
         engine = Engine(plan, trt, sidecar=plan.info, name=f"{spec.name} ({precision}, in memory)")
     if weights is not None:  # after the build, so that the build's record of unused weights is its own
@@ -387,14 +392,15 @@ def check_model_parity(model: str, trt, *, weights=None, engine=None, precision:
     shapes = engine_input_shapes(engine, batch, source, batch_source)
     value_range = tuple(value_range) if value_range is not None else tuple(spec.value_range)
     inputs = make_inputs(shapes, seed, value_range, distribution, large_scale)
-    cross = (engine.sidecar or {}).get("cross_check")
+    built = build_info_of(engine.sidecar) or BuildInfo()
+    cross = built.cross_check
     meta = {"model": spec.name + (" (small)" if small else ""), "backend": engine.backend, "precision": precision,
             "batch": shapes[engine.input_names[0]][0], "seed": seed,
             "inputs": describe_inputs(distribution, value_range, large_scale), "against": "pytorch",
             "engine": source, **({"cross_check": cross} if cross else {}),
             "weights": weights_note,
-            **{k: engine.sidecar[k] for k in ("weight_tensors", "unused_weights", "quantization")
-               if k in (engine.sidecar or {})}}
+            **{k: getattr(built, k) for k in ("weight_tensors", "unused_weights", "quantization")
+               if getattr(built, k) is not None}}
     meta.update(automap_meta)
     return check_parity(engine, module, inputs, output_names=list(spec.output_names), atol=atol, rtol=rtol,
                         layer_map=layer_map, layer_order=order, output_of=output_of, meta=meta,

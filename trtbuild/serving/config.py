@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import json
 
+from trtbuild.engine.records import build_info_of
+
 from .model_options import ModelOptions
 
 #: TensorRT DataType name (sidecar "dtype") -> Triton data type.
@@ -62,13 +64,15 @@ def parse_version_policy(text: str | None) -> str | None:
     raise ConfigError(f"--version-policy {text!r}: expected latest:N, all or specific:V1,V2 (positive integers)")
 
 
-def batch_limits(sidecar: dict, max_batch: int | None = None, off_batch=()) -> tuple[int, list[int]]:
-    """(max_batch_size, preferred batch sizes) for the engine the sidecar describes (see module doc);
-    `max_batch` (--max-batch) lowers the maximum. `off_batch`: outputs whose first dimension is not the
-    batch although the sidecar shows -1 there (trtbuild.serving.batch_dims): Triton cannot batch such an
-    engine, so it gets max_batch_size 0. ConfigError in one sentence where it does not fit."""
-    tensors = [*(sidecar.get("inputs") or []), *(sidecar.get("outputs") or [])]
-    profile = sidecar.get("profile") or {}
+def batch_limits(sidecar, max_batch: int | None = None, off_batch=()) -> tuple[int, list[int]]:
+    """(max_batch_size, preferred batch sizes) for the engine the sidecar (a Sidecar, or a dict read as
+    one) describes (see module doc); `max_batch` (--max-batch) lowers the maximum. `off_batch`: outputs
+    whose first dimension is not the batch although the sidecar shows -1 there
+    (trtbuild.serving.batch_dims): Triton cannot batch such an engine, so it gets max_batch_size 0.
+    ConfigError in one sentence where it does not fit."""
+    build = build_info_of(sidecar)
+    tensors = [*(build.inputs or []), *(build.outputs or [])]
+    profile = build.profile or {}
     dynamic = bool(tensors) and all(t["shape"] and int(t["shape"][0]) == -1 for t in tensors)
     if dynamic and profile and off_batch:
         if max_batch not in (None, 0):
@@ -125,7 +129,7 @@ def _warmup(inputs: list[dict], batched: bool) -> str:
     return 'model_warmup [\n  {\n    name: "trtbuild_warmup"\n' + batch + "\n".join(entries) + "\n  }\n]\n"
 
 
-def config_text(sidecar: dict, name: str, kind: str = "tensorrt", *, max_batch: int | None = None,
+def config_text(sidecar, name: str, kind: str = "tensorrt", *, max_batch: int | None = None,
                 version_policy: str | None = None, warmup: bool = False, instance_kind: str = "KIND_GPU",
                 instances: int = 1, batching: str = "concatenate", max_queue_delay_us: int = 100,
                 options: ModelOptions | None = None, off_batch=()) -> str:
@@ -149,8 +153,9 @@ def config_text(sidecar: dict, name: str, kind: str = "tensorrt", *, max_batch: 
     text = f"name: {json.dumps(name)}\n{head}max_batch_size: {max_batch_size}\n"
     if policy:
         text += f"version_policy: {policy}\n"
-    text += _tensors("input", sidecar.get("inputs") or [], batched)
-    text += _tensors("output", sidecar.get("outputs") or [], batched)
+    build = build_info_of(sidecar)
+    text += _tensors("input", build.inputs or [], batched)
+    text += _tensors("output", build.outputs or [], batched)
     if batched:
         text += (f"dynamic_batching {{\n  preferred_batch_size: [ {', '.join(map(str, preferred))} ]\n"
                  f"  max_queue_delay_microseconds: {int(max_queue_delay_us)}\n}}\n")
@@ -159,5 +164,5 @@ def config_text(sidecar: dict, name: str, kind: str = "tensorrt", *, max_batch: 
         text += (f'parameters {{\n  key: "{BATCHING_PARAMETER}"\n  value: {{ string_value: "{batching}" }}\n}}\n')
         text += (options or ModelOptions()).parameters()
     if warmup:
-        text += _warmup(sidecar.get("inputs") or [], batched)
+        text += _warmup(build.inputs or [], batched)
     return text

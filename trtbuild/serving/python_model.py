@@ -69,8 +69,8 @@ def load_model_engine(version_dir: str | os.PathLike):
     from trtbuild.engine.serialize import sidecar_backend
 
     path = Path(version_dir) / ENGINE_FILE
-    sidecar = read_sidecar(path) or {}
-    trt = load_trt(sidecar_backend(sidecar)) if sidecar else None
+    sidecar = read_sidecar(path)
+    trt = load_trt(sidecar_backend(sidecar)) if sidecar is not None else None
     if trt is not None:
         load_plugins(trt, Path(version_dir).parent)
     return load_engine(path, trt)

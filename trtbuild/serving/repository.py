@@ -31,7 +31,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from trtbuild import __version__
+from trtbuild.engine.records import build_info_of
 from trtbuild.engine.serialize import read_engine_file, sidecar_backend, sidecar_path
+from trtbuild.engine.sidecar import Sidecar
 
 from .batch_dims import outputs_off_batch
 from .config import ConfigError, config_text
@@ -79,10 +81,10 @@ def check_name(name: str) -> str:
     return name
 
 
-def plugin_libraries(sidecar: dict, backend: str, given=(), engine_path="engine") -> list[Path]:
+def plugin_libraries(sidecar, backend: str, given=(), engine_path="engine") -> list[Path]:
     """The plugin libraries to copy beside the model: `given` (--plugin-library), else those the
     sidecar records. None on the reference (its plugins are PyTorch twins) and TensorRT-RTX (none)."""
-    plugins = sidecar.get("plugins") or []
+    plugins = build_info_of(sidecar).plugins or []
     if backend != "tensorrt" or not (plugins or given):
         return []
     libraries = [Path(p) for p in given] or [Path(p["library"]) for p in plugins if p.get("library")]
@@ -166,11 +168,11 @@ def _check_inputs(target: Path, replaced: list[str], inputs: list[Path]) -> None
                                       "elsewhere first or choose another --version or --name")
 
 
-def _write_version(version: Path, kind: str, data, sidecar: dict) -> list[str]:
+def _write_version(version: Path, kind: str, data, sidecar: Sidecar) -> list[str]:
     engine_name = PLAN_FILE if kind == "tensorrt" else ENGINE_FILE
     version.mkdir()
     (version / engine_name).write_bytes(memoryview(data))
-    (version / f"{engine_name}.json").write_text(json.dumps(sidecar, indent=2) + "\n")
+    (version / f"{engine_name}.json").write_text(sidecar.to_json())
     files = [engine_name, f"{engine_name}.json"]
     if kind == "python":
         (version / "model.py").write_text(model_py())
@@ -233,9 +235,10 @@ def export_model(engine_path, repo, name: str, kind: str = "tensorrt", *, max_ba
     if sidecar is None:
         raise RepositoryError(f"{engine_path} has no sidecar {sidecar_path(engine_path).name}, so its tensors and "
                               "batch profile are unknown; rebuild it with `trtbuild build`")
-    if model is not None and sidecar.get("model") not in (None, model):
-        raise RepositoryError(f"{engine_path} was built for model '{sidecar['model']}' (its sidecar says so), not "
-                              f"'{model}'; pass the engine of '{model}' or name '{sidecar['model']}'")
+    built = sidecar.build.model
+    if model is not None and built not in (None, model):
+        raise RepositoryError(f"{engine_path} was built for model '{built}' (its sidecar says so), not "
+                              f"'{model}'; pass the engine of '{model}' or name '{built}'")
     backend = sidecar_backend(sidecar)
     check_kind(kind, backend, engine_path)
     libraries = plugin_libraries(sidecar, backend, plugin_library, engine_path)
@@ -264,7 +267,7 @@ def export_model(engine_path, repo, name: str, kind: str = "tensorrt", *, max_ba
             files.append(lib.name)
         earlier = [f for f in (record or {}).get("files", []) if "/" in f and f.split("/")[0] != version_dir]
         marker = {"written_by": "trtbuild export-triton", "trtbuild_version": __version__, "kind": kind,
-                  "engine": str(engine_path), "engine_sha256": sidecar.get("engine_sha256"), "version": version,
+                  "engine": str(engine_path), "engine_sha256": sidecar.engine_sha256, "version": version,
                   "files": sorted(earlier) + files}
         (staging / MARKER).write_text(json.dumps(marker, indent=2) + "\n")
         os.chmod(staging, 0o755)  # mkdtemp makes it 0700

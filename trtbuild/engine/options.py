@@ -1,0 +1,234 @@
+"""What an engine build is asked to do, as one frozen value: BuildOptions.
+
+    options = BuildOptions(precision="fp16", profiles=(BatchProfile(1, 4, 8),), timing_cache="trt.cache")
+    plan = build_spec_plan(spec, weights, trt, options)
+
+build_plan's keyword arguments are a shorthand for these fields (BuildOptions.from_kwargs maps
+them); a BuildOptions is checked once, when it is made, so that every entry point (build_plan,
+build_model, check_model_parity, the CLI) refuses a bad option with the same sentence before any
+network is defined.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import numbers
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, Union
+
+#: precision -> the float type the network computes in. int8/fp8: explicit quantization (Q/DQ from a
+#: trtbuild.quant.QuantPlan around convolutions, matmuls and residual adds); every other layer stays FLOAT
+PRECISIONS = {"fp32": "FLOAT", "fp16": "HALF", "bf16": "BF16", "int8": "FLOAT", "fp8": "FLOAT"}
+QUANTIZED = ("int8", "fp8")
+Precision = Literal["fp32", "fp16", "bf16", "int8", "fp8"]
+
+
+def check_precision(precision: str) -> str:
+    """Return the precision if it is one of fp32/fp16/bf16/int8/fp8, else raise ValueError."""
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision {precision!r} is not supported; choose one of {', '.join(PRECISIONS)}")
+    return precision
+
+
+def check_batch(batch) -> tuple[int, int, int] | None:
+    """Validate a (min, opt, max) batch profile; None means a static batch."""
+    if batch is None:
+        return None
+    try:
+        mn, opt, mx = (int(b) for b in batch)
+    except (TypeError, ValueError):
+        raise ValueError(f"batch must be (min, opt, max) integers, got {batch!r}") from None
+    if not 1 <= mn <= opt <= mx:
+        raise ValueError(f"batch profile needs 1 <= min <= opt <= max, got min={mn}, opt={opt}, max={mx}")
+    return mn, opt, mx
+
+
+def check_profile(profile, input_shape=None, batch=None) -> tuple[tuple, tuple, tuple] | None:
+    """Validate an input profile ``(min shape, opt shape, max shape)`` (each batch first, e.g. (1, 3, 64, 64)),
+    None for a static input: one rank, every dim >= 1 and min <= opt <= max; it excludes `batch` (say the
+    batch range in the shapes) and, given `input_shape`, must have its rank. Raises ValueError in one sentence."""
+    if profile is None:
+        return None
+    try:
+        mn, opt, mx = (tuple(int(d) for d in shape) for shape in profile)
+    except (TypeError, ValueError):
+        raise ValueError(f"profile must be (min, opt, max) shapes of integers, got {profile!r}") from None
+    if batch is not None:
+        raise ValueError("pass either batch or profile, not both (a profile's shapes give the batch range too)")
+    rank = len(input_shape) if input_shape is not None else len(mn)
+    if not len(mn) == len(opt) == len(mx) == rank:
+        raise ValueError(f"profile shapes {mn}, {opt}, {mx} must all have the input's rank {rank}")
+    if not all(1 <= a <= b <= c for a, b, c in zip(mn, opt, mx)):
+        raise ValueError(f"profile needs 1 <= min <= opt <= max in every dim, got min {mn}, opt {opt}, max {mx}")
+    return mn, opt, mx
+
+
+def profile_input_shape(profile) -> tuple:
+    """The input shape a profile declares: -1 where min and max differ, the common size elsewhere."""
+    mn, _, mx = profile
+    return tuple(a if a == c else -1 for a, c in zip(mn, mx))
+
+
+@dataclass(frozen=True)
+class BatchProfile:
+    """An optimization profile in which only the batch dimension of every input is dynamic
+    (declared -1), between `min` and `max`, tuned for `opt`."""
+
+    min: int
+    opt: int
+    max: int
+
+    def __post_init__(self):
+        mn, opt, mx = check_batch((self.min, self.opt, self.max))
+        object.__setattr__(self, "min", mn), object.__setattr__(self, "opt", opt), object.__setattr__(self, "max", mx)
+
+    def as_tuple(self) -> tuple[int, int, int]:
+        return self.min, self.opt, self.max
+
+
+@dataclass(frozen=True)
+class ShapeProfile:
+    """An optimization profile of the model input as three whole shapes, batch first: dims whose
+    min and max differ are dynamic (e.g. H and W of a fully convolutional model)."""
+
+    min: tuple[int, ...]
+    opt: tuple[int, ...]
+    max: tuple[int, ...]
+
+    def __post_init__(self):
+        mn, opt, mx = check_profile((self.min, self.opt, self.max))
+        object.__setattr__(self, "min", mn), object.__setattr__(self, "opt", opt), object.__setattr__(self, "max", mx)
+
+    def as_tuple(self) -> tuple[tuple, tuple, tuple]:
+        return self.min, self.opt, self.max
+
+    def input_shape(self) -> tuple:
+        """The shape the input is declared with: -1 where min and max differ."""
+        return profile_input_shape(self.as_tuple())
+
+
+Profile = Union[BatchProfile, ShapeProfile]
+
+
+def _tuple_of_names(value, what: str) -> tuple[str, ...]:
+    if isinstance(value, str):
+        raise ValueError(f"{what} must be a list of tensor names, not the string {value!r}")
+    try:
+        names = tuple(value)
+    except TypeError:
+        raise ValueError(f"{what} must be a list of tensor names, got {value!r}") from None
+    if not all(isinstance(n, str) for n in names):
+        raise ValueError(f"{what} must be tensor names (strings), got {list(names)!r}")
+    return names
+
+
+@dataclass(frozen=True)
+class BuildOptions:
+    """Every option of an engine build (build_plan's keyword arguments, typed); see build_plan for
+    what each one does. Checked when made: a bad value is a ValueError in one sentence.
+
+    profiles: a tuple of optimization profiles (BatchProfile or ShapeProfile); empty for a static
+    input. One profile is built today. refit / strip_weights are declared for refittable and
+    weight-stripped engines, which are not built yet: setting either is refused."""
+
+    precision: Precision = "fp32"
+    fp32_io: bool = True
+    input_name: str | None = None
+    input_shape: tuple[int, ...] | None = None
+    small: bool = False
+    network_name: str | None = None
+    profiles: tuple[Profile, ...] = ()
+    workspace: int | None = None
+    tf32: bool = False
+    timing_cache: Path | None = None
+    progress: bool | None = True
+    targets: tuple[str, ...] | None = None
+    cross_check: bool = False
+    extra_outputs: tuple[str, ...] = ()
+    debug_tensors: tuple[str, ...] = ()
+    debug_unfused: bool = False
+    quant: Any = None  # a trtbuild.quant.QuantPlan (typed loosely: the quant package builds on the engine)
+    refit: bool = False
+    strip_weights: bool = False
+
+    def __post_init__(self):
+        def put(name, value):
+            object.__setattr__(self, name, value)
+
+        check_precision(self.precision)
+        for name in ("fp32_io", "small", "tf32", "cross_check", "debug_unfused", "refit", "strip_weights"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"build option {name} must be True or False, got {getattr(self, name)!r}")
+        if self.progress is not None and not isinstance(self.progress, bool):
+            raise ValueError(f"build option progress must be True, False or None, got {self.progress!r}")
+        if self.refit or self.strip_weights:
+            which = "refit" if self.refit else "strip_weights"
+            raise ValueError(f"build option {which}: refittable and weight-stripped engines are not yet supported")
+        if self.input_shape is not None:
+            try:
+                put("input_shape", tuple(int(d) for d in self.input_shape))
+            except (TypeError, ValueError):
+                raise ValueError(f"input_shape must be a shape of integers, got {self.input_shape!r}") from None
+        if isinstance(self.profiles, (BatchProfile, ShapeProfile)):
+            put("profiles", (self.profiles,))
+        put("profiles", tuple(self.profiles))
+        wrong = [p for p in self.profiles if not isinstance(p, (BatchProfile, ShapeProfile))]
+        if wrong:
+            raise ValueError(f"profiles must be BatchProfile or ShapeProfile objects, got {wrong[0]!r}")
+        if len(self.profiles) > 1:
+            raise ValueError(f"{len(self.profiles)} optimization profiles were given; several profiles are not yet "
+                             "supported (build with one)")
+        shape = self.shape_profile
+        if shape is not None and self.input_shape is not None:
+            check_profile(shape.as_tuple(), self.input_shape)
+        if self.workspace is not None:
+            if isinstance(self.workspace, bool) or not isinstance(self.workspace, numbers.Integral) \
+                    or self.workspace < 0:
+                raise ValueError(f"workspace must be a number of bytes (an integer >= 0), got {self.workspace!r}")
+            put("workspace", int(self.workspace))
+        if self.timing_cache is not None:
+            if not isinstance(self.timing_cache, (str, os.PathLike)):
+                raise ValueError(f"timing_cache must be a file path, got {self.timing_cache!r}")
+            put("timing_cache", Path(self.timing_cache))
+        if self.targets is not None:
+            from .rtx import parse_targets
+
+            put("targets", parse_targets(self.targets))
+        put("extra_outputs", _tuple_of_names(self.extra_outputs, "extra_outputs"))
+        put("debug_tensors", _tuple_of_names(self.debug_tensors, "debug_tensors"))
+        if self.quant is not None and not hasattr(self.quant, "precision"):
+            raise ValueError(f"quant must be a trtbuild.quant.QuantPlan, got {type(self.quant).__name__}")
+
+    @property
+    def batch(self) -> tuple[int, int, int] | None:
+        """(min, opt, max) of a BatchProfile, None otherwise."""
+        return next((p.as_tuple() for p in self.profiles if isinstance(p, BatchProfile)), None)
+
+    @property
+    def shape_profile(self) -> ShapeProfile | None:
+        return next((p for p in self.profiles if isinstance(p, ShapeProfile)), None)
+
+    @property
+    def quantized(self) -> bool:
+        return self.precision in QUANTIZED
+
+    @classmethod
+    def from_kwargs(cls, *, batch=None, profile=None, **kwargs) -> "BuildOptions":
+        """The options build_plan's keyword arguments name: `batch` (min, opt, max) becomes a
+        BatchProfile and `profile` (min, opt, max shapes) a ShapeProfile; the others are fields.
+        Unknown names are a TypeError, as for any function."""
+        names = {f.name for f in dataclasses.fields(cls)} - {"profiles"}
+        unknown = sorted(set(kwargs) - names)
+        if unknown:
+            raise TypeError(f"build_plan() got unexpected keyword argument(s) {', '.join(map(repr, unknown))}")
+        if batch is not None and profile is not None:
+            check_profile(profile, None, batch)  # its one sentence: pass either batch or profile
+        profiles = ((BatchProfile(*check_batch(batch)),) if batch is not None else
+                    (ShapeProfile(*check_profile(profile)),) if profile is not None else ())
+        return cls(profiles=profiles, **kwargs)
+
+    def replace(self, **changes) -> "BuildOptions":
+        """A copy with `changes` (checked again)."""
+        return dataclasses.replace(self, **changes)
