@@ -87,21 +87,25 @@ class NetworkWeightNames:
         names[key], by_name[name] = name, key
         return True
 
-    def _check_weights_name(self, name: str, api: str) -> bool:
+    def _check_weights_name(self, name: str | None, api: str) -> bool:
+        if name is None:  # TensorRT takes the null pointer and logs it
+            self._api_usage_error(f"INetworkDefinition::{api}: Error Code 3: API Usage Error (Parameter check failed, "
+                                  "condition: name != nullptr. name must not be a null pointer.)")
+            return False
         if str(name) in self._weight_name_state()[1]:
             return True
         self._api_usage_error(f"INetworkDefinition::{api}: Error Code 3: API Usage Error (Parameter check failed: "
                               f"there are no weights named {name})")
         return False
 
-    def mark_weights_refittable(self, name: str) -> bool:
+    def mark_weights_refittable(self, name: str | None) -> bool:
         """Under BuilderFlag.REFIT_INDIVIDUAL, only marked weights are refittable (and stripped by STRIP_PLAN)."""
         if not self._check_weights_name(name, "markWeightsRefittable"):
             return False
         self._weight_name_state()[2].add(str(name))
         return True
 
-    def unmark_weights_refittable(self, name: str) -> bool:
+    def unmark_weights_refittable(self, name: str | None) -> bool:
         if not self._check_weights_name(name, "unmarkWeightsRefittable"):
             return False
         self._weight_name_state()[2].discard(str(name))
