@@ -20,10 +20,11 @@ from trtbuild.engine import Engine, build_model, quant_plan
 from trtbuild.engine.build import build_plan, definition_step
 from trtbuild.models import registry
 from trtbuild.parity.check import check_model_parity, make_inputs
-from trtbuild.quant import CalibrationFileError, calibrate_data, random_source, write_calibration
+from trtbuild.quant import CalibrationFileError
 from trtbuild.weights import WeightMap
 
 from helpers.refnet import concrete
+from helpers.zoo_quant import torch_model
 
 MODELS = ["alexnet", "vgg16_ssd", "vgg16_refinedet", "resnet18", "resnet50", "repvgg_a0", "rednet"]
 #: cosine similarity to the fp32 PyTorch outputs every quantized build must reach (README)
@@ -35,39 +36,13 @@ def _spec(name):
     return spec.with_options(involution_impl="composed") if name == "rednet" else spec
 
 
-_MODULES = {}
-
-
-def _torch(name):
-    """The seeded small PyTorch model, built once per model (not modified by the tests)."""
-    if name not in _MODULES:
-        _MODULES[name] = registry.get_torch_model(name, small=True)
-    return _MODULES[name]
-
-
-@pytest.fixture(scope="module")
-def calib_file(tmp_path_factory):
-    """calibration file per model (seeded random data, 2 batches of 4), made once per model."""
-    made = {}
-
-    def get(name):
-        if name not in made:
-            spec = registry.get(name)
-            model = _torch(name)
-            source = random_source(spec.input_shape(True)[1:], 2, 4, spec.value_range, seed=0)
-            calib = calibrate_data(model, source, "max", model_name=name, small=True)
-            made[name] = write_calibration(calib, tmp_path_factory.mktemp("calib") / f"{name}.json")
-        return made[name]
-    return get
-
-
 @pytest.mark.parametrize("precision", ["int8", "fp8"])
 @pytest.mark.parametrize("name", MODELS)
 def test_zoo_model_passes_parity_quantized(name, precision, calib_file):
     spec = _spec(name)
-    quant = quant_plan(spec, precision, calib_file(name), small=True, module=_torch(name))
+    quant = quant_plan(spec, precision, calib_file(name), small=True, module=torch_model(name))
     report = check_model_parity(spec, ref_trt, precision=precision, small=True, seed=1, quant=quant,
-                                module=_torch(name))
+                                module=torch_model(name))
     assert report.passed, report.to_table()
     for stats in report.outputs:
         assert stats.cosine > MIN_COSINE, (stats.name, stats.cosine)
@@ -155,7 +130,7 @@ def test_engine_matches_a_pytorch_fake_quant_model_with_the_same_scales(name, pr
     from trtbuild.quant import load_calibration
 
     spec = _spec(name)
-    model = _torch(name)
+    model = torch_model(name)
     calib = load_calibration(calib_file(name), spec, small=True, module=model)
     plan = build_model(spec, WeightMap.from_module(model), ref_trt, precision, small=True, progress=False,
                        quant=quant_plan(spec, precision, calib_file(name), small=True, module=model))
@@ -180,7 +155,7 @@ def test_engine_matches_a_pytorch_fake_quant_model_with_the_same_scales(name, pr
 # --- placement, --keep, refusals ------------------------------------------------------------------
 
 def _network(name, precision, quant):
-    model = _torch(name)
+    model = torch_model(name)
     defined = definition_step(_spec(name), weights=WeightMap.from_module(model), precision=precision, small=True,
                               quant=quant)(ref_trt)
     net = defined.network
@@ -243,7 +218,7 @@ def test_calibration_of_another_model_is_refused(calib_file):
 
 
 def test_int8_without_calibration_is_refused_and_calibration_without_int8_too(calib_file):
-    wm = WeightMap.from_module(_torch("alexnet"))
+    wm = WeightMap.from_module(torch_model("alexnet"))
     with pytest.raises(ValueError, match="--precision int8 needs a calibration"):
         build_model("alexnet", wm, ref_trt, "int8", small=True, progress=False)
     with pytest.raises(ValueError, match="--calibration applies to --precision int8 or fp8 only"):
@@ -256,7 +231,7 @@ def test_int8_without_calibration_is_refused_and_calibration_without_int8_too(ca
 @pytest.mark.parametrize("precision", ["int8", "fp8"])
 @pytest.mark.parametrize("name", MODELS)
 def test_tensorrt_rtx_builds_the_quantized_networks(rtx, name, precision, calib_file):
-    model = _torch(name)
+    model = torch_model(name)
     plan = build_plan(ref_trt, _spec(name), weights=WeightMap.from_module(model), precision=precision, small=True,
                       quant=quant_plan(name, precision, calib_file(name), small=True), progress=False,
                       cross_check=True, targets=("8.9", "12.0"))
@@ -265,7 +240,7 @@ def test_tensorrt_rtx_builds_the_quantized_networks(rtx, name, precision, calib_
 
 
 def test_fp8_cross_check_targets_sm89_and_newer_by_default(rtx, calib_file):
-    model = _torch("alexnet")
+    model = torch_model("alexnet")
     quant = quant_plan("alexnet", "fp8", calib_file("alexnet"), small=True)
     plan = build_plan(ref_trt, _spec("alexnet"), weights=WeightMap.from_module(model), precision="fp8", small=True,
                       quant=quant, progress=False, cross_check=True)
@@ -352,7 +327,7 @@ def test_cli_refuses_a_keep_that_reaches_no_layer_naming_the_modules_that_can_be
     quant = quant_plan("resnet18", "int8", calib_file("resnet18"), ["fp32:relu,conv1", "fp16:maxpool"], small=True)
     with pytest.raises(ValueError, match=r"--keep fp32:relu fp16:maxpool would keep nothing: model 'resnet18' builds "
                                          r"no layer of those modules"):
-        build_model("resnet18", WeightMap.from_module(_torch("resnet18")), ref_trt, "int8", small=True,
+        build_model("resnet18", WeightMap.from_module(torch_model("resnet18")), ref_trt, "int8", small=True,
                     progress=False, quant=quant)
 
 # --- trtbuild.layers.planned in your own network ---------------------------------------------------
@@ -540,9 +515,9 @@ def test_quantized_zoo_model_exports_to_onnx_and_onnxruntime_agrees(precision, c
     from trtbuild.onnx_export.reference_network import build_reference_network
     from trtbuild.onnx_export.verify import export_and_run
 
-    quant = quant_plan("resnet18", precision, calib_file("resnet18"), small=True, module=_torch("resnet18"))
-    network, _ = build_reference_network("resnet18", WeightMap.from_module(_torch("resnet18")), precision=precision,
-                                         small=True, quant=quant)
+    quant = quant_plan("resnet18", precision, calib_file("resnet18"), small=True, module=torch_model("resnet18"))
+    weights = WeightMap.from_module(torch_model("resnet18"))
+    network, _ = build_reference_network("resnet18", weights, precision=precision, small=True, quant=quant)
     model, ref, got = export_and_run(network, seed=1)
     assert model.opset_import[0].version == (19 if precision == "fp8" else 17)  # FP8 Q/DQ need opset 19
     ops = [n.op_type for n in model.graph.node]
@@ -577,7 +552,7 @@ def test_tensorrt_rtx_builds_networks_with_kept_modules(rtx, name, precision, ke
     """The casts --keep places around kept modules (and the Q/DQ around the others) are accepted by
     TensorRT-RTX, which agrees with the reference on every tensor's shape and dtype."""
     calib = calib_file(name) if precision == "int8" else None
-    plan = build_plan(ref_trt, _spec(name), weights=WeightMap.from_module(_torch(name)), precision=precision,
+    plan = build_plan(ref_trt, _spec(name), weights=WeightMap.from_module(torch_model(name)), precision=precision,
                       small=True, quant=quant_plan(name, precision, calib, keep, small=True), progress=False,
                       cross_check=True)
     cross = plan.info["cross_check"]

@@ -21,9 +21,10 @@ from trtbuild.engine import Engine, build_model, quant_plan
 from trtbuild.engine.build import build_plan, definition_step
 
 from helpers.refnet import concrete
+from helpers.zoo_quant import torch_model
 from trtbuild.models import registry
 from trtbuild.parity.check import check_model_parity, make_inputs
-from trtbuild.quant import calibrate_data, load_calibration, random_source, write_calibration
+from trtbuild.quant import load_calibration, random_source
 from trtbuild.weights import WeightMap
 
 MODELS = ["yolov8n", "unet", "unet_gn_deconv", "vit_tiny", "crnn"]
@@ -36,39 +37,15 @@ FLOAT_CONVS = {"yolov8n": {"model.22.dfl.conv"}}
 #: (``model.22.add``, anchors + distances) is no residual
 RESIDUAL_MODULES = {"yolov8n": "Bottleneck", "vit_tiny": "Block"}
 
-_MODULES = {}
-
-
-def _torch(name):
-    if name not in _MODULES:
-        _MODULES[name] = registry.get_torch_model(name, small=True)
-    return _MODULES[name]
-
-
-@pytest.fixture(scope="module")
-def calib_file(tmp_path_factory):
-    """calibration file per model (seeded random data, 2 batches of 4), made once per model."""
-    made = {}
-
-    def get(name):
-        if name not in made:
-            spec = registry.get(name)
-            source = random_source(spec.input_shape(True)[1:], 2, 4, spec.value_range, seed=0)
-            calib = calibrate_data(_torch(name), source, "max", model_name=name, small=True)
-            made[name] = write_calibration(calib, tmp_path_factory.mktemp("calib") / f"{name}.json")
-        return made[name]
-    return get
-
-
 def _plan(name, precision, calib_file):
-    return quant_plan(name, precision, calib_file(name), small=True, module=_torch(name))
+    return quant_plan(name, precision, calib_file(name), small=True, module=torch_model(name))
 
 
 @pytest.mark.parametrize("precision", ["int8", pytest.param("fp8", marks=pytest.mark.slow)])
 @pytest.mark.parametrize("name", MODELS)
 def test_new_zoo_model_passes_parity_quantized(name, precision, calib_file):
     report = check_model_parity(name, ref_trt, precision=precision, small=True, seed=1,
-                                quant=_plan(name, precision, calib_file), module=_torch(name))
+                                quant=_plan(name, precision, calib_file), module=torch_model(name))
     assert report.passed, report.to_table()
     for stats in report.outputs:
         if stats.name != "labels":  # crnn's argmax path: compared with its near-tie forgiveness
@@ -179,7 +156,7 @@ def _fake_quant_forward(name, model, calib, dtype, x):
 
 def _engine_outputs(name, precision, calib_file, x):
     spec = registry.get(name)
-    plan = build_model(spec, WeightMap.from_module(_torch(name)), ref_trt, precision, small=True, progress=False,
+    plan = build_model(spec, WeightMap.from_module(torch_model(name)), ref_trt, precision, small=True, progress=False,
                        quant=_plan(name, precision, calib_file))
     return Engine(plan, ref_trt, sidecar=plan.info)(input=x)
 
@@ -194,7 +171,7 @@ _SLOW = pytest.mark.slow
                                   pytest.param("crnn", marks=_SLOW)])
 def test_engine_matches_a_pytorch_fake_quant_model_with_the_same_scales(name, precision, calib_file):
     spec = registry.get(name)
-    model = _torch(name)
+    model = torch_model(name)
     calib = load_calibration(calib_file(name), spec, small=True, module=model)
     x = make_inputs({"input": spec.input_shape(True)}, seed=1, value_range=spec.value_range)["input"]
     outputs = _engine_outputs(name, precision, calib_file, x)
@@ -229,7 +206,7 @@ def _float_layer(name, layer):
 def _expected_quantized(name):
     """Conv2d / ConvTranspose2d / Linear modules of the PyTorch model (less the float ones), plus two matmuls
     per attention module: how many layers must take quantized inputs."""
-    model = _torch(name)
+    model = torch_model(name)
     layers = [n for n, m in model.named_modules() if isinstance(m, (nn.Conv2d, nn.ConvTranspose2d, nn.Linear))
               and n not in FLOAT_CONVS.get(name, ())]
     return len(layers) + 2 * sum(type(m).__name__ == "Attention" for m in model.modules())
@@ -238,7 +215,7 @@ def _expected_quantized(name):
 @pytest.mark.parametrize("name", MODELS)
 def test_every_conv_deconv_and_matmul_takes_quantized_inputs(name, calib_file):
     quant = _plan(name, "int8", calib_file)
-    net = definition_step(registry.get(name), weights=WeightMap.from_module(_torch(name)), precision="int8",
+    net = definition_step(registry.get(name), weights=WeightMap.from_module(torch_model(name)), precision="int8",
                           small=True, quant=quant)(ref_trt).network
     layers = [concrete(net.get_layer(i)) for i in range(net.num_layers)]
     producer = {layer.get_output(j).name: layer for layer in layers for j in range(layer.num_outputs)}
@@ -273,7 +250,7 @@ def test_every_conv_deconv_and_matmul_takes_quantized_inputs(name, calib_file):
 
 @pytest.mark.parametrize("name", MODELS)
 def test_tensorrt_rtx_builds_the_int8_networks(rtx, name, calib_file):
-    plan = build_plan(ref_trt, registry.get(name), weights=WeightMap.from_module(_torch(name)), precision="int8",
+    plan = build_plan(ref_trt, registry.get(name), weights=WeightMap.from_module(torch_model(name)), precision="int8",
                       small=True, quant=_plan(name, "int8", calib_file), progress=False, cross_check=True)
     cross = plan.info["cross_check"]  # CrossCheckError otherwise: TensorRT-RTX refused it or disagreed
     assert cross["tensors_compared"] > 100 and cross["rtx_engine_bytes"] > 0
@@ -282,7 +259,7 @@ def test_tensorrt_rtx_builds_the_int8_networks(rtx, name, calib_file):
 @pytest.mark.slow
 @pytest.mark.parametrize("name", MODELS)
 def test_tensorrt_rtx_builds_the_fp8_networks(rtx, name, calib_file):
-    plan = build_plan(ref_trt, registry.get(name), weights=WeightMap.from_module(_torch(name)), precision="fp8",
+    plan = build_plan(ref_trt, registry.get(name), weights=WeightMap.from_module(torch_model(name)), precision="fp8",
                       small=True, quant=_plan(name, "fp8", calib_file), progress=False, cross_check=True,
                       targets=("8.9", "12.0"))
     assert plan.info["cross_check"]["rtx_engine_bytes"] > 0
@@ -314,7 +291,7 @@ def test_debug_precision_runs_on_the_int8_model(name, calib_file, capsys):
 def _amax_by_hand(name, modules, calib_file):
     """max |x| per (module, what) over the calibration batches, from PyTorch forward hooks."""
     spec = registry.get(name)
-    model = _torch(name)
+    model = torch_model(name)
     seen = {}
     mods = dict(model.named_modules())
 
@@ -350,7 +327,7 @@ def test_calibration_records_attention_operands_and_transposed_conv_inputs(calib
                                                    for k in (1, 2, 3)}, calib_file)
     for key, amax in seen.items():
         assert calib.activations[key] == pytest.approx(amax, rel=1e-6), key
-    weight = _torch("unet_gn_deconv").up1.up.weight
+    weight = torch_model("unet_gn_deconv").up1.up.weight
     assert calib.weights["up1.up.weight"] == pytest.approx(weight.abs().amax(dim=(1, 2, 3)).tolist())  # file: axis 0
 
 

@@ -35,14 +35,19 @@ class JsonRecord(Mapping):
         return [(f.name, f.metadata.get("json", f.name), bool(f.metadata.get("always")))
                 for f in dataclasses.fields(cls) if f.name not in cls._NOT_KEYS]
 
-    def to_dict(self) -> dict:
-        """The JSON object (shallow: lists and dicts inside are shared with the record)."""
+    def _written(self) -> dict:
+        """{JSON key: value} of the fields this record writes: those it was read with, or else the set ones."""
         out = {}
         present = self.present
         for attr, key, always in self._keys():
             value = getattr(self, attr)
             if key in present if present is not None else (value is not None or always):
                 out[key] = value
+        return out
+
+    def to_dict(self) -> dict:
+        """The JSON object (shallow: lists and dicts inside are shared with the record)."""
+        out = self._written()
         out.update(self.extra)
         return out
 

@@ -49,12 +49,7 @@ class Sidecar(JsonRecord):
 
     def to_dict(self) -> dict:
         """The JSON object: the header, the build's keys, then weights and the engine's checksum."""
-        out = {}
-        present = self.present
-        for attr, key, always in self._keys():
-            value = getattr(self, attr)
-            if key in present if present is not None else (value is not None or always):
-                out[key] = value
+        out = self._written()
         head = {k: out.pop(k) for k in list(out) if k in {"format", *self._HEAD}}
         return {**head, **self.build.to_dict(), **out}
 
