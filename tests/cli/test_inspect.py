@@ -4,29 +4,19 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
 
 from trtbuild.cli import main
 
+from helpers.inspect_engines import build_inspect_engines
 from helpers.cli_run import run_cli
 
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("cli_inspect")
-    here = os.getcwd()
-    os.chdir(root)
-    try:
-        common = ["build", "resnet18", "--small", "--no-progress"]
-        assert main([*common, "--backend", "reference", "--batch", "1,2,4", "-o", "fp32.engine"]) == 0
-        assert main([*common, "--backend", "reference", "--precision", "fp16", "-o", "fp16.engine"]) == 0
-        assert main([*common, "--backend", "tensorrt-rtx", "--target", "sm89", "-o", "rtx.engine"]) == 0
-    finally:
-        os.chdir(here)
-    return root
+    return build_inspect_engines(tmp_path_factory.mktemp("cli_inspect"), "sm89")
 
 
 def _files(root: Path) -> dict:

@@ -8,19 +8,18 @@ here; the weight names are the PyTorch state_dict keys of the weight file), neve
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 import trtbuild.reference as trt
-from trtbuild.cli import main
 from trtbuild.engine.inspect import InspectError, inspect_engine
 from trtbuild.engine.inspect_diff import diff_reports
 from trtbuild.engine.inspect_json import InspectorJSONError, dtype_name, parse_engine_information
 from trtbuild.weights.formats import read_weights
 
+from helpers.inspect_engines import build_inspect_engines
 from helpers.inspector_json import TENSORRT_10_JSON, TENSORRT_11_IO_JSON
 
 STRONGLY_TYPED = 1 << int(trt.NetworkDefinitionCreationFlag.STRONGLY_TYPED)
@@ -28,18 +27,7 @@ STRONGLY_TYPED = 1 << int(trt.NetworkDefinitionCreationFlag.STRONGLY_TYPED)
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory) -> Path:
-    """resnet18 --small on the reference (fp32 with a dynamic batch 1,2,4; fp16 static) and TensorRT-RTX."""
-    root = tmp_path_factory.mktemp("inspect")
-    here = os.getcwd()
-    os.chdir(root)
-    try:
-        common = ["build", "resnet18", "--small", "--no-progress"]
-        assert main([*common, "--backend", "reference", "--batch", "1,2,4", "-o", "fp32.engine"]) == 0
-        assert main([*common, "--backend", "reference", "--precision", "fp16", "-o", "fp16.engine"]) == 0
-        assert main([*common, "--backend", "tensorrt-rtx", "--target", "sm86,sm89", "-o", "rtx.engine"]) == 0
-    finally:
-        os.chdir(here)
-    return root
+    return build_inspect_engines(tmp_path_factory.mktemp("inspect"), "sm86,sm89")
 
 
 def _network_plan(flags=(), verbosity=trt.ProfilingVerbosity.DETAILED):

@@ -13,6 +13,8 @@ import pytest
 import torch
 
 import trtbuild.reference as trt
+
+from helpers.refnet import CapturingLogger
 from trtbuild.layers.weight_names import CONV_BN_BIAS, CONV_BN_WEIGHT, COPY, source_values, weight_sources
 from trtbuild.models import registry
 from trtbuild.reference.refit import ROLES
@@ -21,19 +23,10 @@ from trtbuild.weights import WeightMap
 STRONGLY_TYPED = 1 << int(trt.NetworkDefinitionCreationFlag.STRONGLY_TYPED)
 
 
-class _Logger(trt.ILogger):
-    def __init__(self):
-        super().__init__()
-        self.errors = []
-
-    def log(self, severity, msg):
-        if severity == trt.ILogger.ERROR:
-            self.errors.append(msg)
-
 
 def _resnet18(model, refit: bool):
     spec = registry.get("resnet18")
-    logger = _Logger()
+    logger = CapturingLogger()
     builder = trt.Builder(logger)
     network = builder.create_network(STRONGLY_TYPED)
     x = network.add_input("input", trt.float32, spec.input_shape(True))
@@ -81,7 +74,7 @@ def test_every_refittable_weight_of_resnet18_is_named_by_its_state_dict_key(mode
     assert sources["layer2.0.bn1.bias"].fold == CONV_BN_BIAS
     assert sources["layer2.0.downsample.1.bias"].keys[0] == "layer2.0.downsample.0.weight"
     assert sources["fc.weight"].fold == COPY and sources["fc.bias"].keys == ("fc.bias",)
-    assert sorted(trt.Refitter(engine, _Logger()).get_all_weights()) == sorted(names)
+    assert sorted(trt.Refitter(engine, CapturingLogger()).get_all_weights()) == sorted(names)
 
 
 def test_refit_from_another_state_dict_computes_what_pytorch_computes(models):

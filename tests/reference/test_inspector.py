@@ -13,21 +13,14 @@ import torch
 
 import trtbuild.reference as trt
 
+from helpers.refnet import CapturingLogger
+
 STRONGLY_TYPED = 1 << int(trt.NetworkDefinitionCreationFlag.STRONGLY_TYPED)
 
 
-class _Logger(trt.ILogger):
-    def __init__(self):
-        super().__init__()
-        self.errors = []
-
-    def log(self, severity, msg):
-        if severity == trt.ILogger.ERROR:
-            self.errors.append(msg)
-
 
 def _engine(verbosity, dynamic=False):
-    logger = _Logger()
+    logger = CapturingLogger()
     builder = trt.Builder(logger)
     network = builder.create_network(STRONGLY_TYPED)
     x = network.add_input("x", trt.float32, (-1 if dynamic else 2, 3, 5, 5))
@@ -118,7 +111,7 @@ def test_layer_index_out_of_range_logs_and_returns_empty():
 
 def test_weight_names_survive_serialization_and_a_stripped_plan():
     """A stripped plan has no weight arrays, but the inspector still reports each weight's type, count and name."""
-    logger = _Logger()
+    logger = CapturingLogger()
     builder = trt.Builder(logger)
     network = builder.create_network(STRONGLY_TYPED)
     x = network.add_input("x", trt.float32, (1, 4))
