@@ -1,0 +1,55 @@
+"""What the sidecar records of a refittable build (BuildInfo.refit), so that an engine file can be refit from
+a state_dict long after it was built: the refit mode, whether the plan is weight-stripped, every named weight
+with the state_dict keys it is computed from and how (trtbuild.layers.weight_names.WeightSource: a copy, a
+Conv+BN fold, a RepVGG fusion), and the keys the build read into weights it did not name ("baked": those
+values are part of the engine and no refit can change them).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from trtbuild.layers.weight_names import WeightSource, weight_sources
+
+from .options import REFIT_FLAGS
+
+
+@dataclass(frozen=True)
+class RefitRecord:
+    mode: str  # "identical" or "any" (BuildOptions.refit)
+    stripped: bool
+    weights: tuple[WeightSource, ...]
+    baked: tuple[str, ...] = ()
+
+    @property
+    def flag(self) -> str:
+        """The BuilderFlag name of the mode."""
+        return REFIT_FLAGS[self.mode]
+
+    @classmethod
+    def of_build(cls, options, network, weights=None) -> "RefitRecord | None":
+        """The record of a build with BuildOptions `options` of `network` read from WeightMap `weights` (None
+        for a plain network function); None when the build is not refittable."""
+        if options.refit == "off":
+            return None
+        sources = tuple(weight_sources(network).values())
+        named = {k for s in sources for k in s.keys}
+        baked = () if weights is None else tuple(k for k in weights.used() if k not in named)
+        return cls(options.refit, bool(options.strip_weights), sources, baked)
+
+    def to_dict(self) -> dict:
+        return {"mode": self.mode, "stripped": self.stripped, "weights": [s.to_dict() for s in self.weights],
+                "baked": list(self.baked)}
+
+    @classmethod
+    def from_dict(cls, data, where: str = "the sidecar") -> "RefitRecord":
+        """The record of BuildInfo.refit; ValueError naming `where` if it is not one."""
+        try:
+            mode, stripped = data["mode"], bool(data.get("stripped", False))
+            weights = tuple(WeightSource.from_dict(w) for w in data["weights"])
+            baked = tuple(str(k) for k in data.get("baked", ()))
+        except (KeyError, TypeError, ValueError) as e:
+            raise ValueError(f"{where} has a 'refit' record that trtbuild cannot read ({e})") from None
+        if mode not in REFIT_FLAGS or mode == "off":
+            raise ValueError(f"{where} names an unknown refit mode {mode!r}")
+        return cls(mode, stripped, weights, baked)
