@@ -2,12 +2,16 @@
 a state_dict long after it was built: the refit mode, whether the plan is weight-stripped, every named weight
 with the state_dict keys it is computed from and how (trtbuild.layers.weight_names.WeightSource: a copy, a
 Conv+BN fold, a RepVGG fusion), and the keys the build read into weights it did not name ("baked": those
-values are part of the engine and no refit can change them).
+values are part of the engine and no refit can change them; each is recorded with the sha256 of its float32
+values, so that a refit can tell new values from the build's without the build's weight file).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import hashlib
+from dataclasses import dataclass, field
+
+import numpy as np
 
 from trtbuild.layers.weight_names import WeightSource, weight_sources
 
@@ -19,7 +23,7 @@ class RefitRecord:
     mode: str  # "identical" or "any" (BuildOptions.refit)
     stripped: bool
     weights: tuple[WeightSource, ...]
-    baked: tuple[str, ...] = ()
+    baked: dict = field(default_factory=dict)  # {state_dict key: sha256 of its float32 values}
 
     @property
     def flag(self) -> str:
@@ -34,12 +38,12 @@ class RefitRecord:
             return None
         sources = tuple(weight_sources(network).values())
         named = {k for s in sources for k in s.keys}
-        baked = () if weights is None else tuple(k for k in weights.used() if k not in named)
+        baked = {} if weights is None else {k: values_sha256(weights.raw(k)) for k in weights.used() if k not in named}
         return cls(options.refit, bool(options.strip_weights), sources, baked)
 
     def to_dict(self) -> dict:
         return {"mode": self.mode, "stripped": self.stripped, "weights": [s.to_dict() for s in self.weights],
-                "baked": list(self.baked)}
+                "baked": dict(self.baked)}
 
     @classmethod
     def from_dict(cls, data, where: str = "the sidecar") -> "RefitRecord":
@@ -47,9 +51,15 @@ class RefitRecord:
         try:
             mode, stripped = data["mode"], bool(data.get("stripped", False))
             weights = tuple(WeightSource.from_dict(w) for w in data["weights"])
-            baked = tuple(str(k) for k in data.get("baked", ()))
+            baked = {str(k): str(v) for k, v in dict(data.get("baked", {})).items()}
         except (KeyError, TypeError, ValueError) as e:
             raise ValueError(f"{where} has a 'refit' record that trtbuild cannot read ({e})") from None
         if mode not in REFIT_FLAGS or mode == "off":
             raise ValueError(f"{where} names an unknown refit mode {mode!r}")
         return cls(mode, stripped, weights, baked)
+
+
+def values_sha256(value) -> str:
+    """sha256 of a weight's values as contiguous float32 (whatever its shape: .wts files store them flat)."""
+    value = value.detach().cpu().numpy() if hasattr(value, "detach") else value
+    return hashlib.sha256(np.ascontiguousarray(np.asarray(value, dtype=np.float32)).tobytes()).hexdigest()
