@@ -72,12 +72,15 @@ def refit_values(record: RefitRecord, state: Mapping, source: str = "the new wei
     that no key is missing, misshapen or a changed baked-in weight (RefitError, one sentence naming the key)."""
     from trtbuild.layers.weight_names import source_values
 
-    needed = {k: s.name for s in record.weights for k in s.keys}
+    needed: dict[str, str] = {}
+    for s in record.weights:
+        for k in s.keys:
+            needed.setdefault(k, s.name)
     missing = [k for k in needed if k not in state]
     if missing:
         more = f" (and {len(missing) - 1} more keys)" if len(missing) > 1 else ""
-        raise RefitError(f"{source} lack '{missing[0]}'{more}, from which engine weights '{needed[missing[0]]}' are "
-                         "computed")
+        raise RefitError(f"'{missing[0]}'{more} is missing from {source}, and engine weights "
+                         f"'{needed[missing[0]]}' are computed from it")
     for key, digest in record.baked.items():
         if key in state and values_sha256(state[key]) != digest:
             raise RefitError(f"'{key}' in {source} differs from the build's, but the build baked it into the engine "
