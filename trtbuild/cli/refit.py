@@ -9,6 +9,8 @@ import argparse
 import os
 from pathlib import Path
 
+from .options import add_output_files
+
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
     """Register ``refit``."""
@@ -18,10 +20,11 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("engine", metavar="ENGINE", help="the engine built with --refit or --strip-weights (and its "
                                                     "sidecar ENGINE.json, which says how its weights are computed)")
-    p.add_argument("--weights", required=True, metavar="FILE",
+    g = p.add_argument_group("model")
+    g.add_argument("--weights", required=True, metavar="FILE",
                    help="the new weights: a PyTorch state_dict as .safetensors, .pt/.pth or .wts")
-    p.add_argument("-o", "--out", required=True, metavar="OUT",
-                   help="the refit engine (written with OUT.json atomically; not ENGINE itself)")
+    add_output_files(p, out="the refit engine (written with OUT.json atomically; not ENGINE itself)",
+                     out_required=True)
     p.set_defaults(func=run)
     return p
 
