@@ -22,12 +22,13 @@ trt = load_trt("reference")
 
 @pytest.fixture
 def built(tmp_path, monkeypatch, capsys):
-    """A weight-stripped resnet18 --small engine built by the CLI from seed 0 (weights/…wts)."""
+    """A weight-stripped resnet18 --small engine built by the CLI from seed 0 (weights/…wts), refittable with
+    other weights (--refit any)."""
     monkeypatch.chdir(tmp_path)
-    rc = main(["build", "resnet18", "--small", "--strip-weights", "--backend", "reference", "--no-progress",
-               "-o", "s.engine"])
+    rc = main(["build", "resnet18", "--small", "--strip-weights", "--refit", "any", "--backend", "reference",
+               "--no-progress", "-o", "s.engine"])
     assert rc == 0
-    assert "refit: identical, weights stripped; 42 named weights, 0 state_dict keys baked in" in capsys.readouterr().out
+    assert "refit: any, weights stripped; 42 named weights, 0 state_dict keys baked in" in capsys.readouterr().out
     return tmp_path / "s.engine"
 
 
@@ -67,3 +68,24 @@ def test_refit_refuses_overwriting_its_input_and_foreign_weights(built, tmp_path
     assert err.startswith("trtbuild: error: 'conv1.weight' (and ") and err.count("\n") == 1
     assert f"is missing from {new}, and engine weights 'conv1.weight' are computed from it" in err
     assert built.read_bytes() == before and not (tmp_path / "out.engine").exists()
+
+
+def test_a_default_stripped_engine_is_refit_with_its_own_weights_only(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert main(["build", "resnet18", "--small", "--strip-weights", "--backend", "reference", "--no-progress",
+                 "-o", "s.engine"]) == 0
+    assert "refit: identical, weights stripped" in capsys.readouterr().out
+    new = tmp_path / "new.safetensors"
+    export_weights(registry.get_torch_model("resnet18", seed=1, small=True), new)
+    assert main(["refit", "s.engine", "--weights", str(new), "-o", "bad.engine"]) == 1
+    assert capsys.readouterr().err == (f"trtbuild: error: engine weights 'conv1.weight' from {new} differ from the "
+                                       "build's, but the engine was built with --refit identical "
+                                       "(BuilderFlag.REFIT_IDENTICAL), where TensorRT's results with other weights "
+                                       "are unpredictable: rebuild it with --refit any\n")
+    assert not (tmp_path / "bad.engine").exists()
+    own = tmp_path / "weights" / "resnet18-small.wts"
+    assert main(["refit", "s.engine", "--weights", str(own), "-o", "full.engine"]) == 0
+    x = torch.rand(1, 3, 64, 64, generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        expected = registry.get_torch_model("resnet18", seed=0, small=True).eval()(x)
+    torch.testing.assert_close(load_engine(tmp_path / "full.engine")(x)["logits"], expected, rtol=1e-4, atol=1e-4)

@@ -168,3 +168,18 @@ def test_tensorrt_rtx_names_the_weights_and_builds_refittable_plans_where_it_can
             pytest.skip(f"TensorRT-RTX {rtx.__version__} needs the CUDA driver for a refittable build: {e}")
         raise
     assert RefitRecord.from_dict(plan.info.refit).mode == "any"
+
+
+def test_refit_identical_takes_the_build_weights_only():
+    """TensorRT: REFIT_IDENTICAL "different weights during refits yield unpredictable behavior"."""
+    old, new = _torch("repvgg_a0", 0), _torch("repvgg_a0", 1)
+    engine = _engine("repvgg_a0", old, refit=True)
+    x = _x("repvgg_a0")
+    before = _out(engine, x)
+    with pytest.raises(RefitError, match=r"^engine weights 'stage0.rbr_dense.conv.weight' from the state_dict differ "
+                                         r"from the build's, but the engine was built with --refit identical "
+                                         r"\(BuilderFlag.REFIT_IDENTICAL\), where TensorRT's results with other "
+                                         r"weights are unpredictable: rebuild it with --refit any$"):
+        engine.refit(new.state_dict())
+    engine.refit(old.state_dict())
+    assert torch.equal(_out(engine, x), before)

@@ -11,10 +11,10 @@ named weight needs and the new weights lack, a key whose shape is not the one th
 baked into the engine (read into a weight it did not name) whose values differ from the build's; each refusal is
 one sentence naming the key.
 
-BuilderFlag.REFIT_IDENTICAL (`--refit`, the default) lets TensorRT assume the refit weights equal the build's:
-TensorRT documents refitting such an engine with other weights as undefined behaviour (the reference logs a
-warning and computes with the new weights). Build with `--refit any` (BuilderFlag.REFIT) to refit with new
-weights; REFIT_IDENTICAL is for filling a weight-stripped plan with the weights it was built from.
+BuilderFlag.REFIT_IDENTICAL (`--refit`, the default) lets TensorRT assume the refit weights equal the build's
+("different weights during refits yield unpredictable behavior"): such an engine is refit only with the values
+it was built with (their sha256 is in the RefitRecord), which is what a weight-stripped plan needs; other values
+are refused on every backend. Build with `--refit any` (BuilderFlag.REFIT) to refit with new weights.
 """
 
 from __future__ import annotations
@@ -91,6 +91,10 @@ def refit_values(record: RefitRecord, state: Mapping, source: str = "the new wei
             values[s.name] = source_values(s, state)
         except ValueError as e:
             raise RefitError(f"{e} ({source})") from None
+        if s.name in record.built and values_sha256(values[s.name]) != record.built[s.name]:
+            raise RefitError(f"engine weights '{s.name}' from {source} differ from the build's, but the engine was "
+                             "built with --refit identical (BuilderFlag.REFIT_IDENTICAL), where TensorRT's results "
+                             "with other weights are unpredictable: rebuild it with --refit any")
     return values
 
 

@@ -24,6 +24,9 @@ class RefitRecord:
     stripped: bool
     weights: tuple[WeightSource, ...]
     baked: dict = field(default_factory=dict)  # {state_dict key: sha256 of its float32 values}
+    #: mode "identical": {weights name: sha256 of the float32 values the build gave it}, so that a refit with
+    #: other values is refused (TensorRT: "different weights during refits yield unpredictable behavior")
+    built: dict = field(default_factory=dict)
 
     @property
     def flag(self) -> str:
@@ -39,11 +42,17 @@ class RefitRecord:
         sources = tuple(weight_sources(network).values())
         named = {k for s in sources for k in s.keys}
         baked = {} if weights is None else {k: values_sha256(weights.raw(k)) for k in weights.used() if k not in named}
-        return cls(options.refit, bool(options.strip_weights), sources, baked)
+        built = {}
+        if options.refit == "identical" and weights is not None:
+            from trtbuild.layers.weight_names import source_values
+
+            state = weights.arrays()
+            built = {s.name: values_sha256(source_values(s, state)) for s in sources}
+        return cls(options.refit, bool(options.strip_weights), sources, baked, built)
 
     def to_dict(self) -> dict:
         return {"mode": self.mode, "stripped": self.stripped, "weights": [s.to_dict() for s in self.weights],
-                "baked": dict(self.baked)}
+                "baked": dict(self.baked), **({"built": dict(self.built)} if self.built else {})}
 
     @classmethod
     def from_dict(cls, data, where: str = "the sidecar") -> "RefitRecord":
@@ -52,11 +61,12 @@ class RefitRecord:
             mode, stripped = data["mode"], bool(data.get("stripped", False))
             weights = tuple(WeightSource.from_dict(w) for w in data["weights"])
             baked = {str(k): str(v) for k, v in dict(data.get("baked", {})).items()}
+            built = {str(k): str(v) for k, v in dict(data.get("built", {})).items()}
         except (KeyError, TypeError, ValueError) as e:
             raise ValueError(f"{where} has a 'refit' record that trtbuild cannot read ({e})") from None
         if mode not in REFIT_FLAGS or mode == "off":
             raise ValueError(f"{where} names an unknown refit mode {mode!r}")
-        return cls(mode, stripped, weights, baked)
+        return cls(mode, stripped, weights, baked, built)
 
 
 def values_sha256(value) -> str:
