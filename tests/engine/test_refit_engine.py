@@ -147,7 +147,8 @@ def test_a_refit_engine_file_loads_with_the_new_weights_recorded(tmp_path):
     assert load_engine(path).sidecar.build.refit["stripped"] is True  # the input engine is untouched
 
 
-def test_tensorrt_rtx_names_the_weights_and_builds_refittable_plans_where_it_can():
+@pytest.mark.parametrize("strip", [False, True])
+def test_tensorrt_rtx_names_the_weights_and_builds_refittable_plans_where_it_can(strip):
     """TensorRT-RTX accepts every set_weights_name call of the builders (a name is recorded only when
     set_weights_name returned True). Its refittable and stripped builds need the CUDA driver even ahead of time:
     without a GPU the builder fails with a CUDA error, and the test says so."""
@@ -156,7 +157,7 @@ def test_tensorrt_rtx_names_the_weights_and_builds_refittable_plans_where_it_can
     from trtbuild.layers.weight_names import weight_sources
 
     module = _torch("resnet18", 0)
-    options = BuildOptions(small=True, refit="any", progress=False, targets=("8.6",))
+    options = BuildOptions(small=True, refit="any", strip_weights=strip, progress=False, targets=("8.6",))
     ref_names = set(weight_sources(define_spec(registry.get("resnet18"), WeightMap.from_module(module),
                                                options)(trt).network))
     defined = define_spec(registry.get("resnet18"), WeightMap.from_module(module), options)(load_trt("tensorrt-rtx"))
@@ -167,7 +168,8 @@ def test_tensorrt_rtx_names_the_weights_and_builds_refittable_plans_where_it_can
         if "CUDA_SUCCESS" in str(e):
             pytest.skip(f"TensorRT-RTX {rtx.__version__} needs the CUDA driver for a refittable build: {e}")
         raise
-    assert RefitRecord.from_dict(plan.info.refit).mode == "any"
+    record = RefitRecord.from_dict(plan.info.refit)
+    assert record.mode == "any" and record.stripped is strip and {s.name for s in record.weights} == ref_names
 
 
 def test_refit_identical_takes_the_build_weights_only():
