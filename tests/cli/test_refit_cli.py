@@ -32,7 +32,7 @@ def built(tmp_path, monkeypatch, capsys):
     return tmp_path / "s.engine"
 
 
-def test_build_refit_any_records_the_mode(tmp_path, monkeypatch):
+def test_build_refit_any_records_the_mode(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     assert main(["build", "repvgg_a0", "--small", "--refit", "any", "--backend", "reference", "--no-progress",
                  "-o", "r.engine"]) == 0
@@ -40,6 +40,9 @@ def test_build_refit_any_records_the_mode(tmp_path, monkeypatch):
     assert side["refit"]["mode"] == "any" and side["refit"]["stripped"] is False
     assert side["weights"]["sha256"] == hashlib.sha256((tmp_path / side["weights"]["path"]).read_bytes()).hexdigest()
     assert load_engine(tmp_path / "r.engine")._engine.refittable
+    capsys.readouterr()
+    assert main(["inspect", "r.engine"]) == 0
+    assert "  refit               any; 46 named weights, 0 state_dict keys baked in\n" in capsys.readouterr().out
 
 
 def test_refit_writes_an_engine_equal_to_one_built_from_the_new_weights(built, tmp_path, capsys):
