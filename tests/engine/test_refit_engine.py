@@ -185,3 +185,10 @@ def test_refit_identical_takes_the_build_weights_only():
         engine.refit(new.state_dict())
     engine.refit(old.state_dict())
     assert torch.equal(_out(engine, x), before)
+
+
+def test_a_refit_record_that_is_not_one_is_refused_naming_the_sidecar():
+    with pytest.raises(ValueError, match=r"^x.json names an unknown refit mode 'sometimes'$"):
+        RefitRecord.from_dict({"mode": "sometimes", "weights": []}, "x.json")
+    with pytest.raises(ValueError, match=r"^x.json has a 'refit' record that trtbuild cannot read \(.*fold"):
+        RefitRecord.from_dict({"mode": "any", "weights": [{"name": "w", "keys": ["w"], "fold": "magic"}]}, "x.json")
