@@ -12,7 +12,7 @@ import pytest
 from trtbuild.cli import make_parser, options
 
 COMMANDS = ["build", "calibrate", "debug precision", "demo", "export-onnx", "export-triton", "export-weights", "models",
-            "parity", "serve"]
+            "parity", "refit", "serve"]
 
 #: shared option -> the group it belongs to
 GROUP_OF = {"--weights": "model", "--small": "model", "--option": "model",

@@ -172,6 +172,13 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--native-io", action="store_true",
                    help="fp16/bf16 engines take and return fp16/bf16 tensors (default: float32 I/O with casts inside)")
     p.add_argument("--tf32", action="store_true", help="allow TF32 for float32 math on real TensorRT (default off)")
+    p.add_argument("--refit", nargs="?", const="identical", default="off", choices=("identical", "any"),
+                   metavar="identical|any",
+                   help="build a refittable engine (trtbuild refit): 'identical' (the default: REFIT_IDENTICAL, which "
+                        "TensorRT 11 recommends) or 'any' (REFIT); weights are named after the state_dict keys")
+    p.add_argument("--strip-weights", action="store_true",
+                   help="write a weight-stripped plan (STRIP_PLAN): it runs only once refit with the weights "
+                        "(trtbuild refit); implies --refit identical unless --refit any is given")
     p.add_argument("--cache", default=None, metavar="DIR",
                    help="engine cache: reuse the engine of an earlier build with the same network, weights, backend, "
                         "targets or GPU and options instead of building (default: $TRTBUILD_CACHE; none if unset)")
@@ -214,9 +221,10 @@ def run(args) -> int:
     options = BuildOptions(
         precision=precision, small=args.small, profiles=profiles, workspace=workspace, timing_cache=args.timing_cache,
         progress=False if args.no_progress else None, fp32_io=not args.native_io, tf32=args.tf32,
-        targets=targets, cross_check=args.cross_check, quant=quant)
+        targets=targets, cross_check=args.cross_check, quant=quant, refit=args.refit, strip_weights=args.strip_weights)
     key_options = dict(small=args.small, batch=batch, workspace=workspace, fp32_io=not args.native_io, tf32=args.tf32,
-                       targets=targets, cross_check=args.cross_check, quant=quant, profile=profile)
+                       targets=targets, cross_check=args.cross_check, quant=quant, profile=profile,
+                       refit=options.refit, strip_weights=options.strip_weights)
 
     def build_now():
         return build_and_save(spec, weights, out, trt, options=options)
@@ -241,6 +249,10 @@ def run(args) -> int:
 
         print(f"targets: {target_list(build.targets)} (TensorRT-RTX engine: runs on GPUs of these compute "
               "capabilities, specialised just in time on first use)")
+    if build.refit:
+        refit = build.refit
+        print(f"refit: {refit['mode']}{', weights stripped' if refit['stripped'] else ''}; "
+              f"{len(refit['weights'])} named weights, {len(refit['baked'])} state_dict keys baked in")
     if args.timing_cache:
         used = "not used: TensorRT-RTX has no timing cache" if build.targets else args.timing_cache
         used = "not used: the engine came from the cache" if hit else used

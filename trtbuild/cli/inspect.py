@@ -44,6 +44,14 @@ def _table(rows: list[list[str]], indent: str = "  ") -> list[str]:
     return [indent + "  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
 
 
+def _refit_value(v) -> str:
+    """The sidecar's refit record in a line (its per-weight entries are in --json)."""
+    if not isinstance(v, dict) or "weights" not in v:
+        return _value(v)
+    return (f"{v.get('mode')}{', weights stripped' if v.get('stripped') else ''}; {len(v['weights'])} named weights, "
+            f"{len(v.get('baked') or {})} state_dict keys baked in")
+
+
 def _value(v) -> str:
     if isinstance(v, (dict, list)):
         return json.dumps(v, separators=(",", ":"))
@@ -98,7 +106,8 @@ def render_report(report, layers: bool = False) -> str:
         lines += _table(rows)
     if r.sidecar is not None:
         lines += ["", "sidecar"]
-        lines += _table([[k, _value(v)] for k, v in r.sidecar.items() if k not in _SHOWN_ELSEWHERE])
+        lines += _table([[k, _refit_value(v) if k == "refit" else _value(v)] for k, v in r.sidecar.items()
+                         if k not in _SHOWN_ELSEWHERE])
     else:
         lines += ["", "sidecar   none"]
     return "\n".join(lines)

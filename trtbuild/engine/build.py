@@ -32,7 +32,9 @@ from .network import (Plan, _add_profile, _as_plan, batch_profile_shapes, descri
                       new_network, serialize_network, tensors_by_name)
 from .options import (PRECISIONS, QUANTIZED, BatchProfile, BuildOptions, ShapeProfile, check_batch,  # noqa: F401
                       check_precision, check_profile, profile_input_shape)
+from .options import REFIT_FLAGS
 from .records import BuildInfo
+from .refit_record import RefitRecord
 from .rtx import targets_for_precision
 
 log = logging.getLogger("trtbuild.engine")
@@ -118,7 +120,8 @@ def _build(trt: ModuleType, on, options: BuildOptions, input_name: str, spec=Non
     profile = options.shape_profile
     serialize = dict(batch=options.batch, profile_shapes=None if profile is None else {input_name: profile.as_tuple()},
                      workspace=options.workspace, timing_cache=options.timing_cache, progress=options.progress,
-                     tf32=options.tf32, targets=targets)
+                     tf32=options.tf32, targets=targets,
+                     refit=REFIT_FLAGS[options.refit], strip_weights=options.strip_weights)
     if options.cross_check:
         from .cross_check import cross_check_build
 
@@ -130,7 +133,8 @@ def _build(trt: ModuleType, on, options: BuildOptions, input_name: str, spec=Non
     plan.info = BuildInfo.assemble(
         options, plan.info, defined, spec=spec, cross_check=result,
         weights_usage=defined.weights.usage() if defined.weights is not None else None,  # what the builder left unread
-        quantization=quant_info(quant, defined.network) if quant is not None else None)
+        quantization=quant_info(quant, defined.network) if quant is not None else None,
+        refit=RefitRecord.of_build(options, defined.network, defined.weights))
     if result is not None and result.rtx_plan is not plan:  # keep the TensorRT-RTX engine, described alike
         result.rtx_plan.info = plan.info.with_network(result.rtx_plan.info)
         plan.rtx_plan = result.rtx_plan

@@ -253,7 +253,8 @@ def cache_dir_from(option: str | None) -> str | None:
 
 def key_for_model_build(trt, spec, weights_path, *, precision: str = "fp32", small: bool = False, batch=None,
                         profile=None, fp32_io: bool = True, tf32: bool = False, workspace: int | None = None,
-                        targets=None, quant=None, cross_check: bool = False) -> CacheKey:
+                        targets=None, quant=None, cross_check: bool = False, refit: str = "off",
+                        strip_weights: bool = False) -> CacheKey:
     """The CacheKey of build_and_save(spec, weights_path, ..., trt, precision, ...): the network is defined
     (not built) on `trt` with build_plan's own definition step and hashed; the weight file is hashed.
     Options that do not change the engine (timing cache, progress) are not in the key."""
@@ -272,6 +273,8 @@ def key_for_model_build(trt, spec, weights_path, *, precision: str = "fp32", sma
                "precision": precision, "small": bool(small), "batch": batch, "profile": profile,
                "fp32_io": bool(fp32_io), "tf32": bool(tf32), "workspace": workspace, "quant": quant_record,
                "cross_check": bool(cross_check)}
+    if refit != "off" or strip_weights:  # absent otherwise: the keys of earlier builds stay valid
+        options.update(refit=refit, strip_weights=bool(strip_weights))
     return CacheKey.of(defined.network, trt, weights_sha256=sha256_file(weights_path), options=options,
                        targets=targets_for_precision(precision, targets))
 

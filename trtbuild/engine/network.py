@@ -131,7 +131,8 @@ def _as_plan(serialized, info):
 
 def serialize_network(trt: ModuleType, builder, network, logger, *, batch=None, profile_shapes=None,
                       workspace: int | None = None, timing_cache: str | os.PathLike | None = None,
-                      progress: bool | None = True, tf32: bool = False, targets=None) -> bytes:
+                      progress: bool | None = True, tf32: bool = False, targets=None, refit: str | None = None,
+                      strip_weights: bool = False) -> bytes:
     """Build an already defined network (outputs marked) with `builder`; return a `Plan` whose
     `.info` is a NetworkInfo: network, inputs, outputs, profile, workspace, tf32, build_phases and, on
     TensorRT-RTX, targets (the compute capabilities the engine was built for).
@@ -142,6 +143,8 @@ def serialize_network(trt: ModuleType, builder, network, logger, *, batch=None, 
     (from make_logger / new_network); its errors are quoted in the BuildError raised on failure.
     targets: TensorRT-RTX only: target compute capabilities ("sm86,sm89" or ("8.6", "8.9"); default
     NVIDIA's portable set 8.6, 8.9, 12.0); its builder needs them to build without a GPU.
+    refit: the name of a refit BuilderFlag (REFIT_IDENTICAL, REFIT) to set, or None; strip_weights sets
+    STRIP_PLAN (a plan without its refittable weights, which must be refit before it runs).
     """
     if targets is not None and not capabilities(trt).needs_targets:
         raise ValueError(f"target compute capabilities apply to TensorRT-RTX only; {product_name(trt)} builds for "
@@ -157,6 +160,10 @@ def serialize_network(trt: ModuleType, builder, network, logger, *, batch=None, 
         config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, int(workspace))
     if not tf32:
         config.clear_flag(trt.BuilderFlag.TF32)
+    if refit is not None:
+        config.set_flag(getattr(trt.BuilderFlag, refit))
+    if strip_weights:
+        config.set_flag(trt.BuilderFlag.STRIP_PLAN)
     built_targets = set_targets(trt, config, targets) if capabilities(trt).needs_targets else None
     cache_path = Path(timing_cache) if timing_cache is not None else None
     if load_timing_cache(trt, config, cache_path, logger) is None:

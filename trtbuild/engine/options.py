@@ -23,6 +23,9 @@ from typing import Any, Literal, Union
 PRECISIONS = {"fp32": "FLOAT", "fp16": "HALF", "bf16": "BF16", "int8": "FLOAT", "fp8": "FLOAT"}
 QUANTIZED = ("int8", "fp8")
 Precision = Literal["fp32", "fp16", "bf16", "int8", "fp8"]
+#: refit mode -> the BuilderFlag a refittable build sets ("off": none)
+REFIT_FLAGS = {"off": None, "identical": "REFIT_IDENTICAL", "any": "REFIT"}
+RefitMode = Literal["off", "identical", "any"]
 
 
 def check_precision(precision: str) -> str:
@@ -130,8 +133,10 @@ class BuildOptions:
     what each one does. Checked when made: a bad value is a ValueError in one sentence.
 
     profiles: a tuple of optimization profiles (BatchProfile or ShapeProfile); empty for a static
-    input. One profile is built today. refit / strip_weights are declared for refittable and
-    weight-stripped engines, which are not built yet: setting either is refused."""
+    input. One profile is built today. refit: "off", "identical" (BuilderFlag.REFIT_IDENTICAL, what
+    TensorRT 11 recommends: plain REFIT may drop a GEMM bias) or "any" (BuilderFlag.REFIT); True means
+    "identical". strip_weights: a weight-stripped plan (BuilderFlag.STRIP_PLAN), refit "identical"
+    unless "any" is asked for."""
 
     precision: Precision = "fp32"
     fp32_io: bool = True
@@ -150,7 +155,7 @@ class BuildOptions:
     debug_tensors: tuple[str, ...] = ()
     debug_unfused: bool = False
     quant: Any = None  # a trtbuild.quant.QuantPlan (typed loosely: the quant package builds on the engine)
-    refit: bool = False
+    refit: RefitMode = "off"
     strip_weights: bool = False
 
     def __post_init__(self):
@@ -158,14 +163,18 @@ class BuildOptions:
             object.__setattr__(self, name, value)
 
         check_precision(self.precision)
-        for name in ("fp32_io", "small", "tf32", "cross_check", "debug_unfused", "refit", "strip_weights"):
+        for name in ("fp32_io", "small", "tf32", "cross_check", "debug_unfused", "strip_weights"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"build option {name} must be True or False, got {getattr(self, name)!r}")
         if self.progress is not None and not isinstance(self.progress, bool):
             raise ValueError(f"build option progress must be True, False or None, got {self.progress!r}")
-        if self.refit or self.strip_weights:
-            which = "refit" if self.refit else "strip_weights"
-            raise ValueError(f"build option {which}: refittable and weight-stripped engines are not yet supported")
+        if isinstance(self.refit, bool):  # refit=True: the mode TensorRT recommends
+            put("refit", "identical" if self.refit else "off")
+        if self.refit not in REFIT_FLAGS:
+            modes = ", ".join(map(repr, REFIT_FLAGS))
+            raise ValueError(f"build option refit must be one of {modes} (or True / False), got {self.refit!r}")
+        if self.strip_weights and self.refit == "off":  # a stripped plan is refit to get its weights
+            put("refit", "identical")
         if self.input_shape is not None:
             try:
                 put("input_shape", tuple(int(d) for d in self.input_shape))

@@ -137,6 +137,7 @@ class BuildInfo(JsonRecord):
     weight_tensors: int | None = None
     unused_weights: list | None = None
     quantization: dict | None = None
+    refit: dict | None = None  # trtbuild.engine.refit_record.RefitRecord.to_dict() of a refittable build
     extra: dict = field(default_factory=dict, repr=False)
     present: frozenset | None = field(default=None, repr=False)
 
@@ -149,11 +150,11 @@ class BuildInfo(JsonRecord):
 
     @classmethod
     def assemble(cls, options, built: NetworkInfo, defined, *, spec=None, cross_check=None,
-                 weights_usage=None, quantization=None) -> "BuildInfo":
+                 weights_usage=None, quantization=None, refit=None) -> "BuildInfo":
         """The one place plan.info is put together, from typed parts: the BuildOptions, the
         NetworkInfo of the serialized network, the DefinedNetwork (model, outputs, extra outputs,
         debug tensors), the ModelSpec (None for a network function), the CrossCheckResult, the
-        (count, unused names) of the weights and the quantization record."""
+        (count, unused names) of the weights, the quantization record and the RefitRecord (or None)."""
         return cls(
             model=defined.model_name, network=built.network,
             options=dict(spec.chosen) if getattr(spec, "chosen", None) else None,
@@ -168,7 +169,7 @@ class BuildInfo(JsonRecord):
             cross_check=cross_check.to_dict() if cross_check is not None else None,
             weight_tensors=weights_usage[0] if weights_usage is not None else None,
             unused_weights=weights_usage[1] if weights_usage is not None else None,
-            quantization=quantization)
+            quantization=quantization, refit=refit.to_dict() if refit is not None else None)
 
     def with_network(self, built) -> "BuildInfo":
         """This build's description for another engine of the same network (the TensorRT-RTX

@@ -248,6 +248,15 @@ class Engine(EngineIO):
             torch.cuda.synchronize(self.device)
         return outputs
 
+    def refit(self, weights) -> "Engine":
+        """Refit this engine in place from `weights` (a state_dict, a WeightMap or a weight file path): every weight
+        the build named is recomputed from its state_dict keys, folds included (trtbuild.engine.refit). Returns
+        the engine; raises RefitError in one sentence (missing key, wrong shape, baked-in weight changed)."""
+        from .refit import refit_engine
+
+        refit_engine(self, weights)
+        return self
+
     def __call__(self, *args, **named) -> dict[str, torch.Tensor]:
         """engine(x) for a single-input engine, or engine(name=tensor, ...)."""
         if args:

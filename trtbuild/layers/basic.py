@@ -416,7 +416,7 @@ def conv_bn(network, x, wm, conv_prefix: str, bn_prefix: str, name: str, stride=
     wf, bf, groups = read_conv_bn(wm, x, conv_prefix, bn_prefix, name, groups, eps, kernel)
     first = network.num_layers
     y = conv(network, x, wf, bf, name, stride=stride, padding=padding, dilation=dilation, groups=groups)
-    name_new_weights(network, first, "CONVOLUTION", conv_bn_sources(wm, conv_prefix, bn_prefix, eps))
+    name_new_weights(network, first, "CONVOLUTION", conv_bn_sources(wm, conv_prefix, bn_prefix, eps, wf.shape))
     return y
 
 

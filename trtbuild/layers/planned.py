@@ -100,7 +100,7 @@ def planned_conv_bn(network, x, wm, conv_prefix: str, bn_prefix: str, name: str,
     w, b, groups = read_conv_bn(wm, x, conv_prefix, bn_prefix, name, groups, eps, kernel)
     first = network.num_layers
     y = planned_conv(network, x, w, b, name, quant, conv_prefix, stride, padding, dilation, groups)
-    name_new_weights(network, first, "CONVOLUTION", conv_bn_sources(wm, conv_prefix, bn_prefix, eps))
+    name_new_weights(network, first, "CONVOLUTION", conv_bn_sources(wm, conv_prefix, bn_prefix, eps, w.shape))
     return y
 
 

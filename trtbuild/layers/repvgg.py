@@ -18,6 +18,7 @@ from trtbuild.reparam import fuse_repvgg_block
 from .basic import add, conv, read_conv_weight, relu
 from .common import BuilderError
 from .planned import planned_conv
+from .weight_names import COPY, WeightSource, name_new_weights, repvgg_sources
 
 __all__ = ["repvgg_block", "repvgg_block_unfused", "read_repvgg_bn"]
 
@@ -74,12 +75,17 @@ def repvgg_block(network, x, wm, prefix: str, stride: int, groups: int | None, n
         key = f"{prefix}.rbr_reparam.weight"
         w, inferred = read_conv_weight(wm, key, b.size, int(x.shape[1]), 3)
         groups = _groups(x, inferred, groups, key, name)
+        sources = {"kernel": WeightSource(key, (key,), COPY, shapes=(w.shape,)),
+                   "bias": WeightSource(f"{prefix}.rbr_reparam.bias", (f"{prefix}.rbr_reparam.bias",))}
     else:
         dense_w, dense_bn, one_w, one_bn, identity_bn, groups = _branches(x, wm, prefix, stride, groups, name)
         w, b = fuse_repvgg_block(dense_w, dense_bn, one_w, one_bn, identity_bn,
                                  in_channels=int(x.shape[1]), groups=groups)
         module = f"{prefix}.rbr_dense.conv"
+        sources = repvgg_sources(prefix, dense_w.shape, one_w is not None, identity_bn is not None, groups)
+    first = network.num_layers
     y = planned_conv(network, x, w, b, name, quant, module, stride=stride, padding=1, groups=groups)
+    name_new_weights(network, first, "CONVOLUTION", sources)
     return relu(network, y, relu_name or f"{name}/relu")
 
 

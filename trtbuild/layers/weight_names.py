@@ -21,6 +21,8 @@ from trtbuild.backend import trt_of
 
 #: how a named weight is computed from its keys
 COPY, CONV_BN_WEIGHT, CONV_BN_BIAS = "copy", "conv_bn_weight", "conv_bn_bias"
+REPVGG_WEIGHT, REPVGG_BIAS = "repvgg_weight", "repvgg_bias"
+FOLDS = (COPY, CONV_BN_WEIGHT, CONV_BN_BIAS, REPVGG_WEIGHT, REPVGG_BIAS)
 
 
 @dataclass(frozen=True)
@@ -29,12 +31,43 @@ class WeightSource:
 
     ``keys``: the state_dict keys they are computed from (for a fold: the conv's weight and, where it has one,
     bias, then the BN's weight, bias, running_mean and running_var); ``fold``: COPY (``keys[0]`` reshaped and cast
-    to the network's type) or CONV_BN_WEIGHT / CONV_BN_BIAS (trtbuild.reparam.fold_conv_bn with ``eps``)."""
+    to the network's type), CONV_BN_WEIGHT / CONV_BN_BIAS (trtbuild.reparam.fold_conv_bn with ``eps``) or
+    REPVGG_WEIGHT / REPVGG_BIAS (trtbuild.reparam.fuse_repvgg_block of a training-form block: the dense conv and
+    BN keys, then the 1x1 conv and BN keys and the identity BN keys where the block has them, with ``groups``).
+    ``shapes``: the shape each key is read with (a fold needs them; .wts files store tensors flat), or None."""
 
     name: str
     keys: tuple[str, ...]
     fold: str = COPY
     eps: float | None = None
+    shapes: tuple[tuple[int, ...], ...] | None = None
+    groups: int | None = None
+
+    def to_dict(self) -> dict:
+        out = {"name": self.name, "keys": list(self.keys), "fold": self.fold}
+        if self.eps is not None:
+            out["eps"] = self.eps
+        if self.shapes is not None:
+            out["shapes"] = [list(s) for s in self.shapes]
+        if self.groups is not None:
+            out["groups"] = self.groups
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "WeightSource":
+        """The WeightSource of to_dict()'s JSON; ValueError (one sentence) if it is not one."""
+        try:
+            source = cls(str(data["name"]), tuple(str(k) for k in data["keys"]), str(data.get("fold", COPY)),
+                         None if data.get("eps") is None else float(data["eps"]),
+                         None if data.get("shapes") is None else tuple(tuple(int(d) for d in s)
+                                                                       for s in data["shapes"]),
+                         None if data.get("groups") is None else int(data["groups"]))
+        except (KeyError, TypeError, ValueError):
+            raise ValueError(f"{data!r} does not describe a named weight (name, keys, fold)") from None
+        if source.fold not in FOLDS or (source.shapes is not None and len(source.shapes) != len(source.keys)):
+            raise ValueError(f"named weight {source.name!r} has an unknown fold {source.fold!r} or shapes that do "
+                             "not match its keys")
+        return source
 
 
 _SOURCES: dict[int, dict[str, WeightSource]] = {}
@@ -80,12 +113,39 @@ def name_new_weights(network, first_layer: int, layer_type: str, sources: dict[s
                 _record(network, source)
 
 
-def conv_bn_sources(wm, conv_prefix: str, bn_prefix: str, eps: float) -> dict[str, WeightSource]:
-    """The sources of a convolution with a BatchNorm folded in (trtbuild.layers.basic.read_conv_bn's keys)."""
-    keys = (f"{conv_prefix}.weight", *((f"{conv_prefix}.bias",) if wm.has(f"{conv_prefix}.bias") else ()),
-            *(f"{bn_prefix}.{k}" for k in ("weight", "bias", "running_mean", "running_var")))
-    return {"kernel": WeightSource(f"{conv_prefix}.weight", keys, CONV_BN_WEIGHT, eps),
-            "bias": WeightSource(f"{bn_prefix}.bias", keys, CONV_BN_BIAS, eps)}
+_BN_KEYS = ("weight", "bias", "running_mean", "running_var")
+
+
+def conv_bn_sources(wm, conv_prefix: str, bn_prefix: str, eps: float,
+                    kernel_shape=None) -> dict[str, WeightSource]:
+    """The sources of a convolution with a BatchNorm folded in (trtbuild.layers.basic.read_conv_bn's keys);
+    `kernel_shape`: the conv weight's shape (out, in/groups, kh, kw) as the builder read it."""
+    has_bias = wm.has(f"{conv_prefix}.bias")
+    keys = (f"{conv_prefix}.weight", *((f"{conv_prefix}.bias",) if has_bias else ()),
+            *(f"{bn_prefix}.{k}" for k in _BN_KEYS))
+    shapes = None
+    if kernel_shape is not None:
+        out = (int(kernel_shape[0]),)
+        shapes = (tuple(int(d) for d in kernel_shape), *((out,) if has_bias else ()), *(out,) * 4)
+    return {"kernel": WeightSource(f"{conv_prefix}.weight", keys, CONV_BN_WEIGHT, eps, shapes),
+            "bias": WeightSource(f"{bn_prefix}.bias", keys, CONV_BN_BIAS, eps, shapes)}
+
+
+def repvgg_sources(prefix: str, dense_shape, has_1x1: bool, has_identity: bool, groups: int,
+                   eps: float = 1e-5) -> dict[str, WeightSource]:
+    """The sources of a fused training-form RepVGG block (trtbuild.layers.repvgg): its kernel is named after
+    the dense conv's weight key, its bias after the dense BN's bias key."""
+    out, per_group = int(dense_shape[0]), int(dense_shape[1])
+    parts = [(f"{prefix}.rbr_dense.conv.weight", tuple(int(d) for d in dense_shape)),
+             *((f"{prefix}.rbr_dense.bn.{k}", (out,)) for k in _BN_KEYS)]
+    if has_1x1:
+        parts += [(f"{prefix}.rbr_1x1.conv.weight", (out, per_group, 1, 1)),
+                  *((f"{prefix}.rbr_1x1.bn.{k}", (out,)) for k in _BN_KEYS)]
+    if has_identity:
+        parts += [(f"{prefix}.rbr_identity.{k}", (out,)) for k in _BN_KEYS]
+    keys, shapes = tuple(k for k, _ in parts), tuple(s for _, s in parts)
+    return {"kernel": WeightSource(f"{prefix}.rbr_dense.conv.weight", keys, REPVGG_WEIGHT, eps, shapes, groups),
+            "bias": WeightSource(f"{prefix}.rbr_dense.bn.bias", keys, REPVGG_BIAS, eps, shapes, groups)}
 
 
 def linear_sources(weight_key: str, bias_key: str | None) -> dict[str, WeightSource]:
@@ -105,13 +165,45 @@ def source_values(source: WeightSource, state) -> np.ndarray:
         raise KeyError(f"weights '{source.name}' are computed from {list(source.keys)}, but the state_dict has no "
                        f"{missing}")
     arrays = [np.asarray(_numpy(state[k]), dtype=np.float64) for k in source.keys]
+    if source.shapes is not None:
+        arrays = [_shaped(a, shape, key, source.name) for a, shape, key in zip(arrays, source.shapes, source.keys)]
     if source.fold == COPY:
         return arrays[0].astype(np.float32)
+    if source.fold in (REPVGG_WEIGHT, REPVGG_BIAS):
+        return _repvgg(source, arrays)
     from trtbuild.reparam import fold_conv_bn
 
     conv = arrays[:-4]
     w, b = fold_conv_bn(conv[0], conv[1] if len(conv) > 1 else None, *arrays[-4:], source.eps, name=source.name)
     return w if source.fold == CONV_BN_WEIGHT else b
+
+
+def _shaped(array: np.ndarray, shape: tuple, key: str, name: str) -> np.ndarray:
+    """`array` with the shape the build read `key` with; a ValueError in one sentence if it cannot have it
+    (another element count, or another N-D shape: a flat .wts row of the right size is fine)."""
+    shape = tuple(shape)
+    if array.size != int(np.prod(shape)) or (array.ndim > 1 and array.shape != shape):
+        raise ValueError(f"state_dict key '{key}' has shape {tuple(array.shape)}, but engine weights '{name}' were "
+                         f"built from it with shape {shape}")
+    return array.reshape(shape)
+
+
+def _repvgg(source: WeightSource, arrays: list) -> np.ndarray:
+    from trtbuild.reparam import fuse_repvgg_block
+
+    by_key = dict(zip(source.keys, arrays))
+    prefix = source.keys[0][: -len(".rbr_dense.conv.weight")]
+
+    def bn(p):
+        return tuple(by_key[f"{p}.{k}"] for k in _BN_KEYS) + (source.eps,) if f"{p}.weight" in by_key else None
+
+    dense = by_key[f"{prefix}.rbr_dense.conv.weight"]
+    one_w = by_key.get(f"{prefix}.rbr_1x1.conv.weight")
+    groups = source.groups or 1
+    one_bn = bn(f"{prefix}.rbr_1x1.bn") if one_w is not None else None
+    w, b = fuse_repvgg_block(dense, bn(f"{prefix}.rbr_dense.bn"), one_w, one_bn, bn(f"{prefix}.rbr_identity"),
+                             in_channels=dense.shape[1] * groups, groups=groups)
+    return w if source.fold == REPVGG_WEIGHT else b
 
 
 def _numpy(value):

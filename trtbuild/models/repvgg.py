@@ -69,7 +69,8 @@ def build_repvgg(network, wm, x, fused: bool = True, quant=None) -> dict:
         for b in range(_stage_blocks(wm, stage)):
             y = _block(network, y, wm, f"stage{stage}.{b}", 2 if b == 0 else 1, fused, quant)
     y = global_avg_pool(network, y, "gap")
-    logits = planned_linear(network, y, *read_linear(wm, "linear"), "linear", quant)
+    logits = planned_linear(network, y, *read_linear(wm, "linear"), "linear", quant,
+                            weight_keys=("linear.weight", "linear.bias"))
     logits.name = OUTPUT
     return {OUTPUT: logits}
 

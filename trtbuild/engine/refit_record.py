@@ -1,0 +1,75 @@
+"""What the sidecar records of a refittable build (BuildInfo.refit), so that an engine file can be refit from
+a state_dict long after it was built: the refit mode, whether the plan is weight-stripped, every named weight
+with the state_dict keys it is computed from and how (trtbuild.layers.weight_names.WeightSource: a copy, a
+Conv+BN fold, a RepVGG fusion), and the keys the build read into weights it did not name ("baked": those
+values are part of the engine and no refit can change them; each is recorded with the sha256 of its float32
+values, so that a refit can tell new values from the build's without the build's weight file).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from trtbuild.layers.weight_names import WeightSource, weight_sources
+
+from .options import REFIT_FLAGS
+
+
+@dataclass(frozen=True)
+class RefitRecord:
+    mode: str  # "identical" or "any" (BuildOptions.refit)
+    stripped: bool
+    weights: tuple[WeightSource, ...]
+    baked: dict = field(default_factory=dict)  # {state_dict key: sha256 of its float32 values}
+    #: mode "identical": {weights name: sha256 of the float32 values the build gave it}, so that a refit with
+    #: other values is refused (TensorRT: "different weights during refits yield unpredictable behavior")
+    built: dict = field(default_factory=dict)
+
+    @property
+    def flag(self) -> str:
+        """The BuilderFlag name of the mode."""
+        return REFIT_FLAGS[self.mode]
+
+    @classmethod
+    def of_build(cls, options, network, weights=None) -> "RefitRecord | None":
+        """The record of a build with BuildOptions `options` of `network` read from WeightMap `weights` (None
+        for a plain network function); None when the build is not refittable."""
+        if options.refit == "off":
+            return None
+        sources = tuple(weight_sources(network).values())
+        named = {k for s in sources for k in s.keys}
+        baked = {} if weights is None else {k: values_sha256(weights.raw(k)) for k in weights.used() if k not in named}
+        built = {}
+        if options.refit == "identical" and weights is not None:
+            from trtbuild.layers.weight_names import source_values
+
+            state = weights.arrays()
+            built = {s.name: values_sha256(source_values(s, state)) for s in sources}
+        return cls(options.refit, bool(options.strip_weights), sources, baked, built)
+
+    def to_dict(self) -> dict:
+        return {"mode": self.mode, "stripped": self.stripped, "weights": [s.to_dict() for s in self.weights],
+                "baked": dict(self.baked), **({"built": dict(self.built)} if self.built else {})}
+
+    @classmethod
+    def from_dict(cls, data, where: str = "the sidecar") -> "RefitRecord":
+        """The record of BuildInfo.refit; ValueError naming `where` if it is not one."""
+        try:
+            mode, stripped = data["mode"], bool(data.get("stripped", False))
+            weights = tuple(WeightSource.from_dict(w) for w in data["weights"])
+            baked = {str(k): str(v) for k, v in dict(data.get("baked", {})).items()}
+            built = {str(k): str(v) for k, v in dict(data.get("built", {})).items()}
+        except (KeyError, TypeError, ValueError) as e:
+            raise ValueError(f"{where} has a 'refit' record that trtbuild cannot read ({e})") from None
+        if mode not in REFIT_FLAGS or mode == "off":
+            raise ValueError(f"{where} names an unknown refit mode {mode!r}")
+        return cls(mode, stripped, weights, baked, built)
+
+
+def values_sha256(value) -> str:
+    """sha256 of a weight's values as contiguous float32 (whatever its shape: .wts files store them flat)."""
+    value = value.detach().cpu().numpy() if hasattr(value, "detach") else value
+    return hashlib.sha256(np.ascontiguousarray(np.asarray(value, dtype=np.float32)).tobytes()).hexdigest()
