@@ -182,3 +182,36 @@ def test_network_function_with_several_batch_profiles():
     for n in (2, 5):
         x = torch.randn(n, 4)
         torch.testing.assert_close(engine(x)["y"], torch.relu(x))
+
+
+# -- parity per profile ------------------------------------------------------------------------
+
+def test_parity_reports_each_profile_at_its_opt_shape(unet):
+    from trtbuild.parity import check_model_parity_profiles
+
+    module, plan = unet
+    engine = Engine(plan, trt, sidecar=plan.info, name="unet two-profile")
+    reports = check_model_parity_profiles("unet", trt, engine=engine, small=True, module=module)
+    assert [r.meta["profile"] for r in reports] == [0, 1] and all(r.passed for r in reports)
+    # each at its profile's opt shape: 1x3x32x32 and 1x3x128x128, so unet's output has those H and W
+    assert [tuple(r.outputs[0].shape)[-2:] for r in reports] == [(32, 32), (128, 128)]
+    assert [r.meta["batch"] for r in reports] == [1, 1]
+    assert engine.profile is None  # the pin is undone after each report
+
+
+# -- TensorRT-RTX builds the two-profile network (its builder needs no GPU) ---------------------
+
+def test_tensorrt_rtx_builds_every_profile(monkeypatch):
+    pytest.importorskip("tensorrt_rtx")
+    from trtbuild.engine import network
+
+    configs = []
+    real = network._add_profile
+    monkeypatch.setattr(network, "_add_profile", lambda b, config, s: configs.append(config) or real(b, config, s))
+    _, wm = _seeded("resnet18")
+    plan = build_spec_plan(registry.get("resnet18"), wm, trt,
+                           BuildOptions(small=True, profiles=BATCHES, progress=False, cross_check=True))
+    rtx = [c for c in configs if "tensorrt_rtx" in type(c).__module__]
+    assert rtx and all(c.num_optimization_profiles == 2 for c in rtx)  # every profile added on TensorRT-RTX too
+    assert plan.info.cross_check["notes"] == [] and len(bytes(plan.rtx_plan)) > 0
+    assert plan.rtx_plan.info.all_profiles == plan.info.all_profiles
