@@ -80,6 +80,8 @@ def test_every_profile_is_in_the_engine_and_its_record(resnet):
     assert plan.info.inputs == [{"name": "input", "shape": [-1, 3, 64, 64], "dtype": "FLOAT"}]
     assert plan.info.profile == {"input": {"min": [1, 3, 64, 64], "opt": [2, 3, 64, 64], "max": [4, 3, 64, 64]}}
     assert [p["input"]["max"] for p in plan.info.all_profiles] == [[4, 3, 64, 64], [16, 3, 64, 64]]
+    assert engine.describe().splitlines()[-2:] == ["profile 0: input (1, 3, 64, 64)..(4, 3, 64, 64)",
+                                                   "profile 1: input (8, 3, 64, 64)..(16, 3, 64, 64)"]
 
 
 def test_sidecar_round_trips_every_profile_and_old_ones_still_read(resnet, tmp_path):
@@ -215,3 +217,13 @@ def test_tensorrt_rtx_builds_every_profile(monkeypatch):
     assert rtx and all(c.num_optimization_profiles == 2 for c in rtx)  # every profile added on TensorRT-RTX too
     assert plan.info.cross_check["notes"] == [] and len(bytes(plan.rtx_plan)) > 0
     assert plan.rtx_plan.info.all_profiles == plan.info.all_profiles
+
+
+def test_inspect_from_the_sidecar_lists_every_profile(resnet):
+    from trtbuild.engine.inspect import _sidecar_io
+
+    _, plan = resnet
+    (tensor, _) = _sidecar_io(plan.info.to_dict())  # as for a TensorRT-RTX engine that cannot be opened here
+    assert [(r.min[0], r.opt[0], r.max[0]) for r in tensor.profiles] == [(1, 2, 4), (8, 8, 16)]
+    old = {k: v for k, v in plan.info.to_dict().items() if k != "profiles"}  # a one-profile sidecar
+    assert [(r.min[0], r.max[0]) for r in _sidecar_io(old)[0].profiles] == [(1, 4)]

@@ -241,6 +241,9 @@ class Engine(EngineIO):
         for t in self.tensors.values():
             rng = f" (profile {t.min_shape}..{t.max_shape})" if t.is_input and t.min_shape != t.max_shape else ""
             lines.append(f"{'input ' if t.is_input else 'output'} {t.name}: {t.shape}{rng} {t.dtype}")
+        if len(self.profiles) > 1:  # the lines above give profile 0's ranges
+            for k, ranges in enumerate(self.profiles):
+                lines.append(f"profile {k}: " + ", ".join(f"{n} {lo}..{hi}" for n, (lo, hi) in ranges.items()))
         return "\n".join(lines)
 
     # -- running ---------------------------------------------------------------------------
