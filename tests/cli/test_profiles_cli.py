@@ -94,3 +94,19 @@ def test_export_triton_lists_every_profile(built, capsys, monkeypatch):
     assert [list(g.profile) for g in cfg.instance_group] == [["0", "1"]] and cfg.max_batch_size == 16
     cfg = text_format.Parse(config_text(side, "r18", kind="tensorrt", max_batch=4), mc.ModelConfig())
     assert cfg.max_batch_size == 4 and list(cfg.dynamic_batching.preferred_batch_size) == [4]
+
+
+def test_the_cache_key_covers_every_profile(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+
+    def build(*profiles):
+        code, out, err = run_cli(capsys, ["build", "resnet18", "--small", "--no-progress", "--cache", "c", "--out",
+                                          "e.engine", *(a for p in profiles for a in ("--profile", p)), *REF])
+        assert code == 0, err
+        return next(line for line in out.splitlines() if line.startswith("cache "))
+
+    first = build("1x3x64x64..4x3x64x64", "8x3x64x64..16x3x64x64")
+    assert first.startswith("cache miss") and build("1x3x64x64..4x3x64x64", "8x3x64x64..16x3x64x64") == \
+        first.replace("miss", "hit")
+    assert build("1x3x64x64..4x3x64x64", "8x3x64x64..12x3x64x64").startswith("cache miss")  # another second profile
+    assert build("1x3x64x64..4x3x64x64").startswith("cache miss")  # the first profile alone
