@@ -227,3 +227,18 @@ def test_inspect_from_the_sidecar_lists_every_profile(resnet):
     assert [(r.min[0], r.opt[0], r.max[0]) for r in tensor.profiles] == [(1, 2, 4), (8, 8, 16)]
     old = {k: v for k, v in plan.info.to_dict().items() if k != "profiles"}  # a one-profile sidecar
     assert [(r.min[0], r.max[0]) for r in _sidecar_io(old)[0].profiles] == [(1, 4)]
+
+
+def test_a_sidecar_whose_profiles_are_not_the_engines_is_refused(resnet, tmp_path):
+    from trtbuild.engine import EngineFileError, make_sidecar, save_engine
+
+    _, plan = resnet
+    path = tmp_path / "r.engine"
+    save_engine(path, plan, make_sidecar(trt, plan))
+    side = json.loads((tmp_path / "r.engine.json").read_text())
+    side["profiles"] = side["profiles"][:1]  # edited by hand: one profile of two
+    (tmp_path / "r.engine.json").write_text(json.dumps(side))
+    with pytest.raises(EngineFileError, match=r"the sidecar of .*r\.engine records 1 optimization profile\(s\) "
+                       r"\(input \(1, 3, 64, 64\)\.\.\(4, 3, 64, 64\)\) but the engine has 2 \(.*\), so the sidecar "
+                       r"belongs to another engine; rebuild it"):
+        load_engine(path, trt)

@@ -380,4 +380,20 @@ def load_engine(path: str | os.PathLike, trt: ModuleType | None = None, *, profi
             raise EngineFileError(f"the sidecar of {path} names an unknown precision {precision!r} "
                                   f"(known: {', '.join(PRECISIONS)}); rebuild the engine")
         check_sidecar_matches_plan(sidecar, io, PRECISIONS.get(precision), path, plan=plan)
+        check_sidecar_profiles(sidecar.build.all_profiles, engine.profiles, path)
     return engine
+
+
+def check_sidecar_profiles(recorded: list[dict], ranges: list[dict], path) -> None:
+    """EngineFileError (one sentence) if the sidecar's optimization profiles ({input: {"min", "opt",
+    "max"}}, in order) are not the engine's (`ranges`: Engine.profiles); a sidecar without any says nothing."""
+    if not recorded:
+        return
+    def show(profiles):
+        return "; ".join(", ".join(f"{n} {tuple(lo)}..{tuple(hi)}" for n, (lo, hi) in p.items()) for p in profiles)
+
+    said = [{n: (tuple(r["min"]), tuple(r["max"])) for n, r in p.items() if n in ranges[0]} for p in recorded]
+    if said != ranges:
+        raise EngineFileError(f"the sidecar of {path} records {len(recorded)} optimization profile(s) ({show(said)}) "
+                              f"but the engine has {len(ranges)} ({show(ranges)}), so the sidecar belongs to another "
+                              "engine; rebuild it")
