@@ -28,8 +28,8 @@ OLD_SIDECAR = Path(__file__).parent / "data" / "sidecar_v1_alexnet_small_fp16.js
 
 @pytest.mark.parametrize("kwargs, message", [
     (dict(precision="fp64"), r"precision 'fp64' is not supported; choose one of fp32, fp16, bf16, int8, fp8"),
-    (dict(profiles=(BatchProfile(1, 2, 4), BatchProfile(2, 2, 2))),
-     r"2 optimization profiles were given; several profiles are not yet supported"),
+    (dict(profiles=(BatchProfile(1, 2, 4), ShapeProfile((2, 3, 8, 8), (2, 3, 8, 8), (2, 3, 8, 8)))),
+     r"optimization profiles must all be batch ranges \(BatchProfile, --batch\) or all input shapes"),
     (dict(profiles=((1, 2, 4),)), r"profiles must be BatchProfile or ShapeProfile objects, got \(1, 2, 4\)"),
     (dict(refit="yes"), r"build option refit must be one of 'off', 'identical', 'any' \(or True / False\), got 'yes'"),
     (dict(strip_weights=1), r"build option strip_weights must be True or False, got 1"),

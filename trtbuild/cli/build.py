@@ -41,11 +41,31 @@ def parse_batch(text: str | None):
     return check_batch(parts)
 
 
-def parse_profile(text: str | None):
+def parse_profiles(texts, input_name: str | None = None) -> list:
+    """Every --profile (the option repeats: one optimization profile each), parsed by parse_profile."""
+    if texts is None:
+        return []
+    return [parse_profile(t, input_name) for t in ([texts] if isinstance(texts, str) else texts)]
+
+
+def parse_profile(text: str | None, input_name: str | None = None):
     """"MINxSHAPE,OPT,MAX" shapes such as "1x3x64x64,1x3x128x128,1x3x256x256" -> three shape tuples
-    (batch first); None -> None. Dims that differ between min and max become dynamic (-1)."""
+    (batch first); None -> None. Dims that differ between min and max become dynamic (-1).
+    "MIN..MAX" is the same with OPT = MAX (TensorRT tunes its kernels for OPT; the largest shape is
+    the one whose speed matters most), and an "INPUT:" prefix names the input (checked against
+    `input_name`), e.g. input:1x3x224x224..8x3x224x224."""
     if text is None:
         return None
+    original = text
+    name, sep, rest = text.rpartition(":")
+    if sep:
+        if input_name is not None and name.strip() != input_name:
+            raise ValueError(f"--profile {original!r} names input '{name.strip()}', but the model's input is "
+                             f"'{input_name}'")
+        text = rest
+    if ".." in text and "," not in text:
+        lo, _, hi = text.partition("..")
+        text = f"{lo},{hi},{hi}"
     parts = text.split(",")
     try:
         shapes = [tuple(int(d) for d in part.strip().lower().split("x")) for part in parts]
@@ -162,10 +182,11 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     add_output_files(p, out=ENGINE_OUT_HELP)
     p.add_argument("--batch", default=None, metavar="MIN,OPT,MAX",
                    help="dynamic batch optimization profile (input declared with batch -1); default static batch 1")
-    p.add_argument("--profile", default=None, metavar="MIN,OPT,MAX",
+    p.add_argument("--profile", default=None, action="append", metavar="MIN,OPT,MAX",
                    help="optimization profile of the input as three shapes, batch first, e.g. "
-                        "1x3x64x64,1x3x128x128,1x3x256x256: dims that differ are dynamic (H and W of a fully "
-                        "convolutional model such as unet); instead of --batch")
+                        "1x3x64x64,1x3x128x128,1x3x256x256 (or [INPUT:]MIN..MAX, OPT = MAX): dims that differ are "
+                        "dynamic (H and W of a fully convolutional model such as unet); repeat it for several "
+                        "profiles (profile k is the k-th); instead of --batch")
     p.add_argument("--workspace", type=int, default=None, metavar="MiB", help="workspace memory-pool limit in MiB")
     p.add_argument("--timing-cache", default=None, metavar="PATH",
                    help="timing cache file, loaded if present and updated after the build")
@@ -201,10 +222,11 @@ def run(args) -> int:
     trt, spec = backend_and_model(args)
     precision = args.precision or "fp32"
     batch = parse_batch(args.batch)
-    profile = parse_profile(args.profile)
-    if profile is not None and batch is not None:
+    shape_profiles = parse_profiles(args.profile, spec.input_name)
+    if shape_profiles and batch is not None:
         raise ValueError("--profile and --batch exclude each other: give the batch range in the --profile shapes")
-    profiles = (BatchProfile(*batch),) if batch is not None else (ShapeProfile(*profile),) if profile else ()
+    profile = shape_profiles[0] if len(shape_profiles) == 1 else shape_profiles or None  # the cache key's
+    profiles = (BatchProfile(*batch),) if batch is not None else tuple(ShapeProfile(*p) for p in shape_profiles)
     targets = check_target_option(trt, args.target, args.cross_check)  # before anything is written
     out = args.out or default_engine_path(spec.name, precision, args.small, backend=backend_kind(trt))
     check_paths(args, [*engine_outputs("--out", out), ("--timing-cache", args.timing_cache, TIMING_CACHE)],
@@ -241,9 +263,10 @@ def run(args) -> int:
     print(weights_usage_line(build, getattr(args, "verbose", False)))
     if build.quantization:
         print(f"quantization: {quantization_line(build.quantization)}")
-    if build.profile:
-        for name, prof in build.profile.items():
-            print(f"profile {name}: min {prof['min']} opt {prof['opt']} max {prof['max']}")
+    several = len(build.all_profiles) > 1
+    for k, each in enumerate(build.all_profiles):
+        for name, prof in each.items():
+            print(f"profile {f'{k} ' if several else ''}{name}: min {prof['min']} opt {prof['opt']} max {prof['max']}")
     if build.targets:
         from trtbuild.engine.rtx import target_list
 

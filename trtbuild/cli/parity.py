@@ -172,6 +172,8 @@ def run(args) -> int:
         raise ValueError(f"--calibration and --keep apply to an engine built in memory; {args.engine} records its "
                          "own quantization in its sidecar (omit them, or omit --engine)")
     batch, batch_source = engine_batch(args)
+    if args.engine is not None and not args.layerwise and _profile_count(args.engine) > 1:
+        return _each_profile(args, spec, trt, batch)
     report = check_model_parity(spec, trt, weights=args.weights, engine=args.engine, precision=args.precision,
                                 small=args.small, seed=args.seed, value_range=args.range,
                                 distribution=args.distribution or DEFAULT_DISTRIBUTION,
@@ -198,6 +200,42 @@ def run(args) -> int:
     print(report.to_table())
     write_outputs(report, args)
     return 0 if report.passed else 1
+
+
+def _profile_count(engine_path) -> int:
+    from trtbuild.engine import read_sidecar
+
+    side = read_sidecar(engine_path)
+    return len(side.build.all_profiles) if side is not None else 1
+
+
+def _each_profile(args, spec, trt, batch) -> int:
+    """Parity of an engine with several optimization profiles: a table per profile (at its opt
+    shapes, or --batch in the profiles that take it); --json/--html/--png get one file per profile,
+    named <stem>.profile<k><suffix>. Exit status 0 only if every profile passes."""
+    import copy
+    from pathlib import Path
+
+    from trtbuild.parity import check_model_parity_profiles
+
+    reports = check_model_parity_profiles(
+        spec, trt, engine=args.engine, precision=args.precision, small=args.small, seed=args.seed,
+        value_range=args.range, distribution=args.distribution or DEFAULT_DISTRIBUTION,
+        large_scale=DEFAULT_SCALE if args.scale is None else args.scale, batch=batch, atol=args.atol,
+        rtol=args.rtol, weights=args.weights, allow_nonfinite=args.allow_nonfinite)
+    if reports and reports[0].meta.get("weights"):
+        print(f"pytorch model weights: {reports[0].meta['weights']}")
+    for report in reports:
+        k = report.meta["profile"]
+        print(f"optimization profile {k}: {'PASS' if report.passed else 'FAIL'}")
+        print(report.to_table())
+        each = copy.copy(args)
+        for option in ("json", "html", "png"):
+            path = getattr(args, option)
+            if path:
+                setattr(each, option, str(Path(path).with_name(f"{Path(path).stem}.profile{k}{Path(path).suffix}")))
+        write_outputs(report, each)
+    return 0 if all(r.passed for r in reports) else 1
 
 
 def engine_batch(args) -> tuple[int | None, str]:

@@ -64,6 +64,8 @@ def build_plan(trt: ModuleType, define, options: BuildOptions | None = None, **k
     profile: ``(min shape, opt shape, max shape)`` of the model input, batch first, for any dynamic dims
         (e.g. H and W of a fully convolutional model): dims whose min and max differ are declared -1,
         the others static; instead of `batch`. The model's builder must accept those dynamic dims.
+    profiles: several optimization profiles (a tuple of BatchProfile, or of ShapeProfile), added in
+        order; instead of batch and profile. The input is declared dynamic in every dim any of them varies.
     workspace: memory-pool limit for MemoryPoolType.WORKSPACE in bytes.
     timing_cache: file loaded if present and rewritten atomically after a successful build; an
         existing file that is not a timing cache raises TimingCacheError (it is never overwritten).
@@ -117,8 +119,10 @@ def _build(trt: ModuleType, on, options: BuildOptions, input_name: str, spec=Non
     targets = options.targets
     if capabilities(trt).needs_targets or options.cross_check:  # fp8: sm89 and newer (none for sm86)
         targets = targets_for_precision(options.precision, targets)
-    profile = options.shape_profile
-    serialize = dict(batch=options.batch, profile_shapes=None if profile is None else {input_name: profile.as_tuple()},
+    shapes = [{input_name: p.as_tuple()} for p in options.shape_profiles]
+    batches = list(options.batches)
+    serialize = dict(batch=batches[0] if len(batches) == 1 else batches or None,
+                     profile_shapes=shapes[0] if len(shapes) == 1 else shapes or None,
                      workspace=options.workspace, timing_cache=options.timing_cache, progress=options.progress,
                      tf32=options.tf32, targets=targets,
                      refit=REFIT_FLAGS[options.refit], strip_weights=options.strip_weights)

@@ -260,11 +260,14 @@ def key_for_model_build(trt, spec, weights_path, *, precision: str = "fp32", sma
     Options that do not change the engine (timing cache, progress) are not in the key."""
     from .build import definition_step, quant_info
     from .model import load_model_weights
+    from .options import ShapeProfile
     from .rtx import targets_for_precision
     from .serialize import sha256_file
 
+    several = isinstance(profile, list)  # several optimization profiles: a list of (min, opt, max) shapes
+    shapes = dict(profiles=tuple(ShapeProfile(*p) for p in profile)) if several else dict(profile=profile)
     defined = definition_step(spec, weights=load_model_weights(weights_path), precision=precision, fp32_io=fp32_io,
-                              batch=batch, small=small, quant=quant, profile=profile)(trt)
+                              batch=batch, small=small, quant=quant, **shapes)(trt)
     quant_record = None
     if quant is not None:
         quant_record = quant_info(quant)

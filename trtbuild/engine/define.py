@@ -21,7 +21,7 @@ from .errors import BuildError
 from .interrupts import calling_tensorrt
 from .logging_bridge import exclusive
 from .network import dtype_name, new_network, tensors_by_name
-from .options import PRECISIONS, QUANTIZED, BuildOptions, check_profile, profile_input_shape
+from .options import PRECISIONS, QUANTIZED, BuildOptions, check_profile, envelope, profile_input_shape
 
 #: what TensorRT-RTX logs as an error on a machine without a CUDA driver, on the way to reporting a
 #: real error; its ahead-of-time builds need no GPU, so it says nothing about the network
@@ -170,8 +170,7 @@ def define_spec(spec, weights, options: BuildOptions) -> Callable[[ModuleType], 
     if wm is None:
         raise ValueError(f"model '{spec.name}': build_plan needs weights (a WeightMap or a weight file path)")
     input_shape = spec.input_shape(options.small)
-    profile = options.shape_profile
-    if profile is not None:
+    for profile in options.shape_profiles:
         check_profile(profile.as_tuple(), input_shape)
     quant_kw = {"quant": quant} if quant is not None else {}
 
@@ -198,7 +197,7 @@ def define_network(define: Callable, options: BuildOptions) -> Callable[[ModuleT
 
 
 def _definition(define, options: BuildOptions, input_name, input_shape, model_name=None, weights=None):
-    profile = options.shape_profile.as_tuple() if options.shape_profile is not None else None
+    profile = envelope(options.shape_profiles)  # the input is declared once, for every profile
 
     def on(trt: ModuleType) -> DefinedNetwork:
         builder, network, logger = new_network(trt)

@@ -141,14 +141,14 @@ def _targets(kind: str, sidecar: dict | None) -> tuple[str, ...]:
 
 
 def _sidecar_io(sidecar: dict | None) -> tuple[IOTensor, ...]:
-    """The I/O tensors and profile a sidecar records (for an engine that cannot be deserialized here)."""
+    """The I/O tensors and profiles a sidecar records (for an engine that cannot be deserialized here)."""
     side = sidecar or {}
-    profile = side.get("profile") or {}
+    profiles = side.get("profiles") or ([side["profile"]] if side.get("profile") else [])
     out = []
     for kind, mode in (("inputs", "input"), ("outputs", "output")):
         for t in side.get(kind) or []:
-            p = profile.get(t.get("name")) if mode == "input" else None
-            ranges = (ProfileRange(tuple(p["min"]), tuple(p["opt"]), tuple(p["max"])),) if p else ()
+            each = [prof.get(t.get("name")) for prof in profiles] if mode == "input" else []
+            ranges = tuple(ProfileRange(tuple(p["min"]), tuple(p["opt"]), tuple(p["max"])) for p in each if p)
             out.append(IOTensor(t.get("name"), mode, tuple(t.get("shape") or ()) or None, t.get("dtype"),
                                 profiles=ranges))
     return tuple(out)

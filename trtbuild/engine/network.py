@@ -107,6 +107,18 @@ def batch_profile_shapes(network, batch) -> dict[str, tuple] | None:
     return shapes
 
 
+def _profile_list(network, batch, profile_shapes) -> list[dict]:
+    """[{input name: (min, opt, max)}] of every profile to add: `batch` is one (min, opt, max) or a
+    list of them, `profile_shapes` one {input: (min, opt, max)} or a list of them; [] when static."""
+    if profile_shapes is not None:
+        several = isinstance(profile_shapes, (list, tuple))
+        return [dict(p) for p in profile_shapes] if several else [dict(profile_shapes)]
+    if batch is not None and len(batch) and isinstance(batch[0], (list, tuple)):
+        return [batch_profile_shapes(network, b) for b in batch]
+    shapes = batch_profile_shapes(network, batch)
+    return [shapes] if shapes else []
+
+
 def _add_profile(builder, config, shapes: Mapping[str, tuple]) -> dict:
     """Add one optimization profile with {input: (min, opt, max)}; return its JSON-able description."""
     profile = builder.create_optimization_profile()
@@ -138,7 +150,8 @@ def serialize_network(trt: ModuleType, builder, network, logger, *, batch=None, 
     TensorRT-RTX, targets (the compute capabilities the engine was built for).
 
     Dynamic inputs need either `batch=(min, opt, max)` (only the batch dimension dynamic, see
-    batch_profile_shapes) or `profile_shapes={input name: (min, opt, max)}` (any dimensions).
+    batch_profile_shapes) or `profile_shapes={input name: (min, opt, max)}` (any dimensions); a
+    list of either adds several optimization profiles, in order (`.info.profiles` lists them all).
     workspace, timing_cache, progress, tf32: as in build_plan. `logger` is the builder's logger
     (from make_logger / new_network); its errors are quoted in the BuildError raised on failure.
     targets: TensorRT-RTX only: target compute capabilities ("sm86,sm89" or ("8.6", "8.9"); default
@@ -154,8 +167,8 @@ def serialize_network(trt: ModuleType, builder, network, logger, *, batch=None, 
     if batch is not None and profile_shapes is not None:
         raise ValueError("pass either batch or profile_shapes, not both")
     config = builder.create_builder_config()
-    shapes = batch_profile_shapes(network, batch) if profile_shapes is None else dict(profile_shapes)
-    profile_info = _add_profile(builder, config, shapes) if shapes else None
+    profiles_info = [_add_profile(builder, config, shapes) for shapes in _profile_list(network, batch, profile_shapes)]
+    profile_info = profiles_info[0] if profiles_info else None
     if workspace is not None:
         config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, int(workspace))
     if not tf32:
@@ -190,5 +203,6 @@ def serialize_network(trt: ModuleType, builder, network, logger, *, batch=None, 
         network=network.name,
         inputs=[describe_tensor(network.get_input(i)) for i in range(network.num_inputs)],
         outputs=[describe_tensor(network.get_output(i)) for i in range(network.num_outputs)],
-        profile=profile_info, workspace=workspace, tf32=bool(tf32), build_phases=list(monitor.phases),
+        profile=profile_info, profiles=profiles_info if len(profiles_info) > 1 else None, workspace=workspace,
+        tf32=bool(tf32), build_phases=list(monitor.phases),
         plugins=plugins_used(trt, network), targets=list(built_targets) if built_targets else None))

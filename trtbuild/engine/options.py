@@ -115,6 +115,36 @@ class ShapeProfile:
 Profile = Union[BatchProfile, ShapeProfile]
 
 
+def check_profiles_agree(profiles) -> None:
+    """Several optimization profiles of one input: all BatchProfile or all ShapeProfile, shapes of
+    one rank (TensorRT needs every profile to give shapes for the same inputs, and the input is
+    declared once for all of them). Raises ValueError in one sentence."""
+    if len(profiles) < 2:
+        return
+    kinds = {type(p).__name__ for p in profiles}
+    if len(kinds) > 1:
+        raise ValueError("optimization profiles must all be batch ranges (BatchProfile, --batch) or all input "
+                         f"shapes (ShapeProfile, --profile), got {', '.join(type(p).__name__ for p in profiles)}")
+    ranks = [len(p.min) for p in profiles if isinstance(p, ShapeProfile)]
+    if len(set(ranks)) > 1:
+        raise ValueError(f"optimization profiles must all have the input's rank, got ranks {ranks} "
+                         f"(profiles {', '.join(_show_profile(p) for p in profiles)})")
+
+
+def _show_profile(profile) -> str:
+    return "..".join("x".join(map(str, s)) if isinstance(s, tuple) else str(s) for s in (profile.min, profile.max))
+
+
+def envelope(profiles) -> tuple[tuple, tuple, tuple] | None:
+    """(smallest min, first opt, largest max) of several ShapeProfiles: the input is declared from
+    it (-1 in every dim any profile lets vary, or in which the profiles differ); None for none."""
+    if not profiles:
+        return None
+    mn = tuple(min(d) for d in zip(*(p.min for p in profiles)))
+    mx = tuple(max(d) for d in zip(*(p.max for p in profiles)))
+    return mn, profiles[0].opt, mx
+
+
 def _tuple_of_names(value, what: str) -> tuple[str, ...]:
     if isinstance(value, str):
         raise ValueError(f"{what} must be a list of tensor names, not the string {value!r}")
@@ -133,7 +163,8 @@ class BuildOptions:
     what each one does. Checked when made: a bad value is a ValueError in one sentence.
 
     profiles: a tuple of optimization profiles (BatchProfile or ShapeProfile); empty for a static
-    input. One profile is built today. refit: "off", "identical" (BuilderFlag.REFIT_IDENTICAL, what
+    input. Several profiles are all of one kind and rank; each is added to the builder config, in
+    order (profile index k is the k-th). refit: "off", "identical" (BuilderFlag.REFIT_IDENTICAL, what
     TensorRT 11 recommends: plain REFIT may drop a GEMM bias) or "any" (BuilderFlag.REFIT); True means
     "identical". strip_weights: a weight-stripped plan (BuilderFlag.STRIP_PLAN), refit "identical"
     unless "any" is asked for."""
@@ -186,12 +217,10 @@ class BuildOptions:
         wrong = [p for p in self.profiles if not isinstance(p, (BatchProfile, ShapeProfile))]
         if wrong:
             raise ValueError(f"profiles must be BatchProfile or ShapeProfile objects, got {wrong[0]!r}")
-        if len(self.profiles) > 1:
-            raise ValueError(f"{len(self.profiles)} optimization profiles were given; several profiles are not yet "
-                             "supported (build with one)")
-        shape = self.shape_profile
-        if shape is not None and self.input_shape is not None:
-            check_profile(shape.as_tuple(), self.input_shape)
+        check_profiles_agree(self.profiles)
+        if self.input_shape is not None:
+            for shape in self.shape_profiles:
+                check_profile(shape.as_tuple(), self.input_shape)
         if self.workspace is not None:
             if isinstance(self.workspace, bool) or not isinstance(self.workspace, numbers.Integral) \
                     or self.workspace < 0:
@@ -220,20 +249,34 @@ class BuildOptions:
         return next((p for p in self.profiles if isinstance(p, ShapeProfile)), None)
 
     @property
+    def batches(self) -> tuple[tuple[int, int, int], ...]:
+        """(min, opt, max) of every BatchProfile, in profile order."""
+        return tuple(p.as_tuple() for p in self.profiles if isinstance(p, BatchProfile))
+
+    @property
+    def shape_profiles(self) -> tuple[ShapeProfile, ...]:
+        return tuple(p for p in self.profiles if isinstance(p, ShapeProfile))
+
+    @property
     def quantized(self) -> bool:
         return self.precision in QUANTIZED
 
     @classmethod
-    def from_kwargs(cls, *, batch=None, profile=None, **kwargs) -> "BuildOptions":
+    def from_kwargs(cls, *, batch=None, profile=None, profiles=None, **kwargs) -> "BuildOptions":
         """The options build_plan's keyword arguments name: `batch` (min, opt, max) becomes a
-        BatchProfile and `profile` (min, opt, max shapes) a ShapeProfile; the others are fields.
-        Unknown names are a TypeError, as for any function."""
+        BatchProfile and `profile` (min, opt, max shapes) a ShapeProfile; `profiles` is the field
+        itself (several profiles), instead of either. The others are fields. Unknown names are a
+        TypeError, as for any function."""
         names = {f.name for f in dataclasses.fields(cls)} - {"profiles"}
         unknown = sorted(set(kwargs) - names)
         if unknown:
             raise TypeError(f"build_plan() got unexpected keyword argument(s) {', '.join(map(repr, unknown))}")
         if batch is not None and profile is not None:
             check_profile(profile, None, batch)  # its one sentence: pass either batch or profile
+        if profiles is not None:
+            if batch is not None or profile is not None:
+                raise ValueError("pass profiles instead of batch or profile, not with them")
+            return cls(profiles=profiles, **kwargs)
         profiles = ((BatchProfile(*check_batch(batch)),) if batch is not None else
                     (ShapeProfile(*check_profile(profile)),) if profile is not None else ())
         return cls(profiles=profiles, **kwargs)

@@ -103,6 +103,7 @@ class NetworkInfo(JsonRecord):
     build_phases: list | None = field(default=None, metadata=ALWAYS)
     plugins: list | None = field(default=None, metadata=ALWAYS)
     targets: list | None = None
+    profiles: list | None = None  # every profile, where there are several (`profile` is the first)
     extra: dict = field(default_factory=dict, repr=False)
     present: frozenset | None = field(default=None, repr=False)
 
@@ -138,8 +139,17 @@ class BuildInfo(JsonRecord):
     unused_weights: list | None = None
     quantization: dict | None = None
     refit: dict | None = None  # trtbuild.engine.refit_record.RefitRecord.to_dict() of a refittable build
+    profiles: list | None = None  # every optimization profile, where there are several (`profile`: the first)
     extra: dict = field(default_factory=dict, repr=False)
     present: frozenset | None = field(default=None, repr=False)
+
+    @property
+    def all_profiles(self) -> list[dict]:
+        """Every optimization profile ({input: {"min", "opt", "max"}}), in index order: `profiles`
+        where there are several, else [`profile`] (a sidecar written before several existed), else []."""
+        if self.profiles:
+            return list(self.profiles)
+        return [self.profile] if self.profile else []
 
     @classmethod
     def of(cls, info) -> "BuildInfo":
@@ -169,7 +179,8 @@ class BuildInfo(JsonRecord):
             cross_check=cross_check.to_dict() if cross_check is not None else None,
             weight_tensors=weights_usage[0] if weights_usage is not None else None,
             unused_weights=weights_usage[1] if weights_usage is not None else None,
-            quantization=quantization, refit=refit.to_dict() if refit is not None else None)
+            quantization=quantization, refit=refit.to_dict() if refit is not None else None,
+            profiles=built.profiles)
 
     def with_network(self, built) -> "BuildInfo":
         """This build's description for another engine of the same network (the TensorRT-RTX

@@ -74,9 +74,57 @@ def io_tensors(engine, trt: ModuleType) -> dict[str, TensorInfo]:
     return tensors
 
 
-def check_input_shape(info: TensorInfo, shape: tuple) -> None:
+def profile_ranges(engine, tensors: dict[str, TensorInfo]) -> list[dict[str, tuple[tuple, tuple]]]:
+    """[{dynamic input name: (min shape, max shape)}] of every optimization profile of an ICudaEngine,
+    in index order (one empty dict for an engine without dynamic inputs). Tensor names are the same in
+    every profile (TensorRT 10 and later)."""
+    dynamic = [n for n, t in tensors.items() if t.is_input and any(d < 0 for d in t.shape)]
+    count = max(1, int(engine.num_optimization_profiles)) if dynamic else 1
+    out = []
+    for k in range(count):
+        ranges = {}
+        for n in dynamic:
+            mn, _, mx = (tuple(int(d) for d in s) for s in engine.get_tensor_profile_shape(n, k))
+            ranges[n] = (mn, mx)
+        out.append(ranges)
+    return out
+
+
+def shape_fits(shape: tuple, lo: tuple, hi: tuple) -> bool:
+    return len(shape) == len(lo) and all(a <= d <= b for d, a, b in zip(shape, lo, hi))
+
+
+def _show_range(lo: tuple, hi: tuple) -> str:
+    return f"{list(lo)}..{list(hi)}"
+
+
+def choose_profile(ranges: list[dict], shapes: dict[str, tuple], pinned: int | None, engine_name: str) -> int:
+    """The optimization profile to run `shapes` ({input: shape}) with: `pinned` if it takes them, else
+    (pinned None) the first profile whose ranges contain every input shape. Raises EngineInputError
+    naming the input, its shape and every profile's range where none (or not the pinned one) does."""
+    def fits(k):
+        return all(shape_fits(shapes[n], lo, hi) for n, (lo, hi) in ranges[k].items() if n in shapes)
+
+    candidates = [pinned] if pinned is not None else range(len(ranges))
+    for k in candidates:
+        if fits(k):
+            return k
+    names = [n for n in ranges[0] if n in shapes]
+    bad = next((n for n in names if not all(shape_fits(shapes[n], *r[n]) for r in
+                                            ([ranges[pinned]] if pinned is not None else ranges))), names[0])
+    every = "; ".join(f"profile {k} {_show_range(*r[bad])}" for k, r in enumerate(ranges))
+    if pinned is not None:
+        raise EngineInputError(f"input '{bad}' has shape {shapes[bad]}, outside optimization profile {pinned} "
+                               f"{_show_range(*ranges[pinned][bad])} that {engine_name} is pinned to "
+                               f"(Engine(profile={pinned})); its profiles: {every}")
+    raise EngineInputError(f"input '{bad}' has shape {shapes[bad]}, which no optimization profile of {engine_name} "
+                           f"takes: {every}")
+
+
+def check_input_shape(info: TensorInfo, shape: tuple, ranges: bool = True) -> None:
     """Raise EngineInputError naming the input if `shape` does not fit the engine (rank, static
-    dimensions, optimization-profile range)."""
+    dimensions and, with `ranges`, profile 0's range; an engine of several profiles checks
+    ranges with choose_profile)."""
     name = info.name
     if len(shape) != len(info.shape):
         raise EngineInputError(f"input '{name}' has shape {shape} (rank {len(shape)}) but the engine expects "
@@ -85,7 +133,7 @@ def check_input_shape(info: TensorInfo, shape: tuple) -> None:
         if want >= 0 and d != want:
             raise EngineInputError(f"input '{name}' has shape {shape} but the engine expects {info.shape} "
                                    f"(dimension {i} must be {want})")
-        if not lo <= d <= hi:
+        if ranges and not lo <= d <= hi:
             raise EngineInputError(f"input '{name}' has shape {shape}: dimension {i} is {d}, outside the "
                                    f"optimization profile range [{lo}, {hi}] the engine was built for")
 
@@ -155,7 +203,8 @@ class Engine(EngineIO):
     `sidecar`: the engine's Sidecar (load_engine), by default the plan's `info` (a BuildInfo, from
     build_plan); both read like dicts too, and a dict passed in is kept as it is."""
 
-    def __init__(self, plan, trt: ModuleType | None = None, *, sidecar=None, name: str = "engine"):
+    def __init__(self, plan, trt: ModuleType | None = None, *, sidecar=None, name: str = "engine",
+                 profile: int | None = None):
         if trt is None:
             trt = _trt_for_plan(plan, sidecar, name)
         self.trt = trt
@@ -165,7 +214,25 @@ class Engine(EngineIO):
         self.logger, self.runtime, self._engine, self.context = open_engine(trt, plan, name)
         self.device = _backend_device(trt)
         self.tensors: dict[str, TensorInfo] = io_tensors(self._engine, trt)
+        #: [{dynamic input: (min, max)}] of every optimization profile, in index order
+        self.profiles: list[dict[str, tuple[tuple, tuple]]] = profile_ranges(self._engine, self.tensors)
         self._in_flight: tuple = ()
+        self.profile = None
+        if profile is not None:
+            if isinstance(profile, bool) or not isinstance(profile, int) or not 0 <= profile < len(self.profiles):
+                raise EngineInputError(f"{name} has {len(self.profiles)} optimization profile(s) (0 to "
+                                       f"{len(self.profiles) - 1}); Engine(profile={profile!r}) names none of them")
+            self.profile = profile  # pinned: run() refuses shapes outside it instead of switching
+
+    def _use_profile(self, k: int, handle: int) -> None:
+        """Switch the context to optimization profile k (TensorRT: set_optimization_profile_async on the
+        stream the run is queued on, so the switch is ordered before it)."""
+        ctx = self.context
+        if ctx.active_optimization_profile == k:
+            return
+        if not ctx.set_optimization_profile_async(k, handle):
+            raise EngineError(f"{self.backend} could not switch {self.name} to optimization profile {k}: "
+                              f"{self.logger.error_text()}")
 
     # -- description ---------------------------------------------------------------------
     def describe(self) -> str:
@@ -174,6 +241,9 @@ class Engine(EngineIO):
         for t in self.tensors.values():
             rng = f" (profile {t.min_shape}..{t.max_shape})" if t.is_input and t.min_shape != t.max_shape else ""
             lines.append(f"{'input ' if t.is_input else 'output'} {t.name}: {t.shape}{rng} {t.dtype}")
+        if len(self.profiles) > 1:  # the lines above give profile 0's ranges
+            for k, ranges in enumerate(self.profiles):
+                lines.append(f"profile {k}: " + ", ".join(f"{n} {lo}..{hi}" for n, (lo, hi) in ranges.items()))
         return "\n".join(lines)
 
     # -- running ---------------------------------------------------------------------------
@@ -190,7 +260,7 @@ class Engine(EngineIO):
         if value.device != self.device:
             raise EngineInputError(f"input '{name}' is on device {value.device} but this {self.backend} engine runs on "
                                    f"{self.device}; move it with .to('{self.device}')")
-        check_input_shape(info, tuple(value.shape))
+        check_input_shape(info, tuple(value.shape), ranges=len(self.profiles) == 1 and self.profile is None)
         return value.contiguous()
 
     def _feeds(self, inputs: Mapping) -> dict[str, torch.Tensor]:
@@ -208,15 +278,20 @@ class Engine(EngineIO):
             **named) -> dict[str, torch.Tensor]:
         """Run the engine on {input name: tensor}; return {output name: tensor} in engine order.
 
-        Inputs must have the engine's dtype, live on `engine.device` and fit the optimization
-        profile (EngineInputError otherwise). Work is queued on `stream` (default: torch's current
-        stream); pass synchronize=True to wait for it. An output whose shape depends on the data (-1
-        until the run: a non-zero or NMS count) gets its memory through an IOutputAllocator
-        (output_allocator.py) and comes back with its real shape.
+        Inputs must have the engine's dtype, live on `engine.device` and fit an optimization
+        profile (EngineInputError otherwise): with several, the first whose ranges contain every
+        input shape is switched to, unless Engine(profile=k) pinned one. Work is queued on `stream`
+        (default: torch's current stream); pass synchronize=True to wait for it. An output whose
+        shape depends on the data (-1 until the run: a non-zero or NMS count) gets its memory
+        through an IOutputAllocator (output_allocator.py) and comes back with its real shape.
         """
         feeds = self._feeds({**(inputs or {}), **named})
         ctx = self.context
         self.logger.clear()
+        handle = self._stream_handle(stream)
+        if len(self.profiles) > 1 or self.profile is not None:
+            shapes = {n: tuple(t.shape) for n, t in feeds.items()}
+            self._use_profile(choose_profile(self.profiles, shapes, self.profile, self.name), handle)
         for n, t in feeds.items():
             if ctx.set_input_shape(n, tuple(t.shape)) is False:
                 raise EngineInputError(f"{self.backend} rejected shape {tuple(t.shape)} for input '{n}': "
@@ -237,7 +312,6 @@ class Engine(EngineIO):
                 ctx.set_output_allocator(n, allocator)
         for n, t in {**feeds, **outputs}.items():
             ctx.set_tensor_address(n, t.data_ptr())
-        handle = self._stream_handle(stream)
         if not ctx.execute_async_v3(handle):
             raise EngineError(f"{self.backend} failed to execute {self.name}: {self.logger.error_text()}")
         if allocator is not None:  # the shapes are known once execute_async_v3 returns (notify_shape)
@@ -292,10 +366,10 @@ def _trt_for_plan(plan, sidecar, name: str) -> ModuleType:
         raise EngineCompatibilityError(f"{name} {built}, but {product} cannot be used here: {e}") from None
 
 
-def load_engine(path: str | os.PathLike, trt: ModuleType | None = None) -> Engine:
+def load_engine(path: str | os.PathLike, trt: ModuleType | None = None, *, profile: int | None = None) -> Engine:
     """Load an engine file: check its sidecar (format, TensorRT version, GPU architecture, sha256) before
     TensorRT sees it, then deserialize and check that the sidecar's I/O tensors and precision fit the
-    plan. trt=None picks the backend named by the sidecar."""
+    plan. trt=None picks the backend named by the sidecar; profile: as Engine's (pin one optimization profile)."""
     path = Path(path)
     if trt is None:
         sidecar = read_sidecar(path) if path.is_file() else None
@@ -305,7 +379,7 @@ def load_engine(path: str | os.PathLike, trt: ModuleType | None = None) -> Engin
             with open(path, "rb") as f:
                 trt = _trt_for_plan(f.read(16), None, str(path))
     plan, sidecar = read_engine_file(path, trt)
-    engine = Engine(plan, trt, sidecar=sidecar, name=str(path))
+    engine = Engine(plan, trt, sidecar=sidecar, name=str(path), profile=profile)
     if sidecar is not None:
         from .options import PRECISIONS
 
@@ -315,4 +389,20 @@ def load_engine(path: str | os.PathLike, trt: ModuleType | None = None) -> Engin
             raise EngineFileError(f"the sidecar of {path} names an unknown precision {precision!r} "
                                   f"(known: {', '.join(PRECISIONS)}); rebuild the engine")
         check_sidecar_matches_plan(sidecar, io, PRECISIONS.get(precision), path, plan=plan)
+        check_sidecar_profiles(sidecar.build.all_profiles, engine.profiles, path)
     return engine
+
+
+def check_sidecar_profiles(recorded: list[dict], ranges: list[dict], path) -> None:
+    """EngineFileError (one sentence) if the sidecar's optimization profiles ({input: {"min", "opt",
+    "max"}}, in order) are not the engine's (`ranges`: Engine.profiles); a sidecar without any says nothing."""
+    if not recorded:
+        return
+    def show(profiles):
+        return "; ".join(", ".join(f"{n} {tuple(lo)}..{tuple(hi)}" for n, (lo, hi) in p.items()) for p in profiles)
+
+    said = [{n: (tuple(r["min"]), tuple(r["max"])) for n, r in p.items() if n in ranges[0]} for p in recorded]
+    if said != ranges:
+        raise EngineFileError(f"the sidecar of {path} records {len(recorded)} optimization profile(s) ({show(said)}) "
+                              f"but the engine has {len(ranges)} ({show(ranges)}), so the sidecar belongs to another "
+                              "engine; rebuild it")

@@ -11,10 +11,12 @@ from .check import (DISTRIBUTIONS, check_engine_matches, check_model_parity, che
                     engine_input_shapes, load_weights_into, make_inputs)
 from .compare import DEFAULT_TOLERANCES, Report, TensorStats, compare, compare_tensor, default_tolerances
 from .layerwise import capture_module_outputs, find_jump, layerwise_rows
+from .profiles import check_model_parity_profiles, profile_input_shapes
 
 __all__ = [
     "DISTRIBUTIONS", "check_engine_matches", "engine_input_shapes", "check_model_parity", "check_parity",
     "describe_inputs", "load_weights_into", "make_inputs",
     "DEFAULT_TOLERANCES", "Report", "TensorStats", "compare", "compare_tensor", "default_tolerances",
     "capture_module_outputs", "find_jump", "layerwise_rows",
+    "check_model_parity_profiles", "profile_input_shapes",
 ]

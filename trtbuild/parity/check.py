@@ -306,7 +306,8 @@ def check_model_parity(model: str, trt, *, weights=None, engine=None, precision:
                        atol: float | None = None, rtol: float | None = None, layerwise: bool = False,
                        progress: bool | None = False, module: torch.nn.Module | None = None,
                        targets=None, cross_check: bool = False, allow_nonfinite: bool = False,
-                       layerwise_via: str = "debug tensors", quant=None, batch_source: str = "--batch") -> Report:
+                       layerwise_via: str = "debug tensors", quant=None, batch_source: str = "--batch",
+                       profile: int | None = None) -> Report:
     """Parity of a registry model (name or ModelSpec): engine (a path, an Engine, or built in memory) vs PyTorch.
 
     weights: path or WeightMap used for the engine build and loaded into the PyTorch model
@@ -325,6 +326,9 @@ def check_model_parity(model: str, trt, *, weights=None, engine=None, precision:
     asked for `batch`, named where a given engine cannot take it (default "--batch").
     quant: a trtbuild.quant.QuantPlan (trtbuild.engine.quant_plan) for an engine built in memory:
     required for precision int8/fp8, or --keep in fp16/bf16 (meta["quantization"] describes it).
+    profile: for a given engine, run it pinned to this optimization profile, at the profile's opt
+    shapes (`batch` replacing the batch dim); meta["profile"] names it. check_model_parity_profiles
+    makes one report per profile.
     """
     from trtbuild.engine import Engine, build_model, get_spec, load_engine
     from trtbuild.engine.options import BatchProfile, BuildOptions
@@ -389,7 +393,13 @@ def check_model_parity(model: str, trt, *, weights=None, engine=None, precision:
         engine = Engine(plan, trt, sidecar=plan.info, name=f"{spec.name} ({precision}, in memory)")
     if weights is not None:  # after the build, so that the build's record of unused weights is its own
         load_weights_into(module, wm)
-    shapes = engine_input_shapes(engine, batch, source, batch_source)
+    if profile is not None:
+        from .profiles import profile_input_shapes
+
+        shapes = profile_input_shapes(engine, profile, batch, source)
+        pinned, engine.profile = engine.profile, profile
+    else:
+        shapes = engine_input_shapes(engine, batch, source, batch_source)
     value_range = tuple(value_range) if value_range is not None else tuple(spec.value_range)
     inputs = make_inputs(shapes, seed, value_range, distribution, large_scale)
     built = build_info_of(engine.sidecar) or BuildInfo()
@@ -402,7 +412,13 @@ def check_model_parity(model: str, trt, *, weights=None, engine=None, precision:
             **{k: getattr(built, k) for k in ("weight_tensors", "unused_weights", "quantization")
                if getattr(built, k) is not None}}
     meta.update(automap_meta)
-    return check_parity(engine, module, inputs, output_names=list(spec.output_names), atol=atol, rtol=rtol,
-                        layer_map=layer_map, layer_order=order, output_of=output_of, meta=meta,
-                        allow_nonfinite=allow_nonfinite, debug_tensors=debug_of, argmax_of=spec.argmax_of,
-                        tolerances=spec.tolerances)
+    if profile is not None:
+        meta["profile"] = profile
+    try:
+        return check_parity(engine, module, inputs, output_names=list(spec.output_names), atol=atol, rtol=rtol,
+                            layer_map=layer_map, layer_order=order, output_of=output_of, meta=meta,
+                            allow_nonfinite=allow_nonfinite, debug_tensors=debug_of, argmax_of=spec.argmax_of,
+                            tolerances=spec.tolerances)
+    finally:
+        if profile is not None:
+            engine.profile = pinned

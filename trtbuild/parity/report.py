@@ -47,8 +47,8 @@ def _aligned(header: list[str], rows: list[list[str]], right_from: int = 1) -> l
 
 def _meta_line(report: Report) -> str:
     m = report.meta
-    parts = [f"{k}={m[k]}" for k in ("model", "backend", "precision", "batch", "seed", "inputs", "against", "engine")
-             if m.get(k) is not None]
+    parts = [f"{k}={m[k]}" for k in ("model", "backend", "precision", "batch", "profile", "seed", "inputs", "against",
+                                     "engine") if m.get(k) is not None]
     atol = f"atol={fmt(report.atol)}" + ("*max|expected|" if report.atol_relative else "")
     parts += [atol, f"rtol={fmt(report.rtol)}"]
     return "parity: " + " ".join(parts)

@@ -160,6 +160,9 @@ class ICudaEngine(EngineDebugTensors):
 
     def get_tensor_profile_shape(self, name: str, profile_index: int) -> list:
         profiles = self._header["profiles"]
+        if not 0 <= profile_index < self.num_optimization_profiles:
+            raise NetworkError(f"get_tensor_profile_shape: profile {profile_index} does not exist (the engine has "
+                               f"{self.num_optimization_profiles})")
         if not profiles or name not in profiles[profile_index]:
             shape = self.get_tensor_shape(name)
             return [shape, shape, shape]
@@ -186,20 +189,34 @@ class IExecutionContext(ContextDebugState):
         self._out_shapes: dict[str, tuple] | None = None
         self._allocators: dict[str, IOutputAllocator] = {}
         self._ran_shapes: dict[str, tuple] = {}  # data-dependent output shapes, as the last run found them
+        self._profile = 0  # the optimization profile whose ranges set_input_shape checks
 
     @property
     def active_optimization_profile(self) -> int:
-        return 0
+        return self._profile
 
     def set_optimization_profile_async(self, profile_index: int, stream_handle: int) -> bool:
-        return profile_index == 0
+        """Switch to optimization profile `profile_index`. As in TensorRT, tensor names are the same in every
+        profile, and the input shapes set before are dropped: each input's shape is set again for the new
+        profile's ranges. An index the engine has not is logged as an error and returns False."""
+        count = self.engine.num_optimization_profiles
+        if not 0 <= int(profile_index) < count:
+            self.engine._logger.log(ILogger.ERROR, f"IExecutionContext::setOptimizationProfileAsync: profile index "
+                                    f"{profile_index} is out of range: the engine has {count} profile(s)")
+            return False
+        if int(profile_index) != self._profile:
+            self._profile = int(profile_index)
+            self._shapes = {t["name"]: tuple(t["shape"]) for t in self.engine._header["inputs"]}
+            self._out_shapes = None
+            self._ran_shapes = {}
+        return True
 
     def set_input_shape(self, name: str, shape) -> bool:
         t, mode = self.engine._tensor(name)
         if mode != TensorIOMode.INPUT:
             raise NetworkError(f"set_input_shape: '{name}' is not an input")
         shape = tuple(Dims(shape))
-        reason = check_profile(name, shape, self.engine.get_tensor_profile_shape(name, 0))
+        reason = check_profile(name, shape, self.engine.get_tensor_profile_shape(name, self._profile))
         if reason:  # TensorRT logs the error and returns False
             self.engine._logger.log(ILogger.ERROR, f"IExecutionContext::setInputShape: {reason}")
             return False
@@ -238,8 +255,8 @@ class IExecutionContext(ContextDebugState):
         cpu = _wrap(self._addresses[name], (count,), DataType(t["dtype"]), torch.device("cpu"))
         values = tuple(int(v) for v in cpu.tolist())
         profiles = self.engine._header.get("shape_values", [])
-        if profiles and name in profiles[0]:
-            mn, _, mx = profiles[0][name]
+        if len(profiles) > self._profile and name in profiles[self._profile]:
+            mn, _, mx = profiles[self._profile][name]
             for i, (v, lo, hi) in enumerate(zip(values, mn, mx)):
                 if not lo <= v <= hi:
                     raise NetworkError(f"infer_shapes: shape input '{name}' value {i} is {v}, outside the "

@@ -6,7 +6,11 @@
 Everything comes from the sidecar (trtbuild.engine.serialize.make_sidecar): tensor names, shapes
 and dtypes, and the batch profile. An engine built with ``--batch MIN,OPT,MAX`` (batch dimension -1
 on every I/O tensor) becomes ``max_batch_size: MAX`` with dims *without* the batch dimension and
-dynamic batching preferring OPT and MAX; a static engine becomes ``max_batch_size: 0`` with full
+dynamic batching preferring OPT and MAX. Several profiles (--profile repeated, trtbuild build):
+max_batch_size is the largest batch any takes, the preferred sizes are every profile's OPT and MAX,
+and the TensorRT kind lists every profile in its instance group (Triton's TensorRT backend picks one
+per request); batch sizes between the profiles cannot be said in Triton's configuration (a comment
+names them: Triton may form them, and the engine refuses them). A static engine becomes ``max_batch_size: 0`` with full
 dims and no dynamic batching (Triton only batches models with max_batch_size > 0), and so does a
 dynamic-batch engine with an output whose first dimension is not the batch (NMS detections, found by
 trtbuild.serving.batch_dims), its batch then one of the dims (-1). The text is
@@ -72,7 +76,8 @@ def batch_limits(sidecar, max_batch: int | None = None, off_batch=()) -> tuple[i
     ConfigError in one sentence where it does not fit."""
     build = build_info_of(sidecar)
     tensors = [*(build.inputs or []), *(build.outputs or [])]
-    profile = build.profile or {}
+    profiles = build.all_profiles
+    profile = profiles[0] if profiles else {}
     dynamic = bool(tensors) and all(t["shape"] and int(t["shape"][0]) == -1 for t in tensors)
     if dynamic and profile and off_batch:
         if max_batch not in (None, 0):
@@ -88,18 +93,46 @@ def batch_limits(sidecar, max_batch: int | None = None, off_batch=()) -> tuple[i
             raise ConfigError(f"--max-batch {max_batch}: the engine has a static batch (no --batch profile), so "
                               "Triton cannot batch it (max_batch_size 0); rebuild it with --batch 1,OPT,MAX")
         return 0, []
-    mins = {int(p["min"][0]) for p in profile.values()}
-    opt = min(int(p["opt"][0]) for p in profile.values())
-    top = min(int(p["max"][0]) for p in profile.values())
-    if max(mins) > 1:
-        raise ConfigError(f"the engine's batch profile starts at {max(mins)}, but Triton sends batches from 1 up to "
+    ranges = [profile_batches(p) for p in profiles]
+    low = min(lo for lo, _, _ in ranges)
+    top = max(hi for _, _, hi in ranges)  # several profiles: the largest batch any of them takes
+    if low > 1:
+        raise ConfigError(f"the engine's batch profile starts at {low}, but Triton sends batches from 1 up to "
                           "max_batch_size; rebuild it with --batch 1,OPT,MAX")
     if max_batch is not None:
         if not 1 <= max_batch <= top:
             raise ConfigError(f"--max-batch {max_batch}: must be between 1 and the engine profile's maximum "
                               f"batch {top}")
         top = max_batch
-    return top, sorted({b for b in (opt, top) if b <= top})
+    return top, sorted({b for _, opt, hi in ranges for b in (opt, hi, top) if b <= top and in_a_profile(b, ranges)})
+
+
+def profile_batches(profile: dict) -> tuple[int, int, int]:
+    """(min, opt, max) batch of one optimization profile ({input: {"min", "opt", "max"}}): the batch
+    range every input takes."""
+    return (max(int(p["min"][0]) for p in profile.values()), min(int(p["opt"][0]) for p in profile.values()),
+            min(int(p["max"][0]) for p in profile.values()))
+
+
+def in_a_profile(batch: int, ranges) -> bool:
+    return any(lo <= batch <= hi for lo, _, hi in ranges)
+
+
+def batch_gaps(sidecar, max_batch_size: int) -> list[tuple[int, int]]:
+    """[(first, last)] runs of batch sizes in 1..max_batch_size that no optimization profile takes
+    (profiles 1..4 and 8..16: [(5, 7)]). Triton's configuration cannot express them: its dynamic
+    batcher forms any batch up to max_batch_size (preferring preferred_batch_size), and a batch in a
+    gap is refused by the engine (TensorRT: no profile for that shape)."""
+    ranges = [profile_batches(p) for p in build_info_of(sidecar).all_profiles]
+    gaps, start = [], None
+    for b in range(1, max_batch_size + 2):
+        inside = b > max_batch_size or in_a_profile(b, ranges)
+        if not inside and start is None:
+            start = b
+        elif inside and start is not None:
+            gaps.append((start, b - 1))
+            start = None
+    return gaps
 
 
 def _dims(shape, batched: bool) -> str:
@@ -159,7 +192,16 @@ def config_text(sidecar, name: str, kind: str = "tensorrt", *, max_batch: int | 
     if batched:
         text += (f"dynamic_batching {{\n  preferred_batch_size: [ {', '.join(map(str, preferred))} ]\n"
                  f"  max_queue_delay_microseconds: {int(max_queue_delay_us)}\n}}\n")
-    text += f"instance_group [\n  {{\n    kind: {instance_kind}\n    count: {int(instances)}\n  }}\n]\n"
+    profiles = build.all_profiles
+    # Triton's TensorRT backend picks, per request, a profile among those an instance group lists; the
+    # python kind runs trtbuild's Engine, which picks the first profile that takes the input shapes
+    listed = (f"\n    profile: [ {', '.join(json.dumps(str(k)) for k in range(len(profiles)))} ]"
+              if kind == "tensorrt" and len(profiles) > 1 else "")
+    text += f"instance_group [\n  {{\n    kind: {instance_kind}\n    count: {int(instances)}{listed}\n  }}\n]\n"
+    for first, last in batch_gaps(sidecar, max_batch_size) if batched else ():
+        sizes = f"batch {first}" if first == last else f"batches {first} to {last}"
+        text = (f"# {sizes}: in no optimization profile of the engine; Triton may still form them (the engine then "
+                "refuses the request)\n") + text
     if kind == "python":
         text += (f'parameters {{\n  key: "{BATCHING_PARAMETER}"\n  value: {{ string_value: "{batching}" }}\n}}\n')
         text += (options or ModelOptions()).parameters()
