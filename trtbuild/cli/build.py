@@ -229,10 +229,9 @@ def run(args) -> int:
     profiles = (BatchProfile(*batch),) if batch is not None else tuple(ShapeProfile(*p) for p in shape_profiles)
     targets = check_target_option(trt, args.target, args.cross_check)  # before anything is written
     out = args.out or default_engine_path(spec.name, precision, args.small, backend=backend_kind(trt))
-    check_paths(args, [*engine_outputs("--out", out), ("--timing-cache", args.timing_cache, TIMING_CACHE)],
-                [("--weights", args.weights or default_weights_path(spec.name, args.small)),
-                 ("--calibration", args.calibration)])
     default_weights = default_weights_path(spec.name, args.small)
+    check_paths(args, [*engine_outputs("--out", out), ("--timing-cache", args.timing_cache, TIMING_CACHE)],
+                [("--weights", args.weights or default_weights), ("--calibration", args.calibration)])
     quant = quant_from_args(args, spec, precision,  # before anything is written; the weights ensure_weights picks
                             args.weights or (default_weights if default_weights.is_file() else args.seed))
     weights, exported = ensure_weights(spec.name, args.weights, args.seed, args.small)

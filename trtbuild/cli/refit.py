@@ -6,7 +6,6 @@ included (trtbuild.engine.refit); the input engine is never overwritten."""
 from __future__ import annotations
 
 import argparse
-import os
 from pathlib import Path
 
 from .options import add_output_files
@@ -29,24 +28,23 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     return p
 
 
-def _same_file(a: Path, b: Path) -> bool:
-    if a.exists() and b.exists():
-        return os.path.samefile(a, b)
-    return a.resolve() == b.resolve()
-
-
 def run(args) -> int:
     from trtbuild.engine import load_engine
     from trtbuild.engine.refit import refit_record, save_refit_engine
     from trtbuild.engine.serialize import sidecar_path
+    from trtbuild.files.outputs import same_file
+
+    from ._outputs import check_paths, engine_inputs, engine_outputs
 
     engine_path, out = Path(args.engine), Path(args.out)
-    if _same_file(engine_path, out) or _same_file(sidecar_path(engine_path), out):
+    if same_file(engine_path, out) or same_file(sidecar_path(engine_path), out):
         raise ValueError(f"-o {out} is the engine being refit (or its sidecar); write the refit engine to another "
                          "file so that the original stays as it is")
     weights = Path(args.weights)
     if not weights.is_file():
         raise ValueError(f"--weights {weights}: no such file")
+    # before any work: OUT.json must not be ENGINE or --weights, OUT must not be --weights (nor a file of another kind)
+    check_paths(args, engine_outputs("-o", out), [*engine_inputs("ENGINE", engine_path), ("--weights", weights)])
     engine = load_engine(engine_path)
     record = refit_record(engine)
     print(f"engine: {engine_path} (refit {record.mode}{', weights stripped' if record.stripped else ''}; "

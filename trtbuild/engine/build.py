@@ -23,13 +23,12 @@ from typing import Callable
 
 from trtbuild.backend import capabilities
 
-from .define import (_NO_GPU_NOISE, DefinedNetwork, _add_model, _finish_outputs, _named_tensors,  # noqa: F401
-                     _takes_input, check_quant, check_spec_outputs, define_network, define_spec, definition_step,
-                     quant_info)
+from .define import (DefinedNetwork, check_quant, check_spec_outputs, define_network, define_spec,  # noqa: F401
+                     definition_step, quant_info)
 from .errors import BuildError  # noqa: F401
 from .logging_bridge import make_logger  # noqa: F401
-from .network import (Plan, _add_profile, _as_plan, batch_profile_shapes, describe_tensor, dtype_name,  # noqa: F401
-                      new_network, serialize_network, tensors_by_name)
+from .network import (Plan, batch_profile_shapes, describe_tensor, dtype_name, new_network,  # noqa: F401
+                      serialize_network, tensors_by_name)
 from .options import (PRECISIONS, QUANTIZED, BatchProfile, BuildOptions, ShapeProfile, check_batch,  # noqa: F401
                       check_precision, check_profile, profile_input_shape)
 from .options import REFIT_FLAGS

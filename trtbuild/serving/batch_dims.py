@@ -13,8 +13,22 @@ the sidecar's shapes decide.
 
 from __future__ import annotations
 
+from trtbuild.engine.records import build_info_of
 
-def outputs_off_batch(data, sidecar: dict, name: str = "engine") -> list[str] | None:
+
+def dynamic_batch_profile(sidecar) -> dict | None:
+    """The first optimization profile ({input: {"min", "opt", "max"}}) of the engine the sidecar (a Sidecar,
+    or a dict read as one) describes if it has a dynamic batch (a profile, and -1 first in every I/O tensor's
+    shape), else None."""
+    build = build_info_of(sidecar)
+    tensors = [*(build.inputs or []), *(build.outputs or [])]
+    profiles = build.all_profiles
+    if profiles and profiles[0] and tensors and all(t["shape"] and int(t["shape"][0]) == -1 for t in tensors):
+        return profiles[0]
+    return None
+
+
+def outputs_off_batch(data, sidecar, name: str = "engine") -> list[str] | None:
     """Names of the outputs whose first dimension is not the batch at the profile's min and max batch
     (data-dependent rows, or the batch folded into another dimension), in engine order; [] if every
     output follows the batch or the engine has no dynamic batch; None if a dynamic-batch engine is not
@@ -25,9 +39,8 @@ def outputs_off_batch(data, sidecar: dict, name: str = "engine") -> list[str] | 
 
     from .python_model import load_plugins
 
-    profile = sidecar.get("profile") or {}
-    tensors = [*(sidecar.get("inputs") or []), *(sidecar.get("outputs") or [])]
-    if not profile or not all(t["shape"] and int(t["shape"][0]) == -1 for t in tensors):
+    profile = dynamic_batch_profile(sidecar)
+    if profile is None:
         return []  # no dynamic batch: nothing for Triton to batch
     if sidecar_backend(sidecar) != "reference":
         return None

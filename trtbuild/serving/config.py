@@ -24,6 +24,7 @@ import json
 
 from trtbuild.engine.records import build_info_of
 
+from .batch_dims import dynamic_batch_profile
 from .model_options import ModelOptions
 
 #: TensorRT DataType name (sidecar "dtype") -> Triton data type.
@@ -74,12 +75,8 @@ def batch_limits(sidecar, max_batch: int | None = None, off_batch=()) -> tuple[i
     whose first dimension is not the batch although the sidecar shows -1 there
     (trtbuild.serving.batch_dims): Triton cannot batch such an engine, so it gets max_batch_size 0.
     ConfigError in one sentence where it does not fit."""
-    build = build_info_of(sidecar)
-    tensors = [*(build.inputs or []), *(build.outputs or [])]
-    profiles = build.all_profiles
-    profile = profiles[0] if profiles else {}
-    dynamic = bool(tensors) and all(t["shape"] and int(t["shape"][0]) == -1 for t in tensors)
-    if dynamic and profile and off_batch:
+    dynamic = dynamic_batch_profile(sidecar) is not None
+    if dynamic and off_batch:
         if max_batch not in (None, 0):
             names = [repr(o) for o in off_batch]
             listed = f" {names[0]}" if len(names) == 1 else f"s {', '.join(names[:-1])} and {names[-1]}"
@@ -88,12 +85,12 @@ def batch_limits(sidecar, max_batch: int | None = None, off_batch=()) -> tuple[i
                               "that depends on the data, as NMS detections have), so Triton cannot batch the "
                               "engine (max_batch_size 0, the batch one of the dims); leave out --max-batch")
         return 0, []
-    if not dynamic or not profile:
+    if not dynamic:
         if max_batch not in (None, 0):
             raise ConfigError(f"--max-batch {max_batch}: the engine has a static batch (no --batch profile), so "
                               "Triton cannot batch it (max_batch_size 0); rebuild it with --batch 1,OPT,MAX")
         return 0, []
-    ranges = [profile_batches(p) for p in profiles]
+    ranges = [profile_batches(p) for p in build_info_of(sidecar).all_profiles]
     low = min(lo for lo, _, _ in ranges)
     top = max(hi for _, _, hi in ranges)  # several profiles: the largest batch any of them takes
     if low > 1:
