@@ -4,10 +4,13 @@
     path = cache.get(key)                       # the cached engine (its sidecar next to it), or None
     cache.put(key, plan_bytes, sidecar)         # atomic; evicts the least recently used over max_bytes
 
-The key (trtbuild.engine.cache_key.CacheKey) covers the network's structure, the weights' sha256 (the
-weight names for a stripped plan), the backend and its version, the targets or GPU, the build options
-and the trtbuild version. An entry is two files, ``<digest>.engine`` and ``<digest>.engine.json`` (the
-engine's sidecar plus the key's parts), written with trtbuild.files.atomic (temp file + os.replace).
+The key (trtbuild.engine.cache_key.CacheKey) covers the network's structure, the weights' sha256, the
+backend and its version, the targets or GPU, the build options and the trtbuild version. A stripped plan
+(`--strip-weights`) is keyed on the weight file's sha256 too, not on the weight names alone
+(CacheKey.of(weight_names=) can): the weights no builder could name are baked into the plan, so their values
+belong in the key; a new weight file is a miss, never a wrong hit. An entry is two files, ``<digest>.engine``
+and ``<digest>.engine.json`` (the engine's sidecar plus the key's parts), written with trtbuild.files.atomic
+(temp file + os.replace).
 
 Concurrency: every read or change of entries holds an exclusive ``fcntl.flock`` on ``DIR/.lock`` (short:
 hashing one engine at most), so a reader never sees an engine next to another build's sidecar (two
