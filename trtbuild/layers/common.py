@@ -109,5 +109,3 @@ def constant(network, array, like, name: str):
     shape = np.shape(array)
     return out(network.add_constant(trt.Dims(shape), trt_weights(network, like, array)), name)
 
-
-from .weight_names import WeightSource, name_new_weights, weight_sources  # noqa: E402,F401 - naming weights by key
