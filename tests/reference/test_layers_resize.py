@@ -350,21 +350,26 @@ def test_resizes_pytorch_lacks_take_the_formula_path(params, shape, out):
     assert torch.equal(R.resize(params, x, out), R.resize_by_taps(params, x, out))
 
 
+def build_and_run(refnet, layer, profile, x: torch.Tensor) -> torch.Tensor:
+    """Build the network with `layer`'s output marked and input x's (min, opt, max) `profile`; run it on `x`."""
+    from helpers.refnet import add_profile, run_plan
+
+    add_profile(refnet, {"x": profile})
+    refnet.network.mark_output(layer.get_output(0))
+    plan = refnet.build()
+    assert plan is not None
+    return run_plan(plan, {"x": x})[layer.get_output(0).name]
+
+
 def test_a_linear_resize_of_a_dynamic_batch_dim_builds_and_runs_as_tensorrt_rtx_builds_it(refnet):
     """TensorRT-RTX builds a LINEAR resize to a static shape whose batch dim is dynamic in the network: the rule that
     LINEAR reaches only the innermost 3 dims applies to the dims the build sees. The reference builds it too and, at
     run time, resizes the batch dim by the documented formula (half-pixel linear along dim 0)."""
-    from helpers.refnet import add_profile, run_plan
-
     layer = add_resize(refnet.network, refnet.input("x", (-1, 1, 2, 2)), shape=(3, 1, 2, 2), resize_mode=IM.LINEAR,
                        coordinate_transformation=CT.HALF_PIXEL)
     assert tuple(layer.get_output(0).shape) == (3, 1, 2, 2)
-    add_profile(refnet, {"x": ((1, 1, 2, 2), (2, 1, 2, 2), (2, 1, 2, 2))})
-    refnet.network.mark_output(layer.get_output(0))
-    plan = refnet.build()
-    assert plan is not None
     x = torch.tensor([0.0, 6.0]).reshape(2, 1, 1, 1).expand(2, 1, 2, 2).contiguous()
-    y = run_plan(plan, {"x": x})[layer.get_output(0).name]
+    y = build_and_run(refnet, layer, ((1, 1, 2, 2), (2, 1, 2, 2), (2, 1, 2, 2)), x)
     # output j reads input coordinate (j + 0.5) * 2/3 - 0.5: -1/6 (clamped to 0), 1/2, 7/6 (clamped to 1)
     close(y[:, 0, 0, 0], [0.0, 3.0, 6.0])
 
@@ -372,14 +377,8 @@ def test_a_linear_resize_of_a_dynamic_batch_dim_builds_and_runs_as_tensorrt_rtx_
 def test_a_zero_scale_makes_a_dynamic_dim_statically_empty_as_tensorrt_rtx_infers(refnet):
     """floor(N * 0) is 0 whatever N is: TensorRT-RTX infers a static 0 for a dynamic batch dim with scale 0 (the
     sweep's seeds 2 and 4 found the reference saying -1). The engine runs and gives an empty batch."""
-    from helpers.refnet import add_profile, run_plan
-
     layer = add_resize(refnet.network, refnet.input("x", (-1, 3, 3, 1)), scales=[0.0, 2.0, 1.0, 1.0],
                        resize_mode=IM.CUBIC)
     assert tuple(layer.get_output(0).shape) == (0, 6, 3, 1)
-    add_profile(refnet, {"x": ((1, 3, 3, 1), (2, 3, 3, 1), (4, 3, 3, 1))})
-    refnet.network.mark_output(layer.get_output(0))
-    plan = refnet.build()
-    assert plan is not None
-    y = run_plan(plan, {"x": torch.randn(2, 3, 3, 1)})[layer.get_output(0).name]
+    y = build_and_run(refnet, layer, ((1, 3, 3, 1), (2, 3, 3, 1), (4, 3, 3, 1)), torch.randn(2, 3, 3, 1))
     assert tuple(y.shape) == (0, 6, 3, 1)

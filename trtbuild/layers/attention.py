@@ -20,6 +20,7 @@ position removed gives NaN, as in PyTorch.
 from __future__ import annotations
 
 import math
+from functools import partial
 from dataclasses import dataclass
 
 import numpy as np
@@ -30,8 +31,8 @@ from .basic import linear
 from .common import BuilderError, constant, out
 from .tensor import lead_ones, matmul, shuffle, softmax, unsqueeze_axes
 
-__all__ = ["AttentionWeights", "attention_path", "scaled_dot_product_attention", "multi_head_attention",
-           "planned_multi_head_attention"]
+__all__ = ["AttentionWeights", "attention_path", "composed_attention", "default_scale",
+           "scaled_dot_product_attention", "multi_head_attention", "planned_multi_head_attention"]
 
 
 def _array(value) -> np.ndarray | None:
@@ -90,18 +91,21 @@ def _mask(network, scores, mask, name: str, drop_where_true: bool):
     return out(network.add_elementwise(scores, mask, trt.ElementWiseOperation.SUM), f"{name}/apply")
 
 
-def _composed(network, q, k, v, name: str, masks, scale: float):
+def composed_attention(network, q, k, v, name: str, masks, scale: float, scores_matmul=None, out_matmul=None):
+    """The composed path (module doc). `scores_matmul` and `out_matmul`: the matrix multiplies ``q_scaled @ k^T``
+    and ``softmax @ v``, called as ``f(a, b, name, transpose_b=...)`` (default: trtbuild.layers.tensor.matmul;
+    trtbuild.layers.planned quantizes their inputs)."""
     trt = trt_of(network)
     factor = constant(network, np.full((1,) * len(_shape(q)), scale), q, f"{name}/scale")
     qs = out(network.add_elementwise(q, factor, trt.ElementWiseOperation.PROD), f"{name}/q_scaled")
-    scores = matmul(network, qs, k, f"{name}/scores", transpose_b=True)
+    scores = (scores_matmul or partial(matmul, network))(qs, k, f"{name}/scores", transpose_b=True)
     for mask, label, drop in masks:
         scores = _mask(network, scores, mask, f"{name}/{label}", drop)
-    return matmul(network, softmax(network, scores, -1, f"{name}/softmax"), v, name)
+    return (out_matmul or partial(matmul, network))(softmax(network, scores, -1, f"{name}/softmax"), v, name)
 
 
 #: attention_path's answer -> the function that builds it
-_PATHS = {"composed": _composed}
+_PATHS = {"composed": composed_attention}
 
 
 def _causal(q, k, name: str) -> np.ndarray:
@@ -112,15 +116,20 @@ def _causal(q, k, name: str) -> np.ndarray:
     return np.tril(np.ones((L, S), dtype=bool))
 
 
+def default_scale(q, name: str) -> float:
+    """F.scaled_dot_product_attention's default scale, ``1 / sqrt(E)`` of the query `q` of layer `name`."""
+    e = _shape(q)[-1]
+    if e < 0:
+        raise BuilderError(f"layer '{name}': the query's last dim must be known for the default scale")
+    return 1.0 / math.sqrt(e)
+
+
 def _attention(network, q, k, v, name: str, masks, scale, is_causal: bool):
     for t in (q, k, v):
         if len(_shape(t)) < 2:
             raise BuilderError(f"layer '{name}': attention needs (..., L, E) tensors, got '{t.name}' {_shape(t)}")
-    e = _shape(q)[-1]
     if scale is None:
-        if e < 0:
-            raise BuilderError(f"layer '{name}': the query's last dim must be known for the default scale")
-        scale = 1.0 / math.sqrt(e)
+        scale = default_scale(q, name)
     if is_causal:
         masks = [(_causal(q, k, name), "causal_mask", False)] + list(masks)
     path = attention_path(network, q, k, v, masks[0][0] if masks else None, is_causal)

@@ -22,15 +22,21 @@ def keep_alive(network, array: np.ndarray) -> np.ndarray:
     Real TensorRT's trt.Weights does not copy numpy memory: the builder reads it by pointer at
     build time, so a temporary array freed before then silently corrupts the engine.
     """
-    key = id(network)
-    if key not in _KEEP:
-        _KEEP[key] = []
-        try:
-            weakref.finalize(network, _KEEP.pop, key, None)
-        except TypeError:  # no weakref support: keep the arrays for the life of the process
-            pass
-    _KEEP[key].append(array)
+    network_store(_KEEP, network, list).append(array)
     return array
+
+
+def network_store(store: dict, network, empty):
+    """`store`'s entry for `network` (keyed by id: TensorRT's network objects take no attributes), made by
+    `empty()` on first use and dropped when the network is collected."""
+    key = id(network)
+    if key not in store:
+        store[key] = empty()
+        try:
+            weakref.finalize(network, store.pop, key, None)
+        except TypeError:  # no weakref support: keep the entry for the life of the process
+            pass
+    return store[key]
 
 
 def named(layer, name: str):
@@ -103,5 +109,3 @@ def constant(network, array, like, name: str):
     shape = np.shape(array)
     return out(network.add_constant(trt.Dims(shape), trt_weights(network, like, array)), name)
 
-
-from .weight_names import WeightSource, name_new_weights, weight_sources  # noqa: E402,F401 - naming weights by key

@@ -34,18 +34,17 @@ not from the order of the arguments. Only inputs are quantized, so there is no Q
 
 from __future__ import annotations
 
-import math
+from functools import partial
 
 import numpy as np
 
 from trtbuild.backend import trt_of
 
-from .attention import scaled_dot_product_attention
+from .attention import composed_attention, default_scale, scaled_dot_product_attention
 from .basic import add, check_conv_weight, conv, linear, linear_view, read_conv_bn
-from .common import BuilderError, constant, out, trt_weights
+from .common import BuilderError, out, trt_weights
 from .quantize import QMAX, qadd, qconv, qlinear, qmatmul, quantize_dequantize, quantized_weights
 from .residual import residual_input
-from .tensor import softmax
 from .weight_names import conv_bn_sources, linear_sources, name_new_weights
 
 __all__ = ["FLOAT_TYPES", "planned", "planned_add", "planned_attention", "planned_conv", "planned_conv_bn",
@@ -186,13 +185,7 @@ def planned_attention(network, q, k, v, name: str, quant=None, module: str | Non
     amax = quant.sdpa_amax(module or name, call) if quant is not None else None
     if amax is None or quant.precision not in QMAX:
         return scaled_dot_product_attention(network, q, k, v, name)
-    e = int(q.shape[-1])
-    if e < 0:
-        raise BuilderError(f"layer '{name}': the query's last dim must be known for the default scale")
-    scale = 1.0 / math.sqrt(e)
-    trt = trt_of(network)
-    factor = constant(network, np.full((1,) * len(q.shape), scale), q, f"{name}/scale")
-    qs = out(network.add_elementwise(q, factor, trt.ElementWiseOperation.PROD), f"{name}/q_scaled")
-    scores = qmatmul(network, qs, k, f"{name}/scores", amax[0] * scale, amax[1], quant.precision, transpose_b=True)
-    probs = softmax(network, scores, -1, f"{name}/softmax")
-    return qmatmul(network, probs, v, name, 1.0, amax[2], quant.precision)
+    scale = default_scale(q, name)
+    return composed_attention(network, q, k, v, name, (), scale,
+                              partial(qmatmul, network, amax_a=amax[0] * scale, amax_b=amax[1], dtype=quant.precision),
+                              partial(qmatmul, network, amax_a=1.0, amax_b=amax[2], dtype=quant.precision))

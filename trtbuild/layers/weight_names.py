@@ -12,12 +12,13 @@ that refit changes most directly, and both list every key they are computed from
 
 from __future__ import annotations
 
-import weakref
 from dataclasses import dataclass
 
 import numpy as np
 
 from trtbuild.backend import trt_of
+
+from .common import network_store
 
 #: how a named weight is computed from its keys
 COPY, CONV_BN_WEIGHT, CONV_BN_BIAS = "copy", "conv_bn_weight", "conv_bn_bias"
@@ -79,14 +80,7 @@ def weight_sources(network) -> dict[str, WeightSource]:
 
 
 def _record(network, source: WeightSource) -> None:
-    key = id(network)
-    if key not in _SOURCES:
-        _SOURCES[key] = {}
-        try:
-            weakref.finalize(network, _SOURCES.pop, key, None)
-        except TypeError:  # no weakref support: keep the records for the life of the process
-            pass
-    _SOURCES[key][source.name] = source
+    network_store(_SOURCES, network, dict)[source.name] = source
 
 
 def name_new_weights(network, first_layer: int, layer_type: str, sources: dict[str, WeightSource]) -> None:

@@ -147,7 +147,11 @@ def quantize(p, x: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
     saturated to +-448 and rounded to nearest (even) float8 E4M3; FP4: saturated to +-6 and rounded to the
     nearest (even) E2M1 value. Computed in float32, as TensorRT does (module doc)."""
     v = x.to(torch.float32) * torch.reciprocal(_scale_like(scale, x, p["axis"]))
-    to = DataType(p["to_type"])
+    return round_to(DataType(p["to_type"]), v)
+
+
+def round_to(to: DataType, v: torch.Tensor) -> torch.Tensor:
+    """`v` (float32, already times the reciprocal scale) as a quantize to `to` gives it (quantize's doc)."""
     if to == DataType.INT8:
         return torch.clamp(torch.round(v), -128, 127).to(torch.int8)  # torch.round: half to even
     if to == DataType.INT4:

@@ -66,14 +66,15 @@ import torch
 
 from ..core import Dims, ITensor
 from ..enums import DataType, LayerType
-from ..lowbit import FP4_MAX, e8m0_round_up, round_fp4
+from ..lowbit import FP4_MAX, e8m0_round_up
+from ..quantize import FP8_MAX, round_to
 from .base import ILayer, param
 from .common import FLOATS, fail
 from .registry import register
 
 DATA_TYPES = (DataType.FP4, DataType.FP8)
 #: the largest finite value of each data type: a block's amax maps to it (E2M1 6, E4M3 448)
-VMAX = {DataType.FP4: FP4_MAX, DataType.FP8: 448.0}
+VMAX = {DataType.FP4: FP4_MAX, DataType.FP8: FP8_MAX}
 
 
 class IDynamicQuantizeLayer(ILayer):
@@ -180,15 +181,11 @@ def run(p, w, inputs, plugin):
         effective = scale.float()
     else:  # FP8 block scales, quantized by the double quantization scale s2 (input 1) as an FP8 quantize would
         s2 = inputs[1].float().reshape(())
-        scale = torch.clamp(ratio * torch.reciprocal(s2), -448.0, 448.0).to(torch.float8_e4m3fn)
+        scale = round_to(DataType.FP8, ratio * torch.reciprocal(s2))
         effective = scale.float() * s2
     effective = _spread(effective, blocks)
     v = torch.where(effective == 0, torch.zeros_like(x), x * torch.reciprocal(effective))
-    if to == DataType.FP4:
-        data = round_fp4(v).to(torch.float8_e4m3fn)  # exact: every E2M1 value is an E4M3 value (lowbit.HOLDER)
-    else:
-        data = torch.clamp(v, -VMAX[to], VMAX[to]).to(torch.float8_e4m3fn)
-    return [data, scale]
+    return [round_to(to, v), scale]
 
 
 def check_build(layer, scale_source) -> None:
