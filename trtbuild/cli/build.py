@@ -211,7 +211,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 def run(args) -> int:
     """Build and save; print the backend first, then what was written."""
     from trtbuild.backend import backend_kind
-    from trtbuild.engine import build_and_save, default_engine_path, default_weights_path, ensure_weights
+    from trtbuild.engine import default_engine_path, default_weights_path, ensure_weights
     from trtbuild.files.outputs import TIMING_CACHE
 
     from ._outputs import check_paths, engine_outputs
@@ -225,7 +225,6 @@ def run(args) -> int:
     shape_profiles = parse_profiles(args.profile, spec.input_name)
     if shape_profiles and batch is not None:
         raise ValueError("--profile and --batch exclude each other: give the batch range in the --profile shapes")
-    profile = shape_profiles[0] if len(shape_profiles) == 1 else shape_profiles or None  # the cache key's
     profiles = (BatchProfile(*batch),) if batch is not None else tuple(ShapeProfile(*p) for p in shape_profiles)
     targets = check_target_option(trt, args.target, args.cross_check)  # before anything is written
     out = args.out or default_engine_path(spec.name, precision, args.small, backend=backend_kind(trt))
@@ -243,14 +242,7 @@ def run(args) -> int:
         precision=precision, small=args.small, profiles=profiles, workspace=workspace, timing_cache=args.timing_cache,
         progress=False if args.no_progress else None, fp32_io=not args.native_io, tf32=args.tf32,
         targets=targets, cross_check=args.cross_check, quant=quant, refit=args.refit, strip_weights=args.strip_weights)
-    key_options = dict(small=args.small, batch=batch, workspace=workspace, fp32_io=not args.native_io, tf32=args.tf32,
-                       targets=targets, cross_check=args.cross_check, quant=quant, profile=profile,
-                       refit=options.refit, strip_weights=options.strip_weights)
-
-    def build_now():
-        return build_and_save(spec, weights, out, trt, options=options)
-
-    path, sidecar, hit = cached_build(args.cache, trt, spec, weights, out, precision, key_options, build_now)
+    path, sidecar, hit = cached_build(args.cache, trt, spec, weights, out, options)
     sidecar = Sidecar.of(sidecar)  # a cache hit gives the stored sidecar as a dict
     build = sidecar.build
     elapsed = time.perf_counter() - start
@@ -286,18 +278,20 @@ def run(args) -> int:
     return 0
 
 
-def cached_build(option, trt, spec, weights, out, precision, options, build):
-    """(path, sidecar, hit?): `build()` directly without a cache (no --cache, no $TRTBUILD_CACHE), else
-    through trtbuild.engine.cache, printing "cache hit: <digest>" or "cache miss: <digest>" first."""
-    from trtbuild.engine.cache import EngineCache, build_with_cache, cache_dir_from, key_for_model_build
+def cached_build(option, trt, spec, weights, out, options):
+    """(path, sidecar, hit?) of building `spec` with `options` into `out`: directly without a cache (no
+    --cache, no $TRTBUILD_CACHE), else through trtbuild.engine.cache, the network defined once for both
+    the key and the build, printing "cache hit: <digest>" or "cache miss: <digest>" first."""
+    from trtbuild.engine import build_and_save
+    from trtbuild.engine.cache import CachedModelBuild, EngineCache, build_with_cache, cache_dir_from
 
     directory = cache_dir_from(option)
     if directory is None:
-        return (*build(), False)
+        return (*build_and_save(spec, weights, out, trt, options=options), False)
     cache = EngineCache(directory)
-    key = key_for_model_build(trt, spec, weights, precision=precision, **options)
-    return build_with_cache(cache, key, out, build, weights, report=lambda hit: print(
-        f"cache {'hit' if hit else 'miss'}: {key.short} ({cache.dir})", flush=True))
+    job = CachedModelBuild(trt, spec, weights, options)
+    return build_with_cache(cache, job.key, out, lambda: job.build_and_save(out), weights, report=lambda hit: print(
+        f"cache {'hit' if hit else 'miss'}: {job.key.short} ({cache.dir})", flush=True))
 
 
 #: the option helpers that moved to trtbuild.cli.options
