@@ -47,7 +47,8 @@ from .errors import EngineWriteError
 from .model import load_model_weights
 from .options import BuildOptions, ShapeProfile
 from .rtx import targets_for_precision
-from .serialize import make_sidecar, read_file_aligned, save_engine, sha256_bytes, sha256_file
+from .serialize import (check_engine_sha256, make_sidecar, read_file_aligned, save_engine, sha256_bytes,
+                        sha256_file)
 
 log = logging.getLogger("trtbuild.engine.cache")
 
@@ -154,8 +155,7 @@ class EngineCache:
         if size != sidecar.get("engine_bytes"):
             raise ValueError(f"its engine has {size} bytes, its sidecar says {sidecar.get('engine_bytes')}")
         data = read_file_aligned(engine) if size else b""
-        if sha256_bytes(data) != sidecar["engine_sha256"]:
-            raise ValueError("its engine does not match the sha256 in its sidecar")
+        check_engine_sha256(data, sidecar, "its engine", ValueError)
         return data, sidecar
 
     def load(self, key: CacheKey) -> tuple[object, dict] | None:
