@@ -80,8 +80,8 @@ def test_every_profile_is_in_the_engine_and_its_record(resnet):
     assert plan.info.inputs == [{"name": "input", "shape": [-1, 3, 64, 64], "dtype": "FLOAT"}]
     assert plan.info.profile == {"input": {"min": [1, 3, 64, 64], "opt": [2, 3, 64, 64], "max": [4, 3, 64, 64]}}
     assert [p["input"]["max"] for p in plan.info.all_profiles] == [[4, 3, 64, 64], [16, 3, 64, 64]]
-    assert engine.describe().splitlines()[-2:] == ["profile 0: input (1, 3, 64, 64)..(4, 3, 64, 64)",
-                                                   "profile 1: input (8, 3, 64, 64)..(16, 3, 64, 64)"]
+    assert engine.describe().splitlines()[-2:] == ["profile 0: input 1x3x64x64..4x3x64x64",
+                                                   "profile 1: input 8x3x64x64..16x3x64x64"]
 
 
 def test_sidecar_round_trips_every_profile_and_old_ones_still_read(resnet, tmp_path):
