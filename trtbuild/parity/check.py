@@ -179,7 +179,33 @@ def check_parity(engine, module: torch.nn.Module, inputs: Mapping[str, torch.Ten
     return report
 
 
-def check_model_parity(model: str, trt, *, weights=None, engine=None, precision: str | None = None,
+#: check_model_parity's keyword arguments that are a shorthand for its `options`, with their defaults
+_BUILD_KEYWORDS = {"precision": None, "small": False, "progress": False, "targets": None, "cross_check": False,
+                   "quant": None}
+
+
+def _build_options(options, batch: int | None, **shorthand):
+    """The BuildOptions of check_model_parity: `options`, or else the one its shorthand keywords
+    (precision, small, progress, targets, cross_check, quant; `batch` > 1 a BatchProfile(1, batch, batch))
+    describe; ValueError in one sentence if both are given."""
+    from trtbuild.engine.options import BatchProfile, BuildOptions
+
+    given = sorted(k for k, v in shorthand.items() if v is not _BUILD_KEYWORDS[k] and v != _BUILD_KEYWORDS[k])
+    if options is not None and given:
+        raise ValueError(f"check_model_parity: pass either options=BuildOptions(...) or keyword arguments "
+                         f"({', '.join(given)}), not both")
+    if options is not None:
+        if not isinstance(options, BuildOptions):
+            raise ValueError(f"check_model_parity: options must be a BuildOptions, got {type(options).__name__}")
+        return options
+    build_batch = int(batch or 1)
+    return BuildOptions(precision=shorthand["precision"] or "fp32", small=shorthand["small"],
+                        progress=shorthand["progress"], targets=shorthand["targets"],
+                        cross_check=shorthand["cross_check"], quant=shorthand["quant"],
+                        profiles=(BatchProfile(1, build_batch, build_batch),) if build_batch > 1 else ())
+
+
+def check_model_parity(model: str, trt, *, options=None, weights=None, engine=None, precision: str | None = None,
                        small: bool = False, seed: int = 0, weights_seed: int = 0, value_range=None,
                        distribution: str = "uniform", large_scale: float = 1e4, batch: int | None = None,
                        atol: float | None = None, rtol: float | None = None, layerwise: bool = False,
@@ -197,10 +223,15 @@ def check_model_parity(model: str, trt, *, weights=None, engine=None, precision:
     tensors": marked with mark_unfused_tensors_as_debug_tensors, which leaves fusions alone on TensorRT,
     tensors fused away being listed) or as extra outputs (layerwise_via="outputs", which blocks fusions on
     real TensorRT); meta["layerwise_via"] says which.
-    precision / batch: None means "not requested": fp32 / batch 1 for an engine built in memory,
-    the engine's own for a given engine. A given engine whose sidecar names another model, small
-    variant or precision than requested, or whose batch cannot be the requested one, raises
-    ValueError naming both. targets / cross_check: as in build_plan, for an engine built in memory.
+    options: the BuildOptions of the engine built in memory (layerwise mode marks the layer tensors on
+    top of them); with a given engine, the precision and small variant it must have. Or, as a
+    shorthand, the keyword arguments precision, small, progress, targets, cross_check and quant (and
+    `batch` > 1 for a batch profile (1, batch, batch)), not both; `batch` is the batch the inputs have
+    either way. precision / batch: None means "not requested": fp32 / batch 1 (the profile's smallest)
+    for an engine built in memory, the engine's own for a given engine. A given engine whose sidecar
+    names another model, small variant or precision than requested, or whose batch cannot be the
+    requested one, raises ValueError naming both. targets / cross_check: as in build_plan, for an
+    engine built in memory.
     allow_nonfinite: as in check_parity (NaN/Inf outputs fail unless allowed). batch_source: what
     asked for `batch`, named where a given engine cannot take it (default "--batch").
     quant: a trtbuild.quant.QuantPlan (trtbuild.engine.quant_plan) for an engine built in memory:
@@ -210,13 +241,17 @@ def check_model_parity(model: str, trt, *, weights=None, engine=None, precision:
     makes one report per profile.
     """
     from trtbuild.engine import Engine, build_model, get_spec, load_engine
-    from trtbuild.engine.options import BatchProfile, BuildOptions
     from trtbuild.models import registry
     from trtbuild.weights import WeightMap
 
     from .debug_tensors import VIA_OUTPUTS, VIA_UNFUSED, check_layerwise_via
 
     check_layerwise_via(layerwise_via)
+    explicit = options is not None
+    options = _build_options(options, batch, precision=precision, small=small, progress=progress, targets=targets,
+                             cross_check=cross_check, quant=quant)
+    small, quant = options.small, options.quant
+    precision = options.precision if explicit else precision  # None: the given engine's own
     spec = get_spec(model) if isinstance(model, str) else model
     output_of, order, source, debug_of = {}, None, "(built in memory)", None
     if engine is not None and quant is not None:
@@ -255,16 +290,14 @@ def check_model_parity(model: str, trt, *, weights=None, engine=None, precision:
         layer_map, unmapped = automap_spec(spec, wm or WeightMap.from_module(module), module, precision, small)
         automap_meta = {"layer_map": "automatic (from the layer names)", "unmapped_layers": unmapped}
     if engine is None:
-        precision = precision or "fp32"
-        build_batch = int(batch or 1)
+        precision = options.precision
         if wm is None:
             wm = WeightMap.from_module(module)
         via_debug = layerwise_via != VIA_OUTPUTS
-        options = BuildOptions(precision=precision, small=small, progress=progress,
-                               profiles=(BatchProfile(1, build_batch, build_batch),) if build_batch > 1 else (),
-                               extra_outputs=() if via_debug else tuple(layer_map), targets=targets,
-                               cross_check=cross_check, debug_tensors=tuple(layer_map) if via_debug else (),
-                               debug_unfused=layerwise_via == VIA_UNFUSED, quant=quant)
+        if layerwise:
+            options = options.replace(extra_outputs=() if via_debug else tuple(layer_map),
+                                      debug_tensors=tuple(layer_map) if via_debug else (),
+                                      debug_unfused=layerwise_via == VIA_UNFUSED)
         plan = build_model(spec, wm, trt, options=options)
         output_of = plan.info.extra_outputs
         debug_of = (plan.info.debug_tensors or {}) if via_debug else None
