@@ -250,14 +250,14 @@ def run(args) -> int:
           f"{' from the cache' if hit else ''} in {elapsed:.1f} s: "
           f"{path} ({human_bytes(sidecar.engine_bytes)}) + sidecar {path}.json")
     for kind in ("inputs", "outputs"):
-        print(f"{kind}: " + ", ".join(f"{t['name']} {t['shape']} {t['dtype']}" for t in getattr(build, kind)))
+        print(f"{kind}: " + ", ".join(f"{t.name} {list(t.shape)} {t.dtype}" for t in getattr(build, kind)))
     print(weights_usage_line(build, getattr(args, "verbose", False)))
     if build.quantization:
         print(f"quantization: {quantization_line(build.quantization)}")
     several = len(build.all_profiles) > 1
     for k, each in enumerate(build.all_profiles):
-        for name, prof in each.items():
-            print(f"profile {f'{k} ' if several else ''}{name}: min {prof['min']} opt {prof['opt']} max {prof['max']}")
+        for name, r in each.items():
+            print(f"profile {f'{k} ' if several else ''}{name}: min {list(r.min)} opt {list(r.opt)} max {list(r.max)}")
     if build.targets:
         from trtbuild.engine.rtx import target_list
 

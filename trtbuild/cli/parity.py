@@ -159,7 +159,7 @@ def run(args) -> int:
         from trtbuild.engine import read_sidecar
 
         side = read_sidecar(args.engine)
-        spec.output_names.extend(t["name"] for t in (side.build.outputs if side is not None else None) or [])
+        spec.output_names.extend(t.name for t in (side.build.outputs if side is not None else None) or [])
     targets = check_target_option(trt, args.target, args.cross_check)
     if args.engine is not None and (args.cross_check or args.target):
         raise ValueError("--cross-check and --target apply to an engine built in memory; a saved engine was built "
