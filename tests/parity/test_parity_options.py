@@ -9,13 +9,14 @@ from trtbuild.backend import load_trt
 from trtbuild.engine import build_and_save
 from trtbuild.engine.options import BatchProfile, BuildOptions
 from trtbuild.parity import check_model_parity
+from trtbuild.parity.options import ParityOptions
 from trtbuild.parity.profiles import check_model_parity_profiles
 
 REF = load_trt("reference")
 
 
 def _rows(report):
-    return [(r.name, r.shape, r.max_abs) for r in report.outputs]
+    return [(r.name, r.shape, r.max_abs, r.expected_max_abs) for r in report.outputs]
 
 
 def test_options_build_the_engine_the_keywords_describe():
@@ -69,3 +70,47 @@ def _weights(root):
     if not path.exists():
         export_weights(registry.get_torch_model("alexnet", seed=0, small=True), path)
     return path
+
+
+# -- ParityOptions ---------------------------------------------------------------------------------
+
+def test_parity_options_make_the_same_report_as_their_keywords():
+    kw = dict(seed=3, value_range=(-2.0, 0.5), distribution="normal", atol=1e-3, rtol=1e-3)
+    by_kw = check_model_parity("alexnet", REF, small=True, **kw)
+    by_parity = check_model_parity("alexnet", REF, small=True, parity=ParityOptions(**kw))
+    assert _rows(by_parity) == _rows(by_kw) and by_parity.meta["inputs"] == "normal(mean=-0.75, std=1.25)"
+    assert by_parity.meta["seed"] == 3 and by_parity.outputs[0].atol == 1e-3
+    other_seed = check_model_parity("alexnet", REF, small=True, parity=ParityOptions(**{**kw, "seed": 4}))
+    assert _rows(other_seed) != _rows(by_kw)  # the seed reaches the inputs
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(distribution="cauchy"), r"distribution 'cauchy' is not one of uniform, normal, large"),
+    (dict(value_range=(1.0, -1.0)), r"value range needs lo < hi, got \[1.0, -1.0\]"),
+    (dict(value_range=(0, 1, 2)), r"parity option value_range must be \(lo, hi\) numbers, got \(0, 1, 2\)"),
+    (dict(large_scale=0.0), r"large_scale \(--scale\) must be a positive finite number, got 0.0"),
+    (dict(atol=-1), r"atol must be a finite number >= 0, got -1"),
+    (dict(rtol="tight"), r"rtol must be a number >= 0, got 'tight'"),
+    (dict(seed=1.5), r"parity option seed must be an integer, got 1.5"),
+    (dict(layerwise="yes"), r"parity option layerwise must be True or False, got 'yes'"),
+    (dict(layerwise_via="logs"), r"layerwise_via 'logs' is not one of 'debug tensors', 'unfused debug tensors'"),
+])
+def test_parity_options_refuse_bad_values_in_one_sentence(kwargs, message):
+    with pytest.raises(ValueError, match=message) as e:
+        ParityOptions(**kwargs)
+    assert "\n" not in str(e.value)
+
+
+def test_a_bad_tolerance_is_refused_before_anything_is_built(monkeypatch):
+    import trtbuild.engine as engine
+
+    monkeypatch.setattr(engine, "build_model", lambda *a, **k: pytest.fail("built"))
+    with pytest.raises(ValueError, match=r"^atol must be a finite number >= 0, got -1"):
+        check_model_parity("alexnet", REF, small=True, atol=-1)
+
+
+def test_parity_and_its_keywords_together_is_one_sentence():
+    with pytest.raises(ValueError) as e:
+        check_model_parity("alexnet", REF, parity=ParityOptions(), seed=2, layerwise=True)
+    assert str(e.value) == ("check_model_parity: pass either parity=ParityOptions(...) or keyword arguments "
+                            "(layerwise, seed), not both")
