@@ -71,3 +71,14 @@ def test_an_unknown_hardware_level_is_refused_by_argparse(capsys):
     with pytest.raises(SystemExit):
         main(["build", "resnet18", "--hardware-compat", "ampere"])
     assert "invalid choice: 'ampere' (choose from" in capsys.readouterr().err
+
+
+def test_inspect_diff_names_the_compatibility_that_differs(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    for extra, out in (([], "a.engine"), (["--version-compatible", "--exclude-lean-runtime"], "b.engine")):
+        assert main(["build", "resnet18", "--small", "--backend", "reference", "--no-progress", *extra, "-o", out]) == 0
+    capsys.readouterr()
+    assert main(["inspect", "a.engine", "b.engine"]) == 1
+    out = capsys.readouterr().out
+    assert "engine version_compatible: False -> True" in out
+    assert "engine lean_runtime" not in out and "engine hardware_compat" not in out  # equal: False / none
