@@ -111,3 +111,65 @@ def test_the_cache_key_covers_them(tmp_path):
     assert key(Compatibility()) == plain  # none asked: the key of a build before these options existed
     keys = {key(Compatibility(True)), key(Compatibility(True, True)), key(Compatibility(hardware_compat="same-cc"))}
     assert len(keys) == 3 and plain not in keys
+
+
+def _tensorrt(version: str):
+    """A stand-in `tensorrt` module: check_compatible reads only its name and version."""
+    import types
+
+    return types.SimpleNamespace(__name__="tensorrt", __version__=version)
+
+
+L4, T4, H100 = ({"gpu": "NVIDIA L4", "compute_capability": "8.9"}, {"gpu": "Tesla T4", "compute_capability": "7.5"},
+                {"gpu": "NVIDIA H100 80GB HBM3", "compute_capability": "9.0"})
+
+
+def _sidecar(**build):
+    return {"trtbuild_version": "0.1.0", "backend": "tensorrt", "tensorrt_version": "10.16.1.11",
+            "gpu": "NVIDIA L4", "compute_capability": "8.9", **build}
+
+
+@pytest.mark.parametrize("build, here, message", [
+    ({}, "11.4.0.106", "was built with TensorRT 10.16.1.11 but TensorRT 11.4.0.106 is installed; engines only load in "
+                       "the TensorRT version that built them (unless built with --version-compatible)"),
+    (dict(version_compatible=True, exclude_lean_runtime=False), "11.4.0.106", None),
+    (dict(version_compatible=True, exclude_lean_runtime=False), "10.16.2.1", None),
+    (dict(version_compatible=True, exclude_lean_runtime=False), "10.8.0.43",
+     "is a version-compatible engine of TensorRT 10.16.1.11, which loads on that version and later ones only"),
+    (dict(version_compatible=True, exclude_lean_runtime=True), "11.4.0.106",
+     "built without its lean runtime (--exclude-lean-runtime), so TensorRT 11.4.0.106 needs that version's lean "
+     "runtime loaded"),
+])
+def test_the_sidecar_check_honours_version_compatibility(build, here, message):
+    from trtbuild.engine.errors import EngineCompatibilityError
+    from trtbuild.engine.serialize import check_compatible
+
+    def check():
+        check_compatible(_sidecar(**build), _tensorrt(here), "m.engine", current_device=L4)
+
+    if message is None:
+        check()
+    else:
+        with pytest.raises(EngineCompatibilityError) as e:
+            check()
+        assert message in str(e.value)
+
+
+@pytest.mark.parametrize("level, here, message", [
+    (None, H100, "was built for compute capability 8.9 (NVIDIA L4) but this GPU is NVIDIA H100 80GB HBM3"),
+    ("same-cc", H100, "was built for compute capability 8.9 (NVIDIA L4) but this GPU is NVIDIA H100 80GB HBM3"),
+    ("ampere+", H100, None),
+    ("ampere+", T4, "was built hardware-compatible with Ampere and newer GPUs (--hardware-compat ampere+), but this "
+                    "GPU is Tesla T4 with compute capability 7.5"),
+])
+def test_the_sidecar_check_honours_hardware_compatibility(level, here, message):
+    from trtbuild.engine.errors import EngineCompatibilityError
+    from trtbuild.engine.serialize import check_compatible
+
+    side = _sidecar(**({"hardware_compat": level} if level else {}))
+    if message is None:
+        check_compatible(side, _tensorrt("10.16.1.11"), "m.engine", current_device=here)
+    else:
+        with pytest.raises(EngineCompatibilityError) as e:
+            check_compatible(side, _tensorrt("10.16.1.11"), "m.engine", current_device=here)
+        assert message in str(e.value)

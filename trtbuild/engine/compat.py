@@ -120,3 +120,51 @@ def lean_runtime_embedded(record) -> bool:
 
     info = build_info_of(record)
     return info.version_compatible is True and info.exclude_lean_runtime is not True
+
+
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in str(text).split(".") if p.isdigit())
+
+
+def later_version_may_load(record, built: str, here: str, engine_path) -> bool:
+    """Whether a TensorRT engine built with version `built` loads with TensorRT `here` (they differ) by its
+    version compatibility, as its sidecar / BuildInfo `record` says: True for a version-compatible engine with the
+    lean runtime embedded and a later TensorRT; False for an engine that is not version-compatible (the caller
+    refuses it). EngineCompatibilityError (one sentence) for a version-compatible one that still cannot load: an
+    older TensorRT (compatibility is forward only), or the lean runtime excluded (TensorRT then needs the building
+    version's lean runtime loaded with Runtime.load_runtime, which trtbuild does not do)."""
+    from .errors import EngineCompatibilityError
+    from .records import build_info_of
+
+    info = build_info_of(record)
+    if info is None or info.version_compatible is not True:
+        return False
+    if _version(here) < _version(built):
+        raise EngineCompatibilityError(
+            f"{engine_path} is a version-compatible engine of TensorRT {built}, which loads on that version and later "
+            f"ones only, but TensorRT {here} is installed; rebuild it with `trtbuild build`")
+    if info.exclude_lean_runtime:
+        raise EngineCompatibilityError(
+            f"{engine_path} is a version-compatible engine of TensorRT {built} built without its lean runtime "
+            f"(--exclude-lean-runtime), so TensorRT {here} needs that version's lean runtime loaded "
+            "(Runtime.load_runtime), which trtbuild does not do; rebuild it without --exclude-lean-runtime")
+    return True
+
+
+def other_gpu_may_run(record, built_cc: str, here: dict, engine_path) -> bool:
+    """Whether a TensorRT engine built on a GPU of compute capability `built_cc` runs on the GPU `here`
+    ({"gpu", "compute_capability"}, another compute capability) by its hardware compatibility: True for
+    "ampere+" on an Ampere or newer GPU; False for "none" and "same-cc" (the caller refuses it);
+    EngineCompatibilityError (one sentence) for "ampere+" on an older GPU."""
+    from .errors import EngineCompatibilityError
+    from .records import build_info_of
+
+    info = build_info_of(record)
+    if info is None or info.hardware_compat != "ampere+":
+        return False
+    if _version(here["compute_capability"]) < (8, 0):
+        raise EngineCompatibilityError(
+            f"{engine_path} was built hardware-compatible with Ampere and newer GPUs (--hardware-compat ampere+), "
+            f"but this GPU is {here['gpu']} with compute capability {here['compute_capability']}; rebuild it on "
+            "this GPU")
+    return True
