@@ -248,8 +248,9 @@ def check_compatible(sidecar, trt: ModuleType, engine_path: str | os.PathLike = 
         raise EngineCompatibilityError(
             f"{engine_path} was built by {built} but is being loaded with the {here_backend} backend; "
             f"use --backend {built_backend} or rebuild it with `trtbuild build`")
-    if built_backend != "reference" and built_version != str(trt.__version__) and not (
-            built_backend == "tensorrt" and later_version_may_load(sidecar, built_version, trt.__version__, engine_path)):
+    here_version = str(trt.__version__)
+    if built_backend != "reference" and built_version != here_version and not (
+            built_backend == "tensorrt" and later_version_may_load(sidecar, built_version, here_version, engine_path)):
         name = product[built_backend]
         raise EngineCompatibilityError(
             f"{engine_path} was built with {name} {built_version} but {name} {trt.__version__} is installed; "
