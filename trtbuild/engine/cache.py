@@ -257,7 +257,7 @@ def cache_dir_from(option: str | None) -> str | None:
 def key_for_model_build(trt, spec, weights_path, *, precision: str = "fp32", small: bool = False, batch=None,
                         profile=None, fp32_io: bool = True, tf32: bool = False, workspace: int | None = None,
                         targets=None, quant=None, cross_check: bool = False, refit: str = "off",
-                        strip_weights: bool = False) -> CacheKey:
+                        strip_weights: bool = False, compat=None) -> CacheKey:
     """The CacheKey of build_and_save(spec, weights_path, ..., trt, precision, ...): the network is defined
     (not built) on `trt` with build_plan's own definition step and hashed; the weight file is hashed.
     Options that do not change the engine (timing cache, progress) are not in the key."""
@@ -281,6 +281,8 @@ def key_for_model_build(trt, spec, weights_path, *, precision: str = "fp32", sma
                "cross_check": bool(cross_check)}
     if refit != "off" or strip_weights:  # absent otherwise: the keys of earlier builds stay valid
         options.update(refit=refit, strip_weights=bool(strip_weights))
+    if compat is not None and compat.requested:  # a trtbuild.engine.compat.Compatibility; absent for none, as refit
+        options.update(compat.record())
     return CacheKey.of(defined.network, trt, weights_sha256=sha256_file(weights_path), options=options,
                        targets=targets_for_precision(precision, targets))
 

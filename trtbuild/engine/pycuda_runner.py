@@ -18,6 +18,7 @@ import numpy as np
 
 from trtbuild.backend import backend_name, is_reference, load_trt
 
+from .compat import lean_runtime_embedded
 from .errors import EngineError, EngineInputError
 from .runner import EngineIO, check_input_names, check_input_shape, io_tensors, open_engine
 from .serialize import read_engine_file
@@ -51,7 +52,8 @@ class PycudaEngine(EngineIO):
         try:
             self.trt, self.name, self.sidecar = trt, name, sidecar
             self.backend = backend_name(trt)
-            self.logger, self.runtime, self._engine, self.context = open_engine(trt, plan, name)
+            self.logger, self.runtime, self._engine, self.context = open_engine(
+                trt, plan, name, host_code_allowed=lean_runtime_embedded(sidecar))
             self.tensors = io_tensors(self._engine, trt)
             self.stream = cuda.Stream()
             self._device_buffers: dict[str, tuple[int, object]] = {}

@@ -23,6 +23,7 @@ import torch
 
 from trtbuild.backend import BackendError, backend_name, is_reference, load_trt
 
+from .compat import lean_runtime_embedded
 from .errors import EngineCompatibilityError, EngineError, EngineFileError, EngineInputError
 from .profile_select import (check_sidecar_profiles, choose_profile, profile_ranges,  # noqa: F401
                              shape_fits)
@@ -106,13 +107,19 @@ def check_input_names(inputs, tensors: dict[str, TensorInfo], engine_name: str) 
                                f"needs {input_names}")
 
 
-def open_engine(trt: ModuleType, plan, name: str):
+def open_engine(trt: ModuleType, plan, name: str, host_code_allowed: bool = False):
     """(logger, runtime, engine, context): deserialize `plan` with a capturing logger and create its
     execution context. The runtime must outlive the engine. Raises EngineFileError (plan not
-    loadable) or EngineError (no context), quoting TensorRT's log."""
+    loadable) or EngineError (no context), quoting TensorRT's log.
+
+    host_code_allowed sets runtime.engine_host_code_allowed: pass True only for a plan whose own sidecar
+    says it embeds the lean runtime (compat.lean_runtime_embedded), since the runtime then runs code
+    from the plan in this process; TensorRT refuses such a plan otherwise, and trusts no other by default."""
     backend = backend_name(trt)
     logger = make_logger(trt)
     runtime = trt.Runtime(logger)
+    if host_code_allowed:
+        runtime.engine_host_code_allowed = True
     with calling_tensorrt(trt):  # a Ctrl-C while TensorRT logs is raised after it returns
         engine = runtime.deserialize_cuda_engine(plan if isinstance(plan, (bytes, mmap.mmap)) else bytes(plan))
     if engine is None:
@@ -166,7 +173,8 @@ class Engine(EngineIO):
         self.name = name
         self.sidecar = sidecar if sidecar is not None else getattr(plan, "info", None)  # plan info of a build_plan plan
         self.backend = backend_name(trt)
-        self.logger, self.runtime, self._engine, self.context = open_engine(trt, plan, name)
+        self.logger, self.runtime, self._engine, self.context = open_engine(
+            trt, plan, name, host_code_allowed=lean_runtime_embedded(self.sidecar))
         self.device = _backend_device(trt)
         self.tensors: dict[str, TensorInfo] = io_tensors(self._engine, trt)
         #: [{dynamic input: (min, max)}] of every optimization profile, in index order
