@@ -154,5 +154,5 @@ def test_a_pinned_profile_never_switches(two_profiles, pycuda_engine):
 @pytest.mark.parametrize("profile", [2, -1, True])
 def test_pinning_a_profile_the_engine_has_not_is_refused(pycuda_engine, profile):
     with pytest.raises(EngineInputError, match=rf"two.engine has 2 optimization profile\(s\) \(0 to 1\); "
-                       rf"Engine\(profile={profile!r}\) names none of them"):
+                       rf"PycudaEngine\(profile={profile!r}\) names none of them"):
         pycuda_engine(profile=profile)

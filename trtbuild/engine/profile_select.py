@@ -61,12 +61,13 @@ def choose_profile(ranges: list[dict], shapes: dict[str, tuple], pinned: int | N
                            f"takes: {every}")
 
 
-def check_pinned(profile, ranges: list[dict], engine_name: str) -> int | None:
-    """`profile` if it is None or the index of one of `ranges`' profiles; else EngineInputError in one sentence."""
+def check_pinned(profile, ranges: list[dict], engine_name: str, owner: str = "Engine") -> int | None:
+    """`profile` if it is None or the index of one of `ranges`' profiles; else EngineInputError in one sentence
+    (`owner`: the class it was given to)."""
     if profile is not None and (isinstance(profile, bool) or not isinstance(profile, int)
                                 or not 0 <= profile < len(ranges)):
         raise EngineInputError(f"{engine_name} has {len(ranges)} optimization profile(s) (0 to {len(ranges) - 1}); "
-                               f"Engine(profile={profile!r}) names none of them")
+                               f"{owner}(profile={profile!r}) names none of them")
     return profile
 
 

@@ -59,7 +59,7 @@ class PycudaEngine(ProfileSwitch, EngineIO):
             self.tensors = io_tensors(self._engine, trt)
             #: [{dynamic input: (min, max)}] of every optimization profile, in index order
             self.profiles = profile_ranges(self._engine, self.tensors)
-            self.profile = check_pinned(profile, self.profiles, name)
+            self.profile = check_pinned(profile, self.profiles, name, type(self).__name__)
             self.stream = cuda.Stream()
             self._device_buffers: dict[str, tuple[int, object]] = {}
         finally:
