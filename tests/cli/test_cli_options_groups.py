@@ -93,6 +93,14 @@ def test_a_shared_option_has_one_flag_type_and_default_everywhere(parsers):
     assert outs and all(strings == ["-o", "--out"] for strings in outs.values())
 
 
+def test_build_has_the_compatibility_group(parsers):
+    build = parsers["build"]
+    flags = ("--version-compatible", "--exclude-lean-runtime", "--hardware-compat")
+    assert {flag: _group_of(build, flag) for flag in flags} == dict.fromkeys(flags, "compatibility")
+    assert build._option_string_actions["--hardware-compat"].choices == ("none", "ampere+", "same-cc")
+    assert [c for c in COMMANDS if c != "build" and "--version-compatible" in parsers[c]._option_string_actions] == []
+
+
 def test_parsing_is_unchanged_for_options_in_groups():
     args = make_parser().parse_args(["parity", "alexnet", "--range=-1,1", "--scale", "5", "--atol", "0.1", "--json",
                                      "r.json", "--backend", "reference", "--keep", "fp32:fc", "--keep", "fp16:a",

@@ -42,6 +42,8 @@ VERSION_DEPENDENT = {
     ("NetworkDefinitionCreationFlag", "STRONGLY_TYPED"): {"10": 1, "11": 0},
     ("NetworkDefinitionCreationFlag", "PREFER_JIT_PYTHON_PLUGINS"): {"10": 2, "11": 1},
     ("NetworkDefinitionCreationFlag", "PREFER_AOT_PYTHON_PLUGINS"): {"10": 3, "11": 2},
+    ("BuilderFlag", "VERSION_COMPATIBLE"): {"10": 13, "11": 12},
+    ("BuilderFlag", "EXCLUDE_LEAN_RUNTIME"): {"10": 14, "11": 13},
     ("BuilderFlag", "STRIP_PLAN"): {"10": 19, "11": 18},
     ("BuilderFlag", "REFIT_IDENTICAL"): {"10": 20, "11": 19},
     ("BuilderFlag", "REFIT_INDIVIDUAL"): {"10": 23, "11": 22},

@@ -200,12 +200,31 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--strip-weights", action="store_true",
                    help="write a weight-stripped plan (STRIP_PLAN): it runs only once refit with the weights "
                         "(trtbuild refit); implies --refit identical unless --refit any is given")
+    add_compat_options(p)
     p.add_argument("--cache", default=None, metavar="DIR",
                    help="engine cache: reuse the engine of an earlier build with the same network, weights, backend, "
                         "targets or GPU and options instead of building (default: $TRTBUILD_CACHE; none if unset)")
     add_progress_option(p)
     p.set_defaults(func=run)
     return p
+
+
+def add_compat_options(p) -> None:
+    """The "compatibility" group: version- and hardware-compatible builds (trtbuild.engine.compat)."""
+    from trtbuild.engine.compat import HARDWARE_COMPAT
+
+    g = p.add_argument_group("compatibility")
+    g.add_argument("--version-compatible", action="store_true",
+                   help="build a version-compatible engine (BuilderFlag.VERSION_COMPATIBLE): later TensorRT versions "
+                        "load it; it embeds the lean runtime, host code that loads only where the plan is trusted "
+                        "(trtbuild trusts its own sidecar); not for TensorRT-RTX")
+    g.add_argument("--exclude-lean-runtime", action="store_true",
+                   help="with --version-compatible: leave the lean runtime out of the plan (EXCLUDE_LEAN_RUNTIME; "
+                        "the loading side supplies it)")
+    g.add_argument("--hardware-compat", default="none", choices=tuple(HARDWARE_COMPAT),
+                   help="GPUs the engine must run on besides the building one: none (default), ampere+ (Ampere and "
+                        "newer), same-cc (same compute capability); TensorRT's hardware_compatibility_level, not for "
+                        "TensorRT-RTX (use --target)")
 
 
 def run(args) -> int:
@@ -227,6 +246,9 @@ def run(args) -> int:
         raise ValueError("--profile and --batch exclude each other: give the batch range in the --profile shapes")
     profiles = (BatchProfile(*batch),) if batch is not None else tuple(ShapeProfile(*p) for p in shape_profiles)
     targets = check_target_option(trt, args.target, args.cross_check)  # before anything is written
+    from trtbuild.engine.compat import Compatibility
+
+    Compatibility(args.version_compatible, args.exclude_lean_runtime, args.hardware_compat).check_backend(trt)
     out = args.out or default_engine_path(spec.name, precision, args.small, backend=backend_kind(trt))
     default_weights = default_weights_path(spec.name, args.small)
     check_paths(args, [*engine_outputs("--out", out), ("--timing-cache", args.timing_cache, TIMING_CACHE)],
@@ -241,7 +263,9 @@ def run(args) -> int:
     options = BuildOptions(
         precision=precision, small=args.small, profiles=profiles, workspace=workspace, timing_cache=args.timing_cache,
         progress=False if args.no_progress else None, fp32_io=not args.native_io, tf32=args.tf32,
-        targets=targets, cross_check=args.cross_check, quant=quant, refit=args.refit, strip_weights=args.strip_weights)
+        targets=targets, cross_check=args.cross_check, quant=quant, refit=args.refit, strip_weights=args.strip_weights,
+        version_compatible=args.version_compatible, exclude_lean_runtime=args.exclude_lean_runtime,
+        hardware_compat=args.hardware_compat)
     path, sidecar, hit = cached_build(args.cache, trt, spec, weights, out, options)
     sidecar = Sidecar.of(sidecar)  # a cache hit gives the stored sidecar as a dict
     build = sidecar.build
@@ -267,6 +291,11 @@ def run(args) -> int:
         refit = build.refit
         print(f"refit: {refit['mode']}{', weights stripped' if refit['stripped'] else ''}; "
               f"{len(refit['weights'])} named weights, {len(refit['baked'])} state_dict keys baked in")
+    if build.version_compatible or build.hardware_compat:
+        lean = "" if not build.version_compatible else ", lean runtime excluded" if build.exclude_lean_runtime else \
+            ", lean runtime embedded (loaded with engine_host_code_allowed, from this sidecar)"
+        print(f"compat: {'version-compatible' if build.version_compatible else 'not version-compatible'}{lean}; "
+              f"hardware compatibility {build.hardware_compat or 'none'}")
     if args.timing_cache:
         used = "not used: TensorRT-RTX has no timing cache" if build.targets else args.timing_cache
         used = "not used: the engine came from the cache" if hit else used

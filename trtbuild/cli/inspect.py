@@ -71,6 +71,11 @@ def render_report(report, layers: bool = False) -> str:
     refit = ("unknown" if r.refittable is None else "not refittable" if not r.refittable else
              "refittable, weights stripped (a refit must supply them)" if r.stripped else "refittable")
     lines.append(f"refit     {refit}")
+    if r.version_compatible is not None:
+        version = ("not version-compatible" if not r.version_compatible else
+                   "version-compatible, lean runtime embedded (host code: loads only where trusted)" if r.lean_runtime
+                   else "version-compatible, lean runtime excluded")
+        lines.append(f"compat    {version}; hardware compatibility {r.hardware_compat or 'not recorded'}")
     if r.num_layers is not None:
         source = {"plan": "read from the plan", "inspector": "from the engine inspector"}.get(r.layer_source, "")
         lines.append(f"layers    {r.num_layers} ({source}; profiling verbosity {r.profiling_verbosity})")

@@ -79,6 +79,8 @@ def build_plan(trt: ModuleType, define, options: BuildOptions | None = None, **k
     tf32: allow TF32 for float32 math on real TensorRT (cleared by default for exact fp32).
     targets: TensorRT-RTX target compute capabilities (default 8.6, 8.9, 12.0; for fp8 8.9, 12.0, as
         TensorRT-RTX compiles FP8 for sm89 and newer only); other backends refuse them.
+    version_compatible, exclude_lean_runtime, hardware_compat: version- and hardware-compatible builds
+        (trtbuild.engine.compat: what each backend does with them); recorded in plan.info.
     cross_check: also define and build the same network on the reference backend and with
         TensorRT-RTX, and raise CrossCheckError (naming the first differing tensor and its layer)
         unless both accept it and every output and shared tensor has the same name, shape and
@@ -140,7 +142,8 @@ def _build(trt: ModuleType, on, options: BuildOptions, input_name: str, spec=Non
                      profile_shapes=shapes[0] if len(shapes) == 1 else shapes or None,
                      workspace=options.workspace, timing_cache=options.timing_cache, progress=options.progress,
                      tf32=options.tf32, targets=targets,
-                     refit=REFIT_FLAGS[options.refit], strip_weights=options.strip_weights)
+                     refit=REFIT_FLAGS[options.refit], strip_weights=options.strip_weights,
+                     compat=options.compat if options.compat.requested else None)
     if options.cross_check:
         from .cross_check import cross_check_build
 

@@ -306,8 +306,9 @@ class CachedModelBuild:
 
 def key_for_model_build(trt, spec, weights_path, *, options: BuildOptions | None = None, **kwargs) -> CacheKey:
     """The CacheKey of build_and_save(spec, weights_path, ..., trt, options) (or of its keyword arguments,
-    build_plan's, as a shorthand: precision, small, batch, profile, ...): the network is defined (not
-    built) on `trt` and hashed, the weight file hashed. Options that do not change the engine (timing
+    build_plan's, as a shorthand: precision, small, batch, profile, ..., and compat, a
+    trtbuild.engine.compat.Compatibility): the network is defined (not built) on `trt` and hashed, the
+    weight file hashed. Options that do not change the engine (timing
     cache, progress) are not in the key. To build after a miss without defining the network again,
     use CachedModelBuild."""
     if options is not None and kwargs:
@@ -319,6 +320,9 @@ def key_for_model_build(trt, spec, weights_path, *, options: BuildOptions | None
             kwargs["profiles"] = tuple(ShapeProfile(*p) for p in profile)
         else:
             kwargs["profile"] = profile
+        compat = kwargs.pop("compat", None)
+        if compat is not None:
+            kwargs.update(dataclasses.asdict(compat))  # its fields are BuildOptions fields
         options = BuildOptions.from_kwargs(**kwargs)
     return CachedModelBuild(trt, spec, weights_path, options).key
 

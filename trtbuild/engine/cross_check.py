@@ -211,7 +211,8 @@ def cross_check_build(trt: ModuleType, on, serialize: dict):
     from trtbuild import reference
 
     # no timing cache is written before the comparison has passed
-    rtx_opts = dict(serialize) if is_rtx(trt) else dict(serialize, timing_cache=None, progress=False)
+    # TensorRT-RTX refuses version/hardware compatibility: the twin of another backend's build compares networks only
+    rtx_opts = dict(serialize) if is_rtx(trt) else dict(serialize, timing_cache=None, progress=False, compat=None)
     ref_opts = dict(serialize, timing_cache=None, targets=None,
                     progress=serialize.get("progress") if is_reference(trt) else False)
     # TensorRT-RTX first: its builder's working memory (about twice the weights) is then not on

@@ -75,6 +75,10 @@ class EngineReport:
     stripped: bool | None = None
     device_memory_bytes: int | None = None
     sidecar: dict | None = field(default=None)
+    #: version compatibility: None (not recorded), False, or True with `lean_runtime` (embedded: host code)
+    version_compatible: bool | None = None
+    lean_runtime: bool | None = None
+    hardware_compat: str | None = None  # "none", "ampere+" or "same-cc"; None where not recorded
 
     def to_json(self) -> dict:
         """A JSON-ready dict (tuples become lists)."""
@@ -225,14 +229,38 @@ def inspector_layers(engine, trt, logger) -> tuple[tuple[LayerInfo, ...], tuple[
     return info.layers, weights, stripped
 
 
-def _open(trt, data, path: Path):
+def _compatibility(kind: str, data, sidecar: dict | None) -> dict:
+    """version_compatible, lean_runtime and hardware_compat: a reference plan's header records them; for
+    TensorRT and TensorRT-RTX engines (whose API tells neither flag) the sidecar does, if there is one."""
+    from .compat import HARDWARE_COMPAT
+
+    if kind == "reference":
+        from trtbuild.reference.plan import plan_header
+
+        header = plan_header(data)
+        level = {0: "none", 1: "ampere+", 2: "same-cc"}.get(header.get("hardware_compatibility_level", 0))
+        return dict(version_compatible=bool(header.get("version_compatible")),
+                    lean_runtime=bool(header.get("lean_runtime")), hardware_compat=level)
+    if sidecar is None:
+        return {}
+    vc = bool(sidecar.get("version_compatible"))
+    hw = sidecar.get("hardware_compat", "none")
+    return dict(version_compatible=vc, lean_runtime=vc and not sidecar.get("exclude_lean_runtime"),
+                hardware_compat=hw if hw in HARDWARE_COMPAT else None)
+
+
+def _open(trt, data, path: Path, sidecar: dict | None = None):
     """(logger, runtime, engine): the plan deserialized, without an execution context (a weight-stripped
-    engine may refuse one until it is refit; the inspector needs none)."""
+    engine may refuse one until it is refit; the inspector needs none). A plan whose sidecar says it embeds
+    the lean runtime is loaded with engine_host_code_allowed (compat.lean_runtime_embedded: its own sidecar)."""
+    from .compat import lean_runtime_embedded
     from .interrupts import calling_tensorrt
     from .logging_bridge import make_logger
 
     logger = make_logger(trt)
     runtime = trt.Runtime(logger)
+    if lean_runtime_embedded(sidecar):
+        runtime.engine_host_code_allowed = True
     with calling_tensorrt(trt):
         engine = runtime.deserialize_cuda_engine(data if is_reference(trt) else bytes(data))
     if engine is None:
@@ -248,7 +276,8 @@ def inspect_engine(path: str | os.PathLike) -> EngineReport:
     path = Path(path)
     data, sidecar = _read(path)
     kind = _kind(data, sidecar, path)
-    base = dict(path=str(path), backend=kind, plan_bytes=len(data), targets=_targets(kind, sidecar), sidecar=sidecar)
+    base = dict(path=str(path), backend=kind, plan_bytes=len(data), targets=_targets(kind, sidecar), sidecar=sidecar,
+                **_compatibility(kind, data, sidecar))
     if kind == "reference":
         trt = load_trt("reference")
         version = __version__
@@ -262,7 +291,7 @@ def inspect_engine(path: str | os.PathLike) -> EngineReport:
             return EngineReport(**base, version=version, loaded=False, io=_sidecar_io(sidecar),
                                 note=f"{_PRODUCT[kind]} cannot deserialize it here: {e}")
         version = str(trt.__version__)
-    logger, _runtime, engine = _open(trt, data, path)
+    logger, _runtime, engine = _open(trt, data, path, sidecar)
     io = _engine_io(engine, trt)
     common = dict(base, version=version, loaded=True, io=io, num_profiles=engine.num_optimization_profiles,
                   num_layers=engine.num_layers, refittable=bool(engine.refittable),

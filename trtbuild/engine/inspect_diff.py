@@ -136,7 +136,10 @@ def diff_reports(a: EngineReport, b: EngineReport) -> list[Difference]:
         return {"backend": r.backend, "version": r.version, "targets": r.targets, "plan_bytes": r.plan_bytes,
                 "refittable": unknown if r.refittable is None else r.refittable,
                 "stripped": unknown if r.stripped is None else r.stripped,
-                "layers": unknown if r.num_layers is None else r.num_layers}
+                "layers": unknown if r.num_layers is None else r.num_layers,
+                "version_compatible": "not recorded" if r.version_compatible is None else r.version_compatible,
+                "lean_runtime": "not recorded" if r.lean_runtime is None else r.lean_runtime,
+                "hardware_compat": r.hardware_compat or "not recorded"}
 
     _fields(out, "engine", "", engine_fields(a), engine_fields(b))
     out[:] = [Difference(d.section, d.item.strip(), d.a, d.b, d.change) for d in out]

@@ -144,7 +144,7 @@ def _as_plan(serialized, info):
 def serialize_network(trt: ModuleType, builder, network, logger, *, batch=None, profile_shapes=None,
                       workspace: int | None = None, timing_cache: str | os.PathLike | None = None,
                       progress: bool | None = True, tf32: bool = False, targets=None, refit: str | None = None,
-                      strip_weights: bool = False) -> bytes:
+                      strip_weights: bool = False, compat=None) -> bytes:
     """Build an already defined network (outputs marked) with `builder`; return a `Plan` whose
     `.info` is a NetworkInfo: network, inputs, outputs, profile, workspace, tf32, build_phases and, on
     TensorRT-RTX, targets (the compute capabilities the engine was built for).
@@ -158,6 +158,8 @@ def serialize_network(trt: ModuleType, builder, network, logger, *, batch=None, 
     NVIDIA's portable set 8.6, 8.9, 12.0); its builder needs them to build without a GPU.
     refit: the name of a refit BuilderFlag (REFIT_IDENTICAL, REFIT) to set, or None; strip_weights sets
     STRIP_PLAN (a plan without its refittable weights, which must be refit before it runs).
+    compat: a trtbuild.engine.compat.Compatibility (version / hardware compatibility) or None; refused
+    (CompatibilityError, one sentence) before the build where the backend cannot honour it.
     """
     if targets is not None and not capabilities(trt).needs_targets:
         raise ValueError(f"target compute capabilities apply to TensorRT-RTX only; {product_name(trt)} builds for "
@@ -166,6 +168,8 @@ def serialize_network(trt: ModuleType, builder, network, logger, *, batch=None, 
         raise BuildError(f"network '{network.name}' has no outputs: return them from the definition or mark them")
     if batch is not None and profile_shapes is not None:
         raise ValueError("pass either batch or profile_shapes, not both")
+    if compat is not None:
+        compat.check_backend(trt)
     config = builder.create_builder_config()
     profiles_info = [_add_profile(builder, config, shapes) for shapes in _profile_list(network, batch, profile_shapes)]
     profile_info = profiles_info[0] if profiles_info else None
@@ -177,6 +181,8 @@ def serialize_network(trt: ModuleType, builder, network, logger, *, batch=None, 
         config.set_flag(getattr(trt.BuilderFlag, refit))
     if strip_weights:
         config.set_flag(trt.BuilderFlag.STRIP_PLAN)
+    if compat is not None:
+        compat.apply(trt, config)
     built_targets = set_targets(trt, config, targets) if capabilities(trt).needs_targets else None
     cache_path = Path(timing_cache) if timing_cache is not None else None
     if load_timing_cache(trt, config, cache_path, logger) is None:

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Union
 
+from .compat import Compatibility, check_compat
+
 #: precision -> the float type the network computes in. int8/fp8: explicit quantization (Q/DQ from a
 #: trtbuild.quant.QuantPlan around convolutions, matmuls and residual adds); every other layer stays FLOAT
 PRECISIONS = {"fp32": "FLOAT", "fp16": "HALF", "bf16": "BF16", "int8": "FLOAT", "fp8": "FLOAT"}
@@ -175,7 +177,9 @@ class BuildOptions:
     order (profile index k is the k-th). refit: "off", "identical" (BuilderFlag.REFIT_IDENTICAL, what
     TensorRT 11 recommends: plain REFIT may drop a GEMM bias) or "any" (BuilderFlag.REFIT); True means
     "identical". strip_weights: a weight-stripped plan (BuilderFlag.STRIP_PLAN), refit "identical"
-    unless "any" is asked for."""
+    unless "any" is asked for. version_compatible (BuilderFlag.VERSION_COMPATIBLE), exclude_lean_runtime
+    (EXCLUDE_LEAN_RUNTIME, only with version_compatible) and hardware_compat ("none", "ampere+",
+    "same-cc": IBuilderConfig.hardware_compatibility_level): see trtbuild.engine.compat."""
 
     precision: Precision = "fp32"
     fp32_io: bool = True
@@ -196,6 +200,9 @@ class BuildOptions:
     quant: Any = None  # a trtbuild.quant.QuantPlan (typed loosely: the quant package builds on the engine)
     refit: RefitMode = "off"
     strip_weights: bool = False
+    version_compatible: bool = False
+    exclude_lean_runtime: bool = False
+    hardware_compat: str = "none"
 
     def __post_init__(self):
         def put(name, value):
@@ -246,6 +253,12 @@ class BuildOptions:
         put("debug_tensors", _tuple_of_names(self.debug_tensors, "debug_tensors"))
         if self.quant is not None and not hasattr(self.quant, "precision"):
             raise ValueError(f"quant must be a trtbuild.quant.QuantPlan, got {type(self.quant).__name__}")
+        check_compat(self.version_compatible, self.exclude_lean_runtime, self.hardware_compat)
+
+    @property
+    def compat(self) -> Compatibility:
+        """The version and hardware compatibility asked for, as one value (trtbuild.engine.compat)."""
+        return Compatibility(self.version_compatible, self.exclude_lean_runtime, self.hardware_compat)
 
     @property
     def batch(self) -> tuple[int, int, int] | None:

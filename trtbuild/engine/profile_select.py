@@ -1,13 +1,14 @@
 """Which optimization profile runs a set of input shapes: each profile's ranges read from an ICudaEngine, the first
-profile that takes every shape (or the pinned one), and the one-sentence refusal that lists every profile's range.
-Also the check that a sidecar records the engine's own profiles. TensorRT 10 and later name tensors the same in every
+profile that takes every shape (or the pinned one), and the one-sentence refusal that lists every profile's range;
+the switch itself (ProfileSwitch, shared by Engine and PycudaEngine so both follow the same TensorRT rules). Also the
+check that a sidecar records the engine's own profiles. TensorRT 10 and later name tensors the same in every
 profile, so a profile is a {input name: (min, max)} mapping."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .errors import EngineFileError, EngineInputError
+from .errors import EngineError, EngineFileError, EngineInputError
 
 if TYPE_CHECKING:  # runner imports this module
     from .runner import TensorInfo
@@ -58,6 +59,53 @@ def choose_profile(ranges: list[dict], shapes: dict[str, tuple], pinned: int | N
                                f"(Engine(profile={pinned})); its profiles: {every}")
     raise EngineInputError(f"input '{bad}' has shape {shapes[bad]}, which no optimization profile of {engine_name} "
                            f"takes: {every}")
+
+
+def check_pinned(profile, ranges: list[dict], engine_name: str, owner: str = "Engine") -> int | None:
+    """`profile` if it is None or the index of one of `ranges`' profiles; else EngineInputError in one sentence
+    (`owner`: the class it was given to)."""
+    if profile is not None and (isinstance(profile, bool) or not isinstance(profile, int)
+                                or not 0 <= profile < len(ranges)):
+        raise EngineInputError(f"{engine_name} has {len(ranges)} optimization profile(s) (0 to {len(ranges) - 1}); "
+                               f"{owner}(profile={profile!r}) names none of them")
+    return profile
+
+
+class ProfileSwitch:
+    """Picks and activates the optimization profile of each run, for an engine wrapper holding `context`,
+    `profiles` (profile_ranges), `profile` (pinned index or None), `name`, `backend` and `logger`.
+
+    TensorRT's order, which the wrappers follow: set_optimization_profile_async(k, stream) on the stream
+    the run is queued on (so the switch is ordered before it), then set_input_shape for every input
+    (a switch drops the shapes set before), then the tensor addresses, then execute_async_v3. Tensor
+    names, and so addresses, are the same in every profile (TensorRT 10 and later)."""
+
+    context: object
+    profiles: list[dict]
+    profile: int | None
+    name: str
+    backend: str
+    logger: object
+
+    @property
+    def _single_profile(self) -> bool:
+        """True when profile 0 runs every shape it takes: then check_input_shape checks its ranges."""
+        return len(self.profiles) == 1 and self.profile is None
+
+    def _select_profile(self, shapes: dict[str, tuple], handle: int) -> None:
+        """Switch to the profile that runs `shapes` ({input: shape}); EngineInputError listing every profile's
+        range where none (or not the pinned one) takes them."""
+        if not self._single_profile:
+            self._use_profile(choose_profile(self.profiles, shapes, self.profile, self.name), handle)
+
+    def _use_profile(self, k: int, handle: int) -> None:
+        """Switch the context to optimization profile k on the stream `handle` (no call if it is active)."""
+        ctx = self.context
+        if ctx.active_optimization_profile == k:
+            return
+        if not ctx.set_optimization_profile_async(k, handle):
+            raise EngineError(f"{self.backend} could not switch {self.name} to optimization profile {k}: "
+                              f"{self.logger.error_text()}")
 
 
 def check_sidecar_profiles(recorded: list[dict], ranges: list[dict], path) -> None:

@@ -6,6 +6,8 @@
 
 pycuda is imported lazily (only when a PycudaEngine is made). This runner needs real TensorRT
 and a CUDA GPU; the reference backend reads host memory and has no use for it (use Engine).
+Optimization profiles are picked and switched as Engine does (profile_select.ProfileSwitch): the
+first profile that takes the input shapes, or the one pinned with PycudaEngine(profile=k).
 """
 
 from __future__ import annotations
@@ -18,7 +20,9 @@ import numpy as np
 
 from trtbuild.backend import backend_name, is_reference, load_trt
 
+from .compat import lean_runtime_embedded
 from .errors import EngineError, EngineInputError
+from .profile_select import ProfileSwitch, check_pinned, profile_ranges
 from .runner import EngineIO, check_input_names, check_input_shape, io_tensors, open_engine
 from .serialize import read_engine_file
 
@@ -34,11 +38,12 @@ def _import_pycuda():
     return cuda
 
 
-class PycudaEngine(EngineIO):
-    """An engine and execution context whose buffers are pycuda allocations; numpy in, numpy out."""
+class PycudaEngine(ProfileSwitch, EngineIO):
+    """An engine and execution context whose buffers are pycuda allocations; numpy in, numpy out.
+    `profile`: as Engine's (pin one optimization profile; None picks, per run, the first that fits)."""
 
     def __init__(self, plan, trt: ModuleType | None = None, *, sidecar: dict | None = None, name: str = "engine",
-                 device_index: int = 0):
+                 device_index: int = 0, profile: int | None = None):
         trt = trt if trt is not None else load_trt("tensorrt")
         if is_reference(trt):
             raise EngineError("PycudaEngine runs real TensorRT engines only; use trtbuild.engine.Engine for the "
@@ -51,19 +56,24 @@ class PycudaEngine(EngineIO):
         try:
             self.trt, self.name, self.sidecar = trt, name, sidecar
             self.backend = backend_name(trt)
-            self.logger, self.runtime, self._engine, self.context = open_engine(trt, plan, name)
+            self.logger, self.runtime, self._engine, self.context = open_engine(
+                trt, plan, name, host_code_allowed=lean_runtime_embedded(sidecar))
             self.tensors = io_tensors(self._engine, trt)
+            #: [{dynamic input: (min, max)}] of every optimization profile, in index order
+            self.profiles = profile_ranges(self._engine, self.tensors)
+            self.profile = check_pinned(profile, self.profiles, name, type(self).__name__)
             self.stream = cuda.Stream()
             self._device_buffers: dict[str, tuple[int, object]] = {}
         finally:
             self._cuda_ctx.pop()
 
     @classmethod
-    def load(cls, path: str | os.PathLike, trt: ModuleType | None = None, device_index: int = 0) -> "PycudaEngine":
+    def load(cls, path: str | os.PathLike, trt: ModuleType | None = None, device_index: int = 0,
+             profile: int | None = None) -> "PycudaEngine":
         """Load an engine file, checking its sidecar (version, GPU, sha256) before TensorRT sees it."""
         trt = trt if trt is not None else load_trt("tensorrt")
         plan, sidecar = read_engine_file(path, trt)
-        return cls(plan, trt, sidecar=sidecar, name=str(path), device_index=device_index)
+        return cls(plan, trt, sidecar=sidecar, name=str(path), device_index=device_index, profile=profile)
 
     def _np_dtype(self, name: str):
         info = self.tensors[name]
@@ -80,22 +90,27 @@ class PycudaEngine(EngineIO):
         return int(self._device_buffers[name][1])
 
     def run(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        """Copy inputs to the GPU, execute_async_v3 on this engine's stream, copy outputs back."""
+        """Copy inputs to the GPU, execute_async_v3 on this engine's stream, copy outputs back. With several
+        optimization profiles, the first that takes the input shapes is switched to before the shapes are set."""
         check_input_names(inputs, self.tensors, self.name)
+        for n in self.input_names:
+            value = inputs[n]
+            if not isinstance(value, np.ndarray):
+                raise EngineInputError(f"input '{n}' must be a numpy array, got {type(value).__name__}")
+            want = self._np_dtype(n)
+            if value.dtype != want:
+                raise EngineInputError(f"input '{n}' has dtype {value.dtype} but the engine expects {want}; "
+                                       f"convert it with .astype(np.{want.name})")
+            check_input_shape(self.tensors[n], tuple(value.shape), ranges=self._single_profile)
         cuda, ctx = self._cuda, self.context
         self._cuda_ctx.push()
         try:
+            self.logger.clear()
+            self._select_profile({n: tuple(inputs[n].shape) for n in self.input_names}, self.stream.handle)
             hosts = {}
             for n in self.input_names:
                 value = inputs[n]
-                if not isinstance(value, np.ndarray):
-                    raise EngineInputError(f"input '{n}' must be a numpy array, got {type(value).__name__}")
-                want = self._np_dtype(n)
-                if value.dtype != want:
-                    raise EngineInputError(f"input '{n}' has dtype {value.dtype} but the engine expects {want}; "
-                                           f"convert it with .astype(np.{want.name})")
-                check_input_shape(self.tensors[n], tuple(value.shape))
-                host = cuda.pagelocked_empty(value.shape, want)
+                host = cuda.pagelocked_empty(value.shape, value.dtype)
                 host[...] = value
                 hosts[n] = host
                 if ctx.set_input_shape(n, tuple(value.shape)) is False:
@@ -111,7 +126,6 @@ class PycudaEngine(EngineIO):
                     raise EngineError(f"output '{n}' has a data-dependent shape {shape}, which is not supported")
                 outputs[n] = cuda.pagelocked_empty(shape, self._np_dtype(n))
                 ctx.set_tensor_address(n, self._buffer(n, outputs[n].nbytes))
-            self.logger.clear()
             if not ctx.execute_async_v3(self.stream.handle):
                 raise EngineError(f"TensorRT failed to execute {self.name}: {self.logger.error_text()}")
             for n, host in outputs.items():

@@ -277,6 +277,9 @@ class BuildInfo(JsonRecord):
     refit: dict | None = None  # trtbuild.engine.refit_record.RefitRecord.to_dict() of a refittable build
     #: every optimization profile, where there are several (`profile`: the first)
     profiles: tuple[ProfileInfo, ...] | None = field(default=None, metadata=_typed(**PROFILES))
+    version_compatible: bool | None = None  # True for a version-compatible build (absent otherwise)
+    exclude_lean_runtime: bool | None = None  # with version_compatible: True if the lean runtime was left out
+    hardware_compat: str | None = None  # "ampere+" / "same-cc" (absent for "none")
     extra: dict = field(default_factory=dict, repr=False)
     present: frozenset | None = field(default=None, repr=False)
 
@@ -317,7 +320,7 @@ class BuildInfo(JsonRecord):
             weight_tensors=weights_usage[0] if weights_usage is not None else None,
             unused_weights=weights_usage[1] if weights_usage is not None else None,
             quantization=quantization, refit=refit.to_dict() if refit is not None else None,
-            profiles=built.profiles)
+            profiles=built.profiles, **options.compat.record())
 
     def with_network(self, built) -> "BuildInfo":
         """This build's description for another engine of the same network (the TensorRT-RTX

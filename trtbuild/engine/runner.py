@@ -23,9 +23,10 @@ import torch
 
 from trtbuild.backend import BackendError, backend_name, is_reference, load_trt
 
+from .compat import lean_runtime_embedded
 from .errors import EngineCompatibilityError, EngineError, EngineFileError, EngineInputError
-from .profile_select import (check_sidecar_profiles, choose_profile, profile_ranges,  # noqa: F401
-                             shape_fits)
+from .profile_select import (ProfileSwitch, check_pinned, check_sidecar_profiles, choose_profile,  # noqa: F401
+                             profile_ranges, shape_fits)
 from .interrupts import calling_tensorrt
 from .logging_bridge import make_logger
 from .options import format_range
@@ -107,13 +108,19 @@ def check_input_names(inputs, tensors: dict[str, TensorInfo], engine_name: str) 
                                f"needs {input_names}")
 
 
-def open_engine(trt: ModuleType, plan, name: str):
+def open_engine(trt: ModuleType, plan, name: str, host_code_allowed: bool = False):
     """(logger, runtime, engine, context): deserialize `plan` with a capturing logger and create its
     execution context. The runtime must outlive the engine. Raises EngineFileError (plan not
-    loadable) or EngineError (no context), quoting TensorRT's log."""
+    loadable) or EngineError (no context), quoting TensorRT's log.
+
+    host_code_allowed sets runtime.engine_host_code_allowed: pass True only for a plan whose own sidecar
+    says it embeds the lean runtime (compat.lean_runtime_embedded), since the runtime then runs code
+    from the plan in this process; TensorRT refuses such a plan otherwise, and trusts no other by default."""
     backend = backend_name(trt)
     logger = make_logger(trt)
     runtime = trt.Runtime(logger)
+    if host_code_allowed:
+        runtime.engine_host_code_allowed = True
     with calling_tensorrt(trt):  # a Ctrl-C while TensorRT logs is raised after it returns
         engine = runtime.deserialize_cuda_engine(plan if isinstance(plan, (bytes, mmap.mmap)) else bytes(plan))
     if engine is None:
@@ -154,7 +161,7 @@ def _backend_device(trt: ModuleType) -> torch.device:
     return dev
 
 
-class Engine(EngineIO):
+class Engine(ProfileSwitch, EngineIO):
     """A deserialized engine plus one execution context, taking and returning torch tensors.
     `sidecar`: the engine's Sidecar (load_engine), by default the plan's `info` (a BuildInfo, from
     build_plan); both read like dicts too, and a dict passed in is kept as it is."""
@@ -167,28 +174,14 @@ class Engine(EngineIO):
         self.name = name
         self.sidecar = sidecar if sidecar is not None else getattr(plan, "info", None)  # plan info of a build_plan plan
         self.backend = backend_name(trt)
-        self.logger, self.runtime, self._engine, self.context = open_engine(trt, plan, name)
+        self.logger, self.runtime, self._engine, self.context = open_engine(
+            trt, plan, name, host_code_allowed=lean_runtime_embedded(self.sidecar))
         self.device = _backend_device(trt)
         self.tensors: dict[str, TensorInfo] = io_tensors(self._engine, trt)
         #: [{dynamic input: (min, max)}] of every optimization profile, in index order
         self.profiles: list[dict[str, tuple[tuple, tuple]]] = profile_ranges(self._engine, self.tensors)
         self._in_flight: tuple = ()
-        self.profile = None
-        if profile is not None:
-            if isinstance(profile, bool) or not isinstance(profile, int) or not 0 <= profile < len(self.profiles):
-                raise EngineInputError(f"{name} has {len(self.profiles)} optimization profile(s) (0 to "
-                                       f"{len(self.profiles) - 1}); Engine(profile={profile!r}) names none of them")
-            self.profile = profile  # pinned: run() refuses shapes outside it instead of switching
-
-    def _use_profile(self, k: int, handle: int) -> None:
-        """Switch the context to optimization profile k (TensorRT: set_optimization_profile_async on the
-        stream the run is queued on, so the switch is ordered before it)."""
-        ctx = self.context
-        if ctx.active_optimization_profile == k:
-            return
-        if not ctx.set_optimization_profile_async(k, handle):
-            raise EngineError(f"{self.backend} could not switch {self.name} to optimization profile {k}: "
-                              f"{self.logger.error_text()}")
+        self.profile = check_pinned(profile, self.profiles, name)  # pinned: run() refuses shapes outside it
 
     # -- description ---------------------------------------------------------------------
     def describe(self) -> str:
@@ -217,7 +210,7 @@ class Engine(EngineIO):
         if value.device != self.device:
             raise EngineInputError(f"input '{name}' is on device {value.device} but this {self.backend} engine runs on "
                                    f"{self.device}; move it with .to('{self.device}')")
-        check_input_shape(info, tuple(value.shape), ranges=len(self.profiles) == 1 and self.profile is None)
+        check_input_shape(info, tuple(value.shape), ranges=self._single_profile)
         return value.contiguous()
 
     def _feeds(self, inputs: Mapping) -> dict[str, torch.Tensor]:
@@ -246,9 +239,7 @@ class Engine(EngineIO):
         ctx = self.context
         self.logger.clear()
         handle = self._stream_handle(stream)
-        if len(self.profiles) > 1 or self.profile is not None:
-            shapes = {n: tuple(t.shape) for n, t in feeds.items()}
-            self._use_profile(choose_profile(self.profiles, shapes, self.profile, self.name), handle)
+        self._select_profile({n: tuple(t.shape) for n, t in feeds.items()}, handle)
         for n, t in feeds.items():
             if ctx.set_input_shape(n, tuple(t.shape)) is False:
                 raise EngineInputError(f"{self.backend} rejected shape {tuple(t.shape)} for input '{n}': "

@@ -24,6 +24,7 @@ from trtbuild.files.atomic import atomic_write_files, ensure_parent_dir
 from trtbuild.files.outputs import ENGINE, SIDECAR, check_outputs
 
 from .device import CPU, device_info
+from .compat import later_version_may_load, other_gpu_may_run
 from .errors import EngineCompatibilityError, EngineFileError, EngineWriteError
 from .records import BuildInfo, build_info_of
 from .sidecar import SIDECAR_FORMAT, Sidecar  # noqa: F401 - SIDECAR_FORMAT: its old home
@@ -262,11 +263,14 @@ def check_compatible(sidecar, trt: ModuleType, engine_path: str | os.PathLike = 
         raise EngineCompatibilityError(
             f"{engine_path} was built by {built} but is being loaded with the {here_backend} backend; "
             f"use --backend {built_backend} or rebuild it with `trtbuild build`")
-    if built_backend != "reference" and built_version != str(trt.__version__):
+    here_version = str(trt.__version__)
+    if built_backend != "reference" and built_version != here_version and not (
+            built_backend == "tensorrt" and later_version_may_load(sidecar, built_version, here_version, engine_path)):
         name = product[built_backend]
         raise EngineCompatibilityError(
             f"{engine_path} was built with {name} {built_version} but {name} {trt.__version__} is installed; "
-            f"engines only load in the {name} version that built them, so rebuild it with `trtbuild build`")
+            f"engines only load in the {name} version that built them (unless built with --version-compatible), "
+            "so rebuild it with `trtbuild build`")
     if built_backend == "reference":
         return  # reference plans run on any device
     here = current_device if current_device is not None else device_info(trt)
@@ -277,7 +281,7 @@ def check_compatible(sidecar, trt: ModuleType, engine_path: str | os.PathLike = 
     if here["compute_capability"] == CPU:
         raise EngineCompatibilityError(f"{engine_path} is a TensorRT engine for {sidecar.gpu} "
                                        f"(compute capability {built_cc}) but no CUDA GPU is visible here")
-    if built_cc != here["compute_capability"]:
+    if built_cc != here["compute_capability"] and not other_gpu_may_run(sidecar, built_cc, here, engine_path):
         raise EngineCompatibilityError(
             f"{engine_path} was built for compute capability {built_cc} ({sidecar.gpu}) but this GPU is "
             f"{here['gpu']} with compute capability {here['compute_capability']}; rebuild the engine on this GPU")

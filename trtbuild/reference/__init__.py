@@ -32,7 +32,7 @@ from .plugins import (IPluginCreatorV3One, IPluginRegistry, IPluginV3, PluginFie
                       get_plugin_registry)
 from .output_allocator import IOutputAllocator
 from .runtime import ICudaEngine, IExecutionContext, Runtime
-from .enums import LayerInformationFormat, SerializationFlag, WeightsRole
+from .enums import HardwareCompatibilityLevel, LayerInformationFormat, SerializationFlag, WeightsRole
 from .inspector import EngineInspector
 from .refit import ISerializationConfig
 from .refitter import Refitter
@@ -61,4 +61,5 @@ __all__ = [
     "get_plugin_registry", "ICudaEngine", "IExecutionContext", "Runtime", "IDebugListener",
     "IOutputAllocator",
     "Refitter", "EngineInspector", "ISerializationConfig", "SerializationFlag", "WeightsRole", "LayerInformationFormat",
+    "HardwareCompatibilityLevel",
 ]

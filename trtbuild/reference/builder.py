@@ -1,4 +1,19 @@
-"""Builder, IBuilderConfig, IOptimizationProfile, ITimingCache and IHostMemory of the reference backend."""
+"""Builder, IBuilderConfig, IOptimizationProfile, ITimingCache and IHostMemory of the reference backend.
+
+Version and hardware compatibility, as the reference keeps them:
+- BuilderFlag.VERSION_COMPATIBLE is recorded in the plan, and with it whether the lean runtime is
+  embedded (not when EXCLUDE_LEAN_RUNTIME is set too, which, as in TensorRT, only VERSION_COMPATIBLE
+  allows). The runtime then applies TensorRT's documented rules (plan.py, runtime.py): a plan written
+  in another (older) plan format loads only if it was built version-compatible, and a plan that
+  carries the lean runtime loads only with Runtime.engine_host_code_allowed = True, because on
+  TensorRT that runtime is host code from the plan run in the loading process. The reference plan
+  holds no code (it is JSON and safetensors): it keeps the flag so that code written against the
+  reference makes the same trust decision it must make on TensorRT.
+- IBuilderConfig.hardware_compatibility_level is recorded in the plan and read back from
+  ICudaEngine.hardware_compatibility_level, and changes nothing else: a reference plan holds no
+  GPU-architecture-specific kernels (PyTorch executes it on whatever device it has), so every level is
+  already met and there is no architecture for the reference to check. It does not pretend to check one.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +25,7 @@ from .argtypes import api_types
 from typing import TYPE_CHECKING
 
 from .core import Dims, ILogger, Logger, NetworkError
-from .enums import BuilderFlag, MemoryPoolType, ProfilingVerbosity
+from .enums import BuilderFlag, HardwareCompatibilityLevel, MemoryPoolType, ProfilingVerbosity
 from .host_memory import IHostMemory, host_memory_of
 from .network import INetworkDefinition
 from .plan import serialize_network, validate_profiles
@@ -105,18 +120,47 @@ class IBuilderConfig:
         self.builder_optimization_level = 3
         self.avg_timing_iterations = 1
         self.max_aux_streams = -1
+        self._hardware_compatibility_level = HardwareCompatibilityLevel.NONE
+        self._logger: ILogger | None = None  # the builder's: set_flag logs API usage errors to it, as TensorRT
         # not TensorRT API (the conformance test forbids extra public members): read and set it with
         # arithmetic.set_model(config, ...) / arithmetic.model_of(config or engine)
         self._arithmetic = _arith.default_model()
 
     def set_flag(self, flag: BuilderFlag) -> None:
-        self.flags |= 1 << int(BuilderFlag(flag))
+        """Set a flag; EXCLUDE_LEAN_RUNTIME without VERSION_COMPATIBLE is refused as TensorRT refuses it
+        (an API usage error logged, the flag left clear)."""
+        flag = BuilderFlag(flag)
+        if flag == BuilderFlag.EXCLUDE_LEAN_RUNTIME and not self.get_flag(BuilderFlag.VERSION_COMPATIBLE):
+            if self._logger is not None:
+                self._logger.log(Logger.ERROR, "IBuilderConfig::setFlag: Error Code 3: API Usage Error (Parameter "
+                                 "check failed, condition: builderFlag != BuilderFlag::kEXCLUDE_LEAN_RUNTIME || "
+                                 "flags[BuilderFlag::kVERSION_COMPATIBLE]. kEXCLUDE_LEAN_RUNTIME can only be set if "
+                                 "kVERSION_COMPATIBLE is set.)")
+            return
+        self.flags |= 1 << int(flag)
 
     def clear_flag(self, flag: BuilderFlag) -> None:
         self.flags &= ~(1 << int(BuilderFlag(flag)))
 
     def get_flag(self, flag: BuilderFlag) -> bool:
         return bool(self.flags >> int(BuilderFlag(flag)) & 1)
+
+    @property
+    def hardware_compatibility_level(self) -> HardwareCompatibilityLevel:
+        return self._hardware_compatibility_level
+
+    @hardware_compatibility_level.setter
+    def hardware_compatibility_level(self, value: HardwareCompatibilityLevel) -> None:
+        self._hardware_compatibility_level = HardwareCompatibilityLevel(value)
+
+    def _compatibility_header(self) -> dict:
+        """What the plan records of version and hardware compatibility (nothing for the defaults)."""
+        out = {}
+        if self.get_flag(BuilderFlag.VERSION_COMPATIBLE):
+            out.update(version_compatible=True, lean_runtime=not self.get_flag(BuilderFlag.EXCLUDE_LEAN_RUNTIME))
+        if self._hardware_compatibility_level != HardwareCompatibilityLevel.NONE:
+            out["hardware_compatibility_level"] = int(self._hardware_compatibility_level)
+        return out
 
     def set_memory_pool_limit(self, pool: MemoryPoolType, pool_size: int) -> None:
         if int(pool_size) < 0:
@@ -166,7 +210,9 @@ class Builder:
         return INetworkDefinition(flags, builder=self)
 
     def create_builder_config(self) -> IBuilderConfig:
-        return IBuilderConfig()
+        config = IBuilderConfig()
+        config._logger = self.logger
+        return config
 
     def create_optimization_profile(self) -> IOptimizationProfile:
         return IOptimizationProfile()
@@ -209,7 +255,8 @@ class Builder:
                 "backend": REFERENCE_VERSION, **({"shape_values": shape_values} if any(shape_values) else {}),
                 "workspace_limit": config.get_memory_pool_limit(MemoryPoolType.WORKSPACE),
                 "profiling_verbosity": int(config.profiling_verbosity),
-                **({"arithmetic": config._arithmetic} if config._arithmetic != _arith.DEFAULT else {})},
+                **({"arithmetic": config._arithmetic} if config._arithmetic != _arith.DEFAULT else {}),
+                **config._compatibility_header()},
                 refit=RefitSpec.of(config))
             if monitor is not None:
                 monitor.phase_finish(phase)

@@ -164,9 +164,7 @@ def deserialize_plan(data) -> tuple[dict, dict[str, np.ndarray]]:
     blob = body[pos + 8:pos + 8 + blen]
     if not isinstance(header, dict):
         raise PlanError(f"the header is a JSON {type(header).__name__}, not an object", "header")
-    if header.get("format") != FORMAT_VERSION:
-        raise PlanError(f"reference plan format {header.get('format')!r} is not supported (this trtbuild reads "
-                        f"{FORMAT_VERSION})")
+    check_format(header)
     check_header(header)
     if pos + 8 + blen != len(body):
         raise PlanError(f"the header gives the blob {blen} bytes but {len(body) - pos - 8} bytes follow it", "blob")
@@ -176,6 +174,28 @@ def deserialize_plan(data) -> tuple[dict, dict[str, np.ndarray]]:
         raise PlanError(f"the safetensors blob cannot be read ({e})", "blob") from None
     check_arrays(header, arrays)
     return header, arrays
+
+
+def check_format(header: dict) -> None:
+    """TensorRT's version-compatibility rule for the plan format: a plan of this trtbuild's format loads; one
+    of an older format loads only if it was built version-compatible (BuilderFlag.VERSION_COMPATIBLE: the
+    format's reader is kept for such plans); one of a newer format never does (compatibility is forward only,
+    as a TensorRT 11 plan never loads on TensorRT 10). PlanError in one sentence otherwise."""
+    fmt = header.get("format")
+    if fmt == FORMAT_VERSION:
+        return
+    if not _is_int(fmt) or fmt < 0:
+        raise PlanError(f"reference plan format {fmt!r} is not a plan format version (this trtbuild reads "
+                        f"{FORMAT_VERSION})")
+    if fmt > FORMAT_VERSION:
+        raise PlanError(f"reference plan format {fmt} was written by a newer trtbuild than this one (which reads "
+                        f"format {FORMAT_VERSION} and older version-compatible plans); version compatibility is "
+                        "forward only: load it with that trtbuild or rebuild it with this one")
+    if header.get("version_compatible") is not True:
+        raise PlanError(f"reference plan format {fmt} was written by an older trtbuild and was not built "
+                        f"version-compatible (BuilderFlag.VERSION_COMPATIBLE), so this trtbuild (format "
+                        f"{FORMAT_VERSION}) cannot load it: rebuild the engine, with --version-compatible to "
+                        "let later versions load it")
 
 
 def plan_header(data) -> dict:
@@ -236,6 +256,13 @@ def check_header(header: dict) -> None:
           f"'profiling_verbosity' is {header.get('profiling_verbosity')!r}, not a ProfilingVerbosity value")
     _need(header.get("arithmetic", MODELS[0]) in MODELS,
           f"'arithmetic' is {header.get('arithmetic')!r}, not one of {MODELS}")
+    for key in ("version_compatible", "lean_runtime"):
+        _need(isinstance(header.get(key, False), bool), f"'{key}' is {header.get(key)!r}, not true or false")
+    _need(not header.get("lean_runtime") or header.get("version_compatible"),
+          "'lean_runtime' is true but the plan is not version-compatible (only a version-compatible plan embeds it)")
+    _need(header.get("hardware_compatibility_level", 0) in (0, 1, 2),
+          f"'hardware_compatibility_level' is {header.get('hardware_compatibility_level')!r}, not a "
+          "HardwareCompatibilityLevel value")
     from .ops.registry import op_for
 
     defined: dict[int, str] = {}

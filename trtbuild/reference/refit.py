@@ -142,6 +142,8 @@ def serialized_header(header: dict, arrays: dict, config: ISerializationConfig,
                          "refit, so it has no values to write for them: refit them first, or keep "
                          "SerializationFlag.EXCLUDE_WEIGHTS set")
     out = {**header, "layers": []}
+    if config.get_flag(SerializationFlag.EXCLUDE_LEAN_RUNTIME) and header.get("lean_runtime"):
+        out["lean_runtime"] = False  # the plan is written without the lean runtime it was built with
     left_out: set[str] = set()
     for entry in header["layers"]:
         entry = {k: v for k, v in entry.items() if k != "stripped"}

@@ -16,7 +16,8 @@ import torch
 from . import lowbit
 from .core import Dims, ILogger, NetworkError, RunFailure
 from .debug import ContextDebugState, EngineDebugTensors
-from .enums import DataType, ProfilingVerbosity, SerializationFlag, TensorIOMode, TensorLocation
+from .enums import (DataType, HardwareCompatibilityLevel, ProfilingVerbosity, SerializationFlag, TensorIOMode,
+                    TensorLocation)
 from .execute import TORCH_DTYPE
 from .graph import PlanGraph
 from .output_allocator import AllocationFailed, IOutputAllocator, allocate, notify
@@ -98,6 +99,11 @@ class ICudaEngine(EngineDebugTensors):
     def profiling_verbosity(self) -> ProfilingVerbosity:
         return ProfilingVerbosity(self._header.get("profiling_verbosity", ProfilingVerbosity.LAYER_NAMES_ONLY))
 
+    @property
+    def hardware_compatibility_level(self) -> HardwareCompatibilityLevel:
+        """The level the engine was built with (recorded only: see builder.py)."""
+        return HardwareCompatibilityLevel(self._header.get("hardware_compatibility_level", 0))
+
     def create_engine_inspector(self):
         from .inspector import EngineInspector
 
@@ -108,6 +114,8 @@ class ICudaEngine(EngineDebugTensors):
         config = ISerializationConfig()
         if self.refittable:
             config.set_flag(SerializationFlag.INCLUDE_REFIT)
+        if self._header.get("version_compatible") and not self._header.get("lean_runtime"):
+            config.set_flag(SerializationFlag.EXCLUDE_LEAN_RUNTIME)
         if any("stripped" in entry for entry in self._header["layers"]):
             config.set_flag(SerializationFlag.EXCLUDE_WEIGHTS)
         return config
@@ -367,18 +375,26 @@ class Runtime:
             raise TypeError("Runtime(logger): logger must be a trt.ILogger")
         self.logger = logger
         self.max_threads = 1
+        #: whether a plan carrying host code (a version-compatible plan with the lean runtime embedded) may load;
+        #: False by default, as in TensorRT: loading it runs code from the plan, so only trusted plans should
+        self.engine_host_code_allowed = False
 
     def deserialize_cuda_engine(self, serialized_engine) -> ICudaEngine | None:
         """Load a reference plan; on failure log an ERROR and return None, as TensorRT does.
 
         The plan is checked in stages (container, header, blob, graph rebuild), each refusing with
         a PlanError that names what is wrong. Any other exception is a gap in those checks: it is
-        still logged as one sentence naming the stage that failed, never raised."""
+        still logged as one sentence naming the stage that failed, never raised. A version-compatible
+        plan with the lean runtime embedded loads only with engine_host_code_allowed (builder.py)."""
         stage = "reading the plan bytes"
         try:
             plan = serialized_engine if isinstance(serialized_engine, (bytes, mmap.mmap)) else bytes(serialized_engine)
             stage = "parsing the plan header and weights blob"
             header, arrays = deserialize_plan(plan)
+            if header.get("lean_runtime") and not self.engine_host_code_allowed:
+                raise PlanError("the plan is version-compatible with the lean runtime embedded, which is host code "
+                                "that would run in this process: set runtime.engine_host_code_allowed = True to load "
+                                "a plan you trust (or build it with BuilderFlag.EXCLUDE_LEAN_RUNTIME)")
             stage = "rebuilding the graph"
             arrays = with_placeholders(header, arrays)
             return ICudaEngine(header, PlanGraph(header, arrays), self.logger, plan, arrays)

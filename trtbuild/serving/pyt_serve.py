@@ -10,9 +10,13 @@ runs, else the reference backend). Triton's Python-backend stub must embed this 
 the server starts with ``python_env.server_environment()``'s LD_LIBRARY_PATH (or not at all: one
 sentence from ``stub_problem()``).
 
-Batching: an engine with a batch profile is served with ``max_batch_size`` = the profile's max (or
-``max_batch``) and Triton's dynamic batcher, which merges concurrent requests into one execution;
-a static-batch engine is served with ``max_batch_size`` 0 (requests carry the full shape).
+Batching: an engine with a batch profile is served with ``max_batch_size`` = the largest batch any
+of its optimization profiles takes (or ``max_batch``) and Triton's dynamic batcher, which merges
+concurrent requests into one execution; a static-batch engine is served with ``max_batch_size`` 0
+(requests carry the full shape). Triton may form any batch up to ``max_batch_size``: one that no
+profile takes (below the smallest, or between two) is zero-padded to the smallest batch a profile
+that takes the other dimensions runs, and the padding is cut from the outputs; a request that no
+profile takes at all is refused with Engine.run's sentence listing every profile.
 """
 
 from __future__ import annotations
@@ -28,6 +32,8 @@ from pathlib import Path
 
 import numpy as np
 import torch
+
+from trtbuild.engine.profile_select import shape_fits
 
 from .leftovers import Removed, clean_up, snapshot
 from .model_options import ModelOptions
@@ -60,7 +66,8 @@ class Layout:
     min_batch: int = 1
     dynamic_batching: bool = True
     static_batch: int | None = None
-    profile: tuple | None = None  # (min, max) batch of the engine's profile
+    profile: tuple | None = None  # (min, max) batch over every optimization profile of the engine
+    batch_ranges: tuple = ()  # ((min, max) batch of each optimization profile), in index order
 
     def describe(self) -> str:
         """One line on batching, for the command's output."""
@@ -69,12 +76,19 @@ class Layout:
                     "max_batch_size 0 and every request carries the full shape; build with --batch MIN,OPT,MAX "
                     "for dynamic batching")
         lo, hi = self.profile
+        ranges = self.batch_ranges or (self.profile,)
+        engine = (f"engine profile {lo}..{hi}" if len(ranges) == 1 else
+                  "engine profiles " + ", ".join(f"{a}..{b}" for a, b in ranges))
         if not self.dynamic_batching:
             return (f"batching: dynamic batching off: each request runs alone (1..{self.triton_max_batch} per "
-                    f"request; engine profile {lo}..{hi})")
+                    f"request; {engine})")
         pad = f"; executions smaller than {lo} are zero-padded to the profile's min" if lo > 1 else ""
+        gaps = [(a + 1, c - 1) for (_, a), (c, _) in zip(sorted(ranges), sorted(ranges)[1:]) if c > a + 1]
+        if gaps:
+            pad += ("; executions of " + ", ".join(f"{a}..{b}" for a, b in gaps) +
+                    " (between profiles) are zero-padded to the next profile's min")
         return (f"batching: dynamic (Triton's dynamic batcher merges concurrent requests into executions of up to "
-                f"{self.triton_max_batch}, waiting at most {QUEUE_DELAY_US} µs; engine profile {lo}..{hi}){pad}")
+                f"{self.triton_max_batch}, waiting at most {QUEUE_DELAY_US} µs; {engine}){pad}")
 
 
 @dataclass(frozen=True)
@@ -109,9 +123,32 @@ def numpy_dtype(info) -> type:
     return NUMPY_DTYPES[info.dtype]
 
 
+def profile_batch_ranges(engine) -> tuple:
+    """((min, max) batch) of each optimization profile of a dynamic-batch `engine`: the batches every input takes."""
+    return tuple((max(lo[0] for lo, _ in p.values()), min(hi[0] for _, hi in p.values())) for p in engine.profiles)
+
+
+def padded_batch(engine, shapes: dict[str, tuple]) -> int:
+    """The batch to run `shapes` ({input: shape}, batch first) at: their own if a profile takes them, else the
+    smallest larger batch of a profile whose ranges take every other dimension (the rows added are zeros);
+    their own if none does (Engine.run then refuses them, naming every profile)."""
+    n = next(iter(shapes.values()))[0]
+    best = None
+    for p in engine.profiles:
+        rest = all(shape_fits(shapes[k][1:], lo[1:], hi[1:]) for k, (lo, hi) in p.items() if k in shapes)
+        lo = max(r[0][0] for r in p.values())
+        hi = min(r[1][0] for r in p.values())
+        if rest and lo <= n <= hi:
+            return n
+        if rest and n < lo <= hi and (best is None or lo < best):
+            best = lo
+    return n if best is None else best
+
+
 def triton_layout(engine, max_batch: int | None = None, dynamic_batching: bool = True) -> Layout:
     """The Layout serving `engine`: batched over the first dimension when every input's first dimension
-    is dynamic (the batch profile), up to `max_batch` (default the profile's max); else not batched."""
+    is dynamic (the batch profile), up to `max_batch` (default the largest batch any optimization profile
+    takes); else not batched."""
     ins = [engine.tensors[n] for n in engine.input_names]
     outs = [engine.tensors[n] for n in engine.output_names]
     batched = all(t.shape and t.shape[0] < 0 for t in ins)
@@ -124,19 +161,22 @@ def triton_layout(engine, max_batch: int | None = None, dynamic_batching: bool =
         return Layout(tuple(TensorSpec(t.name, numpy_dtype(t), tuple(t.shape)) for t in ins),
                       tuple(TensorSpec(t.name, numpy_dtype(t), tuple(t.shape)) for t in outs), 0,
                       dynamic_batching=False, static_batch=static)
-    lo = max(t.min_shape[0] for t in ins)
-    hi = min(t.max_shape[0] for t in ins)
+    ranges = profile_batch_ranges(engine)
+    lo, hi = min(a for a, _ in ranges), max(b for _, b in ranges)
     if max_batch is not None and not 1 <= max_batch <= hi:
-        raise ValueError(f"--max-batch {max_batch}: engine {engine.name} runs batches of {lo} to {hi} (its profile), "
+        which = "its profile" if len(ranges) == 1 else \
+            "its profiles " + ", ".join(f"{a}..{b}" for a, b in ranges)
+        raise ValueError(f"--max-batch {max_batch}: engine {engine.name} runs batches of {lo} to {hi} ({which}), "
                          f"so the largest batch Triton may form must be 1 to {hi}")
     return Layout(tuple(TensorSpec(t.name, numpy_dtype(t), tuple(t.shape[1:])) for t in ins),
                   tuple(TensorSpec(t.name, numpy_dtype(t), tuple(t.shape[1:])) for t in outs),
-                  max_batch or hi, min_batch=lo, dynamic_batching=dynamic_batching, profile=(lo, hi))
+                  max_batch or hi, min_batch=lo, dynamic_batching=dynamic_batching, profile=(lo, hi),
+                  batch_ranges=ranges)
 
 
 def infer_function(engine, layout: Layout, options: ModelOptions | None = None):
     """The callable PyTriton calls with a batch of requests ({input: ndarray}, merged by @batch): runs
-    `engine` (one execution at a time), zero-pads batches below the profile's min, returns numpy.
+    `engine` (one execution at a time), zero-pads a batch no profile takes (padded_batch), returns numpy.
     options.reject_nonfinite refuses a batch holding NaN or Inf (PyTriton answers an execution as a whole)."""
     from pytriton.decorators import batch
 
@@ -146,7 +186,7 @@ def infer_function(engine, layout: Layout, options: ModelOptions | None = None):
     @batch
     def infer(**inputs):
         n = next(iter(inputs.values())).shape[0] if layout.triton_max_batch else None
-        pad = layout.min_batch - n if n is not None and n < layout.min_batch else 0
+        pad = padded_batch(engine, {k: v.shape for k, v in inputs.items()}) - n if n is not None else 0
         feeds = {}
         for name, value in inputs.items():
             x = torch.from_numpy(np.ascontiguousarray(value)).to(engine.tensors[name].dtype)
