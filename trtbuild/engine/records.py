@@ -28,15 +28,6 @@ from typing import Callable, ClassVar
 ALWAYS = {"always": True}  # written even when None (the key has always been in the JSON)
 
 
-@dataclass(frozen=True)
-class Typed:
-    """How a field's JSON value becomes its typed value (`read`, which returns a value of another form
-    unchanged) and back (`write`); a field's ``metadata={"typed": ...}``."""
-
-    read: Callable
-    write: Callable
-
-
 def plain(value):
     """The JSON value of a typed one: records and profiles as dicts, tuples as lists."""
     if isinstance(value, (JsonRecord, ProfileInfo)):
@@ -46,8 +37,10 @@ def plain(value):
     return value
 
 
-def _typed(metadata: Mapping | None = None, *, always: bool = False, read: Callable) -> dict:
-    return {**(metadata or {}), **({"always": True} if always else {}), "typed": Typed(read, plain)}
+def typed(read: Callable, always: bool = False) -> dict:
+    """The metadata of a typed field: `read` makes its typed value from the JSON value (and returns a
+    value of another form, or one typed already, as it is); `plain` writes it back. `always`: as ALWAYS."""
+    return {"read": read, **(ALWAYS if always else {})}
 
 
 def _read_shape(value):
@@ -76,16 +69,12 @@ def _read_profiles(value):
     return value
 
 
-SHAPE, TENSORS, PROFILE, PROFILES = (dict(read=f) for f in (_read_shape, _read_tensors, _read_profile,
-                                                             _read_profiles))
-
-
 class JsonRecord(Mapping):
     """Base of the records: a read-only Mapping view of to_dict(), and to_dict/from_dict/to_json.
 
     Subclasses are dataclasses whose fields are the JSON keys (``metadata={"json": key}`` renames
     one); a field with ``metadata=ALWAYS`` is written even when None, the others only when set. A
-    field with ``metadata={"typed": Typed(...)}`` holds a typed value, made from the JSON value it is
+    field with ``metadata=typed(read)`` holds a typed value, made by `read` from the JSON value it is
     given (by from_dict or the constructor) and written back as JSON.
     `extra` holds keys the record does not know; `present` the keys of the JSON it was read from."""
 
@@ -94,9 +83,9 @@ class JsonRecord(Mapping):
 
     def __post_init__(self):
         for f in dataclasses.fields(self):
-            typed = f.metadata.get("typed")
-            if typed is not None and getattr(self, f.name) is not None:
-                object.__setattr__(self, f.name, typed.read(getattr(self, f.name)))
+            read = f.metadata.get("read")
+            if read is not None and getattr(self, f.name) is not None:
+                object.__setattr__(self, f.name, read(getattr(self, f.name)))
 
     @classmethod
     def _keys(cls) -> list[tuple[str, str, bool]]:
@@ -108,11 +97,11 @@ class JsonRecord(Mapping):
         """{JSON key: value} of the fields this record writes: those it was read with, or else the set ones."""
         out = {}
         present = self.present
-        writers = {f.name: f.metadata["typed"].write for f in dataclasses.fields(self) if "typed" in f.metadata}
+        typed_fields = {f.name for f in dataclasses.fields(self) if "read" in f.metadata}
         for attr, key, always in self._keys():
             value = getattr(self, attr)
             if key in present if present is not None else (value is not None or always):
-                out[key] = writers[attr](value) if attr in writers else value
+                out[key] = plain(value) if attr in typed_fields else value
         return out
 
     def to_dict(self) -> dict:
@@ -169,7 +158,7 @@ class TensorRecord(JsonRecord):
     (a TensorRT DataType name, "FLOAT"); JSON {"name", "shape", "dtype"}."""
 
     name: str | None = field(default=None, metadata=ALWAYS)
-    shape: tuple[int, ...] | None = field(default=None, metadata=_typed(always=True, **SHAPE))
+    shape: tuple[int, ...] | None = field(default=None, metadata=typed(_read_shape, always=True))
     dtype: str | None = field(default=None, metadata=ALWAYS)
     extra: dict = field(default_factory=dict, repr=False)
     present: frozenset | None = field(default=None, repr=False)
@@ -180,9 +169,9 @@ class ShapeRange(JsonRecord):
     """The shapes an optimization profile gives one input (its values, for a shape-tensor input);
     JSON {"min", "opt", "max"}."""
 
-    min: tuple[int, ...] | None = field(default=None, metadata=_typed(always=True, **SHAPE))
-    opt: tuple[int, ...] | None = field(default=None, metadata=_typed(always=True, **SHAPE))
-    max: tuple[int, ...] | None = field(default=None, metadata=_typed(always=True, **SHAPE))
+    min: tuple[int, ...] | None = field(default=None, metadata=typed(_read_shape, always=True))
+    opt: tuple[int, ...] | None = field(default=None, metadata=typed(_read_shape, always=True))
+    max: tuple[int, ...] | None = field(default=None, metadata=typed(_read_shape, always=True))
     extra: dict = field(default_factory=dict, repr=False)
     present: frozenset | None = field(default=None, repr=False)
 
@@ -230,16 +219,16 @@ class NetworkInfo(JsonRecord):
     builder's phases, the plugins used and, on TensorRT-RTX, the targets."""
 
     network: str | None = field(default=None, metadata=ALWAYS)
-    inputs: tuple[TensorRecord, ...] | None = field(default=None, metadata=_typed(always=True, **TENSORS))
-    outputs: tuple[TensorRecord, ...] | None = field(default=None, metadata=_typed(always=True, **TENSORS))
-    profile: ProfileInfo | None = field(default=None, metadata=_typed(always=True, **PROFILE))
+    inputs: tuple[TensorRecord, ...] | None = field(default=None, metadata=typed(_read_tensors, always=True))
+    outputs: tuple[TensorRecord, ...] | None = field(default=None, metadata=typed(_read_tensors, always=True))
+    profile: ProfileInfo | None = field(default=None, metadata=typed(_read_profile, always=True))
     workspace: int | None = field(default=None, metadata=ALWAYS)
     tf32: bool | None = field(default=None, metadata=ALWAYS)
     build_phases: list | None = field(default=None, metadata=ALWAYS)
     plugins: list | None = field(default=None, metadata=ALWAYS)
     targets: list | None = None
     #: every profile, where there are several (`profile` is the first)
-    profiles: tuple[ProfileInfo, ...] | None = field(default=None, metadata=_typed(**PROFILES))
+    profiles: tuple[ProfileInfo, ...] | None = field(default=None, metadata=typed(_read_profiles))
     extra: dict = field(default_factory=dict, repr=False)
     present: frozenset | None = field(default=None, repr=False)
 
@@ -258,9 +247,9 @@ class BuildInfo(JsonRecord):
     precision: str | None = field(default=None, metadata=ALWAYS)
     fp32_io: bool | None = field(default=None, metadata=ALWAYS)
     small: bool | None = field(default=None, metadata=ALWAYS)  # None for a network function
-    inputs: tuple[TensorRecord, ...] | None = field(default=None, metadata=_typed(always=True, **TENSORS))
-    outputs: tuple[TensorRecord, ...] | None = field(default=None, metadata=_typed(always=True, **TENSORS))
-    profile: ProfileInfo | None = field(default=None, metadata=_typed(always=True, **PROFILE))
+    inputs: tuple[TensorRecord, ...] | None = field(default=None, metadata=typed(_read_tensors, always=True))
+    outputs: tuple[TensorRecord, ...] | None = field(default=None, metadata=typed(_read_tensors, always=True))
+    profile: ProfileInfo | None = field(default=None, metadata=typed(_read_profile, always=True))
     plugins: list | None = field(default=None, metadata=ALWAYS)
     workspace: int | None = field(default=None, metadata=ALWAYS)
     tf32: bool | None = field(default=None, metadata=ALWAYS)
@@ -276,7 +265,7 @@ class BuildInfo(JsonRecord):
     quantization: dict | None = None
     refit: dict | None = None  # trtbuild.engine.refit_record.RefitRecord.to_dict() of a refittable build
     #: every optimization profile, where there are several (`profile`: the first)
-    profiles: tuple[ProfileInfo, ...] | None = field(default=None, metadata=_typed(**PROFILES))
+    profiles: tuple[ProfileInfo, ...] | None = field(default=None, metadata=typed(_read_profiles))
     version_compatible: bool | None = None  # True for a version-compatible build (absent otherwise)
     exclude_lean_runtime: bool | None = None  # with version_compatible: True if the lean runtime was left out
     hardware_compat: str | None = None  # "ampere+" / "same-cc" (absent for "none")
