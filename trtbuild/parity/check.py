@@ -13,6 +13,7 @@ from typing import Mapping, Sequence
 
 import torch
 
+from trtbuild.engine.options import BatchProfile, BuildOptions
 from trtbuild.engine.records import BuildInfo, build_info_of
 
 from .compare import Report, check_tolerance, compare, default_tolerances, judge_argmax_ties
@@ -189,12 +190,10 @@ def _typed_or_shorthand(name: str, typed, cls, shorthand: dict, defaults: dict) 
         raise ValueError(f"check_model_parity: {name} must be a {cls.__name__}, got {type(typed).__name__}")
 
 
-def _build_options(options, batch: int | None, **shorthand):
+def _build_options(options: BuildOptions | None, batch: int | None, **shorthand) -> BuildOptions:
     """The BuildOptions of check_model_parity: `options`, or else the one its shorthand keywords
     (precision, small, progress, targets, cross_check, quant; `batch` > 1 a BatchProfile(1, batch, batch))
     describe; ValueError in one sentence if both are given."""
-    from trtbuild.engine.options import BatchProfile, BuildOptions
-
     _typed_or_shorthand("options", options, BuildOptions, shorthand, _BUILD_KEYWORDS)
     if options is not None:
         return options
@@ -211,8 +210,8 @@ def _parity_options(parity, **shorthand) -> ParityOptions:
     return parity if parity is not None else ParityOptions(**shorthand)
 
 
-def check_model_parity(model: str, trt, *, options=None, parity: ParityOptions | None = None, weights=None,
-                       engine=None, precision: str | None = None,
+def check_model_parity(model: str, trt, *, options: BuildOptions | None = None, parity: ParityOptions | None = None,
+                       weights=None, engine=None, precision: str | None = None,
                        small: bool = False, seed: int = 0, weights_seed: int = 0, value_range=None,
                        distribution: str = "uniform", large_scale: float = 1e4, batch: int | None = None,
                        atol: float | None = None, rtol: float | None = None, layerwise: bool = False,
