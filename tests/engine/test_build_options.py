@@ -16,6 +16,7 @@ import trtbuild.reference as trt
 from trtbuild.engine import (BatchProfile, BuildInfo, BuildOptions, EngineFileError, ShapeProfile, Sidecar,
                              build_and_save, build_network_plan, build_plan, export_seeded_weights, load_engine,
                              make_sidecar, read_sidecar, save_engine)
+from trtbuild.engine.records import TensorRecord
 from trtbuild.engine.serialize import sidecar_backend, sidecar_path
 from trtbuild.engine.sidecar import SIDECAR_FORMAT
 
@@ -236,7 +237,9 @@ def test_a_dict_sidecar_is_still_accepted_where_one_is_passed(tmp_path):
     check_compatible(side, trt, "m.engine")
     path = save_engine(tmp_path / "m.engine", plan, side)
     assert read_sidecar(path).to_dict() == {**side, "engine_sha256": read_sidecar(path).engine_sha256}
-    assert load_engine(path, trt).sidecar.build.outputs == [{"name": "y", "shape": [1, 4, 4, 4], "dtype": "FLOAT"}]
+    build = load_engine(path, trt).sidecar.build
+    assert build["outputs"] == [{"name": "y", "shape": [1, 4, 4, 4], "dtype": "FLOAT"}]  # the JSON value
+    assert build.outputs == (TensorRecord("y", (1, 4, 4, 4), "FLOAT"),)  # the typed one
 
 
 def test_the_names_build_py_had_still_import_from_it():

@@ -209,7 +209,7 @@ def test_bad_files_are_refused_in_one_sentence(built, tmp_path):
     (tmp_path / "cut2.engine").write_bytes(data[:1000])
     (tmp_path / "cut2.engine.json").write_text((built / "fp32.engine.json").read_text())
     with pytest.raises(InspectError, match=r"does not match the sha256 in its sidecar \(it has 1000 bytes, the "
-                                           r"sidecar says \d+\), so it was truncated or changed after the build"):
+                                           r"sidecar says \d+\), so it was changed or truncated after the build"):
         inspect_engine(tmp_path / "cut2.engine")
 
 

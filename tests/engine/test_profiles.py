@@ -14,6 +14,7 @@ import trtbuild.reference as trt
 from trtbuild.engine import (BatchProfile, BuildOptions, Engine, EngineInputError, ShapeProfile, Sidecar,
                              build_plan, load_engine)
 from trtbuild.engine.build import build_spec_plan
+from trtbuild.engine.records import TensorRecord
 from trtbuild.models import registry
 from trtbuild.weights import WeightMap
 
@@ -77,11 +78,12 @@ def test_every_profile_is_in_the_engine_and_its_record(resnet):
     assert engine._engine.num_optimization_profiles == 2
     got = [[tuple(d) for d in engine._engine.get_tensor_profile_shape("input", k)] for k in range(2)]
     assert got == [[(1, 3, 64, 64), (2, 3, 64, 64), (4, 3, 64, 64)], [(8, 3, 64, 64), (8, 3, 64, 64), (16, 3, 64, 64)]]
-    assert plan.info.inputs == [{"name": "input", "shape": [-1, 3, 64, 64], "dtype": "FLOAT"}]
+    assert plan.info["inputs"] == [{"name": "input", "shape": [-1, 3, 64, 64], "dtype": "FLOAT"}]
+    assert plan.info.inputs == (TensorRecord("input", (-1, 3, 64, 64), "FLOAT"),)
     assert plan.info.profile == {"input": {"min": [1, 3, 64, 64], "opt": [2, 3, 64, 64], "max": [4, 3, 64, 64]}}
     assert [p["input"]["max"] for p in plan.info.all_profiles] == [[4, 3, 64, 64], [16, 3, 64, 64]]
-    assert engine.describe().splitlines()[-2:] == ["profile 0: input (1, 3, 64, 64)..(4, 3, 64, 64)",
-                                                   "profile 1: input (8, 3, 64, 64)..(16, 3, 64, 64)"]
+    assert engine.describe().splitlines()[-2:] == ["profile 0: input 1x3x64x64..4x3x64x64",
+                                                   "profile 1: input 8x3x64x64..16x3x64x64"]
 
 
 def test_sidecar_round_trips_every_profile_and_old_ones_still_read(resnet, tmp_path):

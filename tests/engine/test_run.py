@@ -30,7 +30,7 @@ def test_io_description(engine):
     info = engine.tensors["input"]
     assert info.shape == (-1, 3, 8, 8) and info.min_shape == (1, 3, 8, 8) and info.max_shape == (4, 3, 8, 8)
     assert info.dtype == torch.float32
-    assert "profile (1, 3, 8, 8)..(4, 3, 8, 8)" in engine.describe()
+    assert "profile 1x3x8x8..4x3x8x8" in engine.describe()
     assert engine.device == device()
 
 

@@ -230,7 +230,7 @@ def add_compat_options(p) -> None:
 def run(args) -> int:
     """Build and save; print the backend first, then what was written."""
     from trtbuild.backend import backend_kind
-    from trtbuild.engine import build_and_save, default_engine_path, default_weights_path, ensure_weights
+    from trtbuild.engine import default_engine_path, default_weights_path, ensure_weights
     from trtbuild.files.outputs import TIMING_CACHE
 
     from ._outputs import check_paths, engine_outputs
@@ -244,7 +244,6 @@ def run(args) -> int:
     shape_profiles = parse_profiles(args.profile, spec.input_name)
     if shape_profiles and batch is not None:
         raise ValueError("--profile and --batch exclude each other: give the batch range in the --profile shapes")
-    profile = shape_profiles[0] if len(shape_profiles) == 1 else shape_profiles or None  # the cache key's
     profiles = (BatchProfile(*batch),) if batch is not None else tuple(ShapeProfile(*p) for p in shape_profiles)
     targets = check_target_option(trt, args.target, args.cross_check)  # before anything is written
     from trtbuild.engine.compat import Compatibility
@@ -267,14 +266,7 @@ def run(args) -> int:
         targets=targets, cross_check=args.cross_check, quant=quant, refit=args.refit, strip_weights=args.strip_weights,
         version_compatible=args.version_compatible, exclude_lean_runtime=args.exclude_lean_runtime,
         hardware_compat=args.hardware_compat)
-    key_options = dict(small=args.small, batch=batch, workspace=workspace, fp32_io=not args.native_io, tf32=args.tf32,
-                       targets=targets, cross_check=args.cross_check, quant=quant, profile=profile,
-                       refit=options.refit, strip_weights=options.strip_weights, compat=options.compat)
-
-    def build_now():
-        return build_and_save(spec, weights, out, trt, options=options)
-
-    path, sidecar, hit = cached_build(args.cache, trt, spec, weights, out, precision, key_options, build_now)
+    path, sidecar, hit = cached_build(args.cache, trt, spec, weights, out, options)
     sidecar = Sidecar.of(sidecar)  # a cache hit gives the stored sidecar as a dict
     build = sidecar.build
     elapsed = time.perf_counter() - start
@@ -282,14 +274,14 @@ def run(args) -> int:
           f"{' from the cache' if hit else ''} in {elapsed:.1f} s: "
           f"{path} ({human_bytes(sidecar.engine_bytes)}) + sidecar {path}.json")
     for kind in ("inputs", "outputs"):
-        print(f"{kind}: " + ", ".join(f"{t['name']} {t['shape']} {t['dtype']}" for t in getattr(build, kind)))
+        print(f"{kind}: " + ", ".join(f"{t.name} {list(t.shape)} {t.dtype}" for t in getattr(build, kind)))
     print(weights_usage_line(build, getattr(args, "verbose", False)))
     if build.quantization:
         print(f"quantization: {quantization_line(build.quantization)}")
     several = len(build.all_profiles) > 1
     for k, each in enumerate(build.all_profiles):
-        for name, prof in each.items():
-            print(f"profile {f'{k} ' if several else ''}{name}: min {prof['min']} opt {prof['opt']} max {prof['max']}")
+        for name, r in each.items():
+            print(f"profile {f'{k} ' if several else ''}{name}: min {list(r.min)} opt {list(r.opt)} max {list(r.max)}")
     if build.targets:
         from trtbuild.engine.rtx import target_list
 
@@ -315,18 +307,20 @@ def run(args) -> int:
     return 0
 
 
-def cached_build(option, trt, spec, weights, out, precision, options, build):
-    """(path, sidecar, hit?): `build()` directly without a cache (no --cache, no $TRTBUILD_CACHE), else
-    through trtbuild.engine.cache, printing "cache hit: <digest>" or "cache miss: <digest>" first."""
-    from trtbuild.engine.cache import EngineCache, build_with_cache, cache_dir_from, key_for_model_build
+def cached_build(option, trt, spec, weights, out, options):
+    """(path, sidecar, hit?) of building `spec` with `options` into `out`: directly without a cache (no
+    --cache, no $TRTBUILD_CACHE), else through trtbuild.engine.cache, the network defined once for both
+    the key and the build, printing "cache hit: <digest>" or "cache miss: <digest>" first."""
+    from trtbuild.engine import build_and_save
+    from trtbuild.engine.cache import CachedModelBuild, EngineCache, build_with_cache, cache_dir_from
 
     directory = cache_dir_from(option)
     if directory is None:
-        return (*build(), False)
+        return (*build_and_save(spec, weights, out, trt, options=options), False)
     cache = EngineCache(directory)
-    key = key_for_model_build(trt, spec, weights, precision=precision, **options)
-    return build_with_cache(cache, key, out, build, weights, report=lambda hit: print(
-        f"cache {'hit' if hit else 'miss'}: {key.short} ({cache.dir})", flush=True))
+    job = CachedModelBuild(trt, spec, weights, options)
+    return build_with_cache(cache, job.key, out, lambda: job.build_and_save(out), weights, report=lambda hit: print(
+        f"cache {'hit' if hit else 'miss'}: {job.key.short} ({cache.dir})", flush=True))
 
 
 #: the option helpers that moved to trtbuild.cli.options

@@ -82,15 +82,15 @@ def _input_from_sidecar(engine) -> str | None:
     inputs = (sidecar.build.inputs if sidecar is not None else None) or []
     if len(inputs) != 1:
         return None
-    shape = [max(int(d), 1) for d in inputs[0]["shape"]]
-    return f"{inputs[0]['name']}:{'x'.join(map(str, shape))}"
+    shape = [max(int(d), 1) for d in inputs[0].shape]
+    return f"{inputs[0].name}:{'x'.join(map(str, shape))}"
 
 
 class _SidecarInputs:
     """The inputs an engine's sidecar lists, shaped like an Engine for check_engine_input_fits."""
 
     def __init__(self, sidecar):
-        self.tensors = {t["name"]: SimpleNamespace(shape=tuple(t["shape"])) for t in sidecar.build.inputs or []}
+        self.tensors = {t.name: SimpleNamespace(shape=tuple(t.shape)) for t in sidecar.build.inputs or []}
         self.input_names = list(self.tensors)
 
 

@@ -159,7 +159,7 @@ def run(args) -> int:
         from trtbuild.engine import read_sidecar
 
         side = read_sidecar(args.engine)
-        spec.output_names.extend(t["name"] for t in (side.build.outputs if side is not None else None) or [])
+        spec.output_names.extend(t.name for t in (side.build.outputs if side is not None else None) or [])
     targets = check_target_option(trt, args.target, args.cross_check)
     if args.engine is not None and (args.cross_check or args.target):
         raise ValueError("--cross-check and --target apply to an engine built in memory; a saved engine was built "
@@ -175,13 +175,8 @@ def run(args) -> int:
     if args.engine is not None and not args.layerwise and _profile_count(args.engine) > 1:
         return _each_profile(args, spec, trt, batch)
     report = check_model_parity(spec, trt, weights=args.weights, engine=args.engine, precision=args.precision,
-                                small=args.small, seed=args.seed, value_range=args.range,
-                                distribution=args.distribution or DEFAULT_DISTRIBUTION,
-                                large_scale=DEFAULT_SCALE if args.scale is None else args.scale, batch=batch,
-                                batch_source=batch_source,
-                                atol=args.atol, rtol=args.rtol, layerwise=args.layerwise,
-                                targets=targets, cross_check=cross_check, allow_nonfinite=args.allow_nonfinite,
-                                layerwise_via=LAYERWISE_VIA_OPTION[args.layerwise_via], quant=quant)
+                                small=args.small, parity=parity_options(args), batch=batch, batch_source=batch_source,
+                                targets=targets, cross_check=cross_check, quant=quant)
     if stand_in:
         report.meta.update(stand_in)
     if report.meta.get("cross_check"):
@@ -218,11 +213,8 @@ def _each_profile(args, spec, trt, batch) -> int:
 
     from trtbuild.parity import check_model_parity_profiles
 
-    reports = check_model_parity_profiles(
-        spec, trt, engine=args.engine, precision=args.precision, small=args.small, seed=args.seed,
-        value_range=args.range, distribution=args.distribution or DEFAULT_DISTRIBUTION,
-        large_scale=DEFAULT_SCALE if args.scale is None else args.scale, batch=batch, atol=args.atol,
-        rtol=args.rtol, weights=args.weights, allow_nonfinite=args.allow_nonfinite)
+    reports = check_model_parity_profiles(spec, trt, engine=args.engine, precision=args.precision, small=args.small,
+                                          parity=parity_options(args), batch=batch, weights=args.weights)
     if reports and reports[0].meta.get("weights"):
         print(f"pytorch model weights: {reports[0].meta['weights']}")
     for report in reports:
@@ -236,6 +228,17 @@ def _each_profile(args, spec, trt, batch) -> int:
                 setattr(each, option, str(Path(path).with_name(f"{Path(path).stem}.profile{k}{Path(path).suffix}")))
         write_outputs(report, each)
     return 0 if all(r.passed for r in reports) else 1
+
+
+def parity_options(args):
+    """The ParityOptions of --seed, --range, --distribution, --scale, --atol, --rtol, --allow-nonfinite,
+    --layerwise and --layerwise-via."""
+    from trtbuild.parity.options import ParityOptions
+
+    return ParityOptions(seed=args.seed, value_range=args.range, distribution=args.distribution or DEFAULT_DISTRIBUTION,
+                         large_scale=DEFAULT_SCALE if args.scale is None else args.scale, atol=args.atol,
+                         rtol=args.rtol, allow_nonfinite=args.allow_nonfinite, layerwise=args.layerwise,
+                         layerwise_via=LAYERWISE_VIA_OPTION[args.layerwise_via])
 
 
 def engine_batch(args) -> tuple[int | None, str]:

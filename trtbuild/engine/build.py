@@ -101,11 +101,16 @@ def build_plan(trt: ModuleType, define, options: BuildOptions | None = None, **k
     return build_network_plan(define, trt, options)
 
 
-def build_spec_plan(spec, weights, trt: ModuleType, options: BuildOptions | None = None) -> Plan:
+def build_spec_plan(spec, weights, trt: ModuleType, options: BuildOptions | None = None, *,
+                    defined: DefinedNetwork | None = None) -> Plan:
     """Build the ModelSpec `spec` with `weights` (a WeightMap or a weight file path); see build_plan.
-    plan.info records the model, its bound options, small, and the weights it read."""
+    plan.info records the model, its bound options, small, and the weights it read.
+
+    defined: the network already defined on `trt` by define_spec(spec, weights, options), e.g. to
+    hash it for the engine cache first: it is built as it is instead of being defined again (a
+    cross-check still defines it on its other backends)."""
     options = options if options is not None else BuildOptions()
-    return _build(trt, define_spec(spec, weights, options), options, spec.input_name, spec)
+    return _build(trt, define_spec(spec, weights, options), options, spec.input_name, spec, defined)
 
 
 def build_network_plan(define: Callable, trt: ModuleType, options: BuildOptions | None = None) -> Plan:
@@ -115,8 +120,19 @@ def build_network_plan(define: Callable, trt: ModuleType, options: BuildOptions 
     return _build(trt, define_network(define, options), options, options.input_name or "input")
 
 
-def _build(trt: ModuleType, on, options: BuildOptions, input_name: str, spec=None) -> Plan:
-    """Serialize what `on` defines (cross-checked if asked) and describe it in plan.info."""
+def _reusing(defined: DefinedNetwork, trt: ModuleType, on):
+    """`on`, except that on `trt` it gives `defined` (already defined there) instead of defining again."""
+    def reuse(backend: ModuleType) -> DefinedNetwork:
+        return defined if backend is trt else on(backend)
+    return reuse
+
+
+def _build(trt: ModuleType, on, options: BuildOptions, input_name: str, spec=None,
+           defined: DefinedNetwork | None = None) -> Plan:
+    """Serialize what `on` defines (cross-checked if asked) and describe it in plan.info; `defined`,
+    if given, is what `on(trt)` defined already, used as it is."""
+    if defined is not None:
+        on = _reusing(defined, trt, on)
     targets = options.targets
     if capabilities(trt).needs_targets or options.cross_check:  # fp8: sm89 and newer (none for sm86)
         targets = targets_for_precision(options.precision, targets)

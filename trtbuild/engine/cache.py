@@ -28,6 +28,7 @@ miss: it is removed and a warning says so in one sentence; it is never returned.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime
 import fcntl
 import json
@@ -39,12 +40,20 @@ from pathlib import Path
 
 from trtbuild.files.atomic import atomic_write_files
 
+from .build import build_spec_plan
 from .cache_key import CacheKey
+from .define import define_spec, quant_info
 from .errors import EngineWriteError
+from .model import load_model_weights
+from .options import BuildOptions, ShapeProfile
+from .rtx import targets_for_precision
+from .serialize import (check_engine_sha256, make_sidecar, read_file_aligned, save_engine, sha256_bytes,
+                        sha256_file)
 
 log = logging.getLogger("trtbuild.engine.cache")
 
-__all__ = ["CACHE_ENV", "CacheEntry", "CacheKey", "DEFAULT_MAX_BYTES", "EngineCache", "MAX_SIZE_ENV", "parse_size"]
+__all__ = ["CACHE_ENV", "CacheEntry", "CacheKey", "CachedModelBuild", "DEFAULT_MAX_BYTES", "EngineCache",
+           "MAX_SIZE_ENV", "key_for_model_build", "key_options", "parse_size"]
 
 CACHE_ENV = "TRTBUILD_CACHE"  #: the cache directory when --cache is not given
 MAX_SIZE_ENV = "TRTBUILD_CACHE_MAX_SIZE"  #: the size limit ("4G", "500M", bytes) when not given in code
@@ -131,8 +140,6 @@ class EngineCache:
     def _check(self, digest: str) -> tuple[object, dict]:
         """(engine bytes, sidecar) if the entry is complete and its engine matches its sidecar; ValueError
         naming what is wrong otherwise."""
-        from .serialize import read_file_aligned, sha256_bytes
-
         engine, side = self._paths(digest)
         if not side.is_file():
             raise ValueError("its sidecar is missing")
@@ -148,8 +155,7 @@ class EngineCache:
         if size != sidecar.get("engine_bytes"):
             raise ValueError(f"its engine has {size} bytes, its sidecar says {sidecar.get('engine_bytes')}")
         data = read_file_aligned(engine) if size else b""
-        if sha256_bytes(data) != sidecar["engine_sha256"]:
-            raise ValueError("its engine does not match the sha256 in its sidecar")
+        check_engine_sha256(data, sidecar, "its engine", ValueError)
         return data, sidecar
 
     def load(self, key: CacheKey) -> tuple[object, dict] | None:
@@ -181,8 +187,6 @@ class EngineCache:
         """Store `plan` (bytes-like) with `sidecar` (its engine_sha256/engine_bytes are recomputed, the key's
         parts added as "cache_key") atomically; evict least recently used entries over max_bytes. Returns
         the cached engine's path."""
-        from .serialize import sha256_bytes
-
         side = {**sidecar, "engine_sha256": sha256_bytes(plan), "engine_bytes": len(plan),
                 "cache_key": {**asdict(key), "digest": key.digest}}
         text = (json.dumps(side, indent=2) + "\n").encode()
@@ -254,37 +258,73 @@ def cache_dir_from(option: str | None) -> str | None:
     return option or os.environ.get(CACHE_ENV) or None
 
 
-def key_for_model_build(trt, spec, weights_path, *, precision: str = "fp32", small: bool = False, batch=None,
-                        profile=None, fp32_io: bool = True, tf32: bool = False, workspace: int | None = None,
-                        targets=None, quant=None, cross_check: bool = False, refit: str = "off",
-                        strip_weights: bool = False, compat=None) -> CacheKey:
-    """The CacheKey of build_and_save(spec, weights_path, ..., trt, precision, ...): the network is defined
-    (not built) on `trt` with build_plan's own definition step and hashed; the weight file is hashed.
-    Options that do not change the engine (timing cache, progress) are not in the key."""
-    from .build import definition_step, quant_info
-    from .model import load_model_weights
-    from .options import ShapeProfile
-    from .rtx import targets_for_precision
-    from .serialize import sha256_file
+#: BuildOptions fields that do not change the engine, so are not in the key (quant enters as its record)
+_NOT_IN_KEY = frozenset({"timing_cache", "progress", "quant"})
 
-    several = isinstance(profile, list)  # several optimization profiles: a list of (min, opt, max) shapes
-    shapes = dict(profiles=tuple(ShapeProfile(*p) for p in profile)) if several else dict(profile=profile)
-    defined = definition_step(spec, weights=load_model_weights(weights_path), precision=precision, fp32_io=fp32_io,
-                              batch=batch, small=small, quant=quant, **shapes)(trt)
-    quant_record = None
-    if quant is not None:
-        quant_record = quant_info(quant)
-        (quant_record.get("calibration") or {}).pop("file", None)  # its sha256 stays: the path does not matter
-    options = {"model": spec.name, "model_options": dict(getattr(spec, "chosen", None) or {}),
-               "precision": precision, "small": bool(small), "batch": batch, "profile": profile,
-               "fp32_io": bool(fp32_io), "tf32": bool(tf32), "workspace": workspace, "quant": quant_record,
-               "cross_check": bool(cross_check)}
-    if refit != "off" or strip_weights:  # absent otherwise: the keys of earlier builds stay valid
-        options.update(refit=refit, strip_weights=bool(strip_weights))
-    if compat is not None and compat.requested:  # a trtbuild.engine.compat.Compatibility; absent for none, as refit
-        options.update(compat.record())
-    return CacheKey.of(defined.network, trt, weights_sha256=sha256_file(weights_path), options=options,
-                       targets=targets_for_precision(precision, targets))
+
+def key_options(spec, options: BuildOptions) -> dict:
+    """The options part of a registry model's key: the model and the options it was bound with, and
+    every BuildOptions field that changes the engine (not the timing cache or progress bars; the
+    quantization plan as the record the sidecar keeps, without the calibration file's path)."""
+    out = {"model": spec.name, "model_options": dict(getattr(spec, "chosen", None) or {})}
+    out.update((f.name, getattr(options, f.name)) for f in dataclasses.fields(options) if f.name not in _NOT_IN_KEY)
+    out["profiles"] = [{"kind": type(p).__name__, **dataclasses.asdict(p)} for p in options.profiles]
+    quant = None
+    if options.quant is not None:
+        quant = quant_info(options.quant)
+        (quant.get("calibration") or {}).pop("file", None)  # its sha256 stays: the path does not matter
+    out["quant"] = quant
+    return out
+
+
+class CachedModelBuild:
+    """A registry model's build through the cache: its network is defined once, on `trt`, hashed for
+    the key and, on a miss, built as it is (not defined a second time).
+
+        job = CachedModelBuild(trt, spec, "r18.wts", options)
+        path, sidecar, hit = build_with_cache(cache, job.key, out, lambda: job.build_and_save(out), "r18.wts")
+    """
+
+    def __init__(self, trt, spec, weights_path, options: BuildOptions):
+        self.trt, self.spec, self.weights_path, self.options = trt, spec, weights_path, options
+        self.weights = load_model_weights(weights_path)
+        self.defined = define_spec(spec, self.weights, options)(trt)
+        self.key = CacheKey.of(self.defined.network, trt, weights_sha256=sha256_file(weights_path),
+                               options=key_options(spec, options),
+                               targets=targets_for_precision(options.precision, options.targets))
+
+    def build(self):
+        """The Plan of the network defined for the key (build_spec_plan with `defined`)."""
+        return build_spec_plan(self.spec, self.weights, self.trt, self.options, defined=self.defined)
+
+    def build_and_save(self, out) -> tuple[Path, object]:
+        """Build, then write the engine and its sidecar to `out` atomically (as build_and_save does)."""
+        plan = self.build()
+        sidecar = make_sidecar(self.trt, plan, weights_path=self.weights_path)
+        return save_engine(out, plan, sidecar), sidecar
+
+
+def key_for_model_build(trt, spec, weights_path, *, options: BuildOptions | None = None, **kwargs) -> CacheKey:
+    """The CacheKey of build_and_save(spec, weights_path, ..., trt, options) (or of its keyword arguments,
+    build_plan's, as a shorthand: precision, small, batch, profile, ..., and compat, a
+    trtbuild.engine.compat.Compatibility): the network is defined (not built) on `trt` and hashed, the
+    weight file hashed. Options that do not change the engine (timing
+    cache, progress) are not in the key. To build after a miss without defining the network again,
+    use CachedModelBuild."""
+    if options is not None and kwargs:
+        raise ValueError(f"key_for_model_build: pass either options=BuildOptions(...) or keyword arguments "
+                         f"({', '.join(sorted(kwargs))}), not both")
+    if options is None:
+        profile = kwargs.pop("profile", None)
+        if isinstance(profile, list):  # several optimization profiles: a list of (min, opt, max) shapes
+            kwargs["profiles"] = tuple(ShapeProfile(*p) for p in profile)
+        else:
+            kwargs["profile"] = profile
+        compat = kwargs.pop("compat", None)
+        if compat is not None:
+            kwargs.update(dataclasses.asdict(compat))  # its fields are BuildOptions fields
+        options = BuildOptions.from_kwargs(**kwargs)
+    return CachedModelBuild(trt, spec, weights_path, options).key
 
 
 def build_with_cache(cache: EngineCache, key: CacheKey, out, build, weights_path=None,
@@ -295,8 +335,6 @@ def build_with_cache(cache: EngineCache, key: CacheKey, out, build, weights_path
     build of the same key waits and then reuses this one. A store that fails (a full disk) is a warning:
     the engine at `out` is built and written either way. ``report(hit)``, if given, is called once the
     lookup is done (before a build starts)."""
-    from .serialize import save_engine
-
     with cache.building(key):
         found = cache.load(key)
         if report is not None:

@@ -6,7 +6,8 @@
 A key has six parts, each hashed on its own so that `trtbuild cache ls` and a debugging user can see
 which one differs: the network's structure, the weights, the backend and its version, where the
 engine runs (TensorRT-RTX targets, or the GPU a TensorRT engine is built for), the canonical build
-options and the trtbuild version (the reference plan format and every builder belong to it).
+options and the trtbuild version (the reference plan format and every builder belong to it). The
+key's own `version` (KEY_VERSION) is in its digest too: a key made another way is another key.
 
 The structure hash is computed through TensorRT's network API only (``get_layer``, ``get_input``,
 the layer's typed attributes), so the same code hashes reference, TensorRT and TensorRT-RTX
@@ -32,8 +33,12 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Iterable, Mapping
 
-__all__ = ["CacheKey", "canonical_json", "network_structure_hash", "options_digest", "stripped_weights_digest",
-           "target_of"]
+__all__ = ["KEY_VERSION", "CacheKey", "canonical_json", "network_structure_hash", "options_digest",
+           "stripped_weights_digest", "target_of"]
+
+#: how a key is made: part of every digest, so that a key made another way (an older trtbuild's) is a
+#: miss, never a wrong hit. 2: the options part is every BuildOptions field that changes the engine.
+KEY_VERSION = 2
 
 #: layer attributes that do not change what the engine computes (see the module docstring)
 IGNORED_ATTRIBUTES = frozenset({"metadata", "num_ranks", "precision", "precision_is_set", "name", "num_inputs",
@@ -174,6 +179,7 @@ class CacheKey:
     target: str  #: target_of
     options: str  #: options_digest
     trtbuild_version: str
+    version: int = KEY_VERSION  #: KEY_VERSION
 
     @property
     def digest(self) -> str:

@@ -234,7 +234,7 @@ def cross_check_build(trt: ModuleType, on, serialize: dict):
         raise CrossCheckError(f"cross-check against {label}: {differences[0]}{more}")
     result = CrossCheckResult(
         rtx_version=str(rtx.__version__), targets=list(rtx_plan.info.targets or []),
-        outputs=rtx_plan.info.outputs, tensors_compared=compared, rtx_build_seconds=rtx_seconds,
+        outputs=rtx_plan.info["outputs"], tensors_compared=compared, rtx_build_seconds=rtx_seconds,
         rtx_engine_bytes=len(rtx_plan), rtx_plan=rtx_plan, notes=[note] if note else [],
         debug_tensors=debug_marks(ref_defined.network))
     if is_reference(trt):

@@ -27,8 +27,8 @@ from trtbuild.backend import BackendError, backend_name, is_reference, load_trt
 
 from .errors import EngineCompatibilityError, EngineFileError
 from .inspect_json import IOTensor, LayerInfo, LayerWeight, ProfileRange, parse_engine_information
-from .serialize import (looks_like_reference_plan, looks_like_rtx_engine, read_file_aligned, read_sidecar,
-                        sha256_bytes, sidecar_backend)
+from .serialize import (check_engine_sha256, looks_like_reference_plan, looks_like_rtx_engine, read_file_aligned,
+                        read_sidecar, sidecar_backend)
 
 __all__ = ["EngineReport", "IOTensor", "LayerInfo", "LayerWeight", "ProfileRange", "WeightInfo", "engine_sidecar",
            "inspect_engine"]
@@ -125,12 +125,8 @@ def _read(path: Path) -> tuple[object, dict | None]:
     data = read_file_aligned(path)
     if data is None:
         raise InspectError(f"engine file {path} is empty, so it is not an engine")
-    if sidecar is not None and sidecar.get("engine_sha256") and sha256_bytes(data) != sidecar["engine_sha256"]:
-        size = sidecar.get("engine_bytes")
-        how = (f"it has {len(data)} bytes, the sidecar says {size}" if size not in (None, len(data))
-               else "same size, different content")
-        raise InspectError(f"engine file {path} does not match the sha256 in its sidecar ({how}), so it was "
-                           "truncated or changed after the build")
+    if sidecar is not None:
+        check_engine_sha256(data, sidecar, f"engine file {path}", InspectError)
     return data, sidecar
 
 

@@ -133,8 +133,16 @@ def check_profiles_agree(profiles) -> None:
                          f"(profiles {', '.join(_show_profile(p) for p in profiles)})")
 
 
+def format_range(lo, hi) -> str:
+    """A range of shapes or sizes as `--profile` writes it, so that a message shows what the user can
+    type: (1, 3, 224, 224), (8, 3, 224, 224) -> "1x3x224x224..8x3x224x224"; 1, 8 -> "1..8"."""
+    def one(shape) -> str:
+        return "x".join(str(int(d)) for d in shape) if isinstance(shape, (tuple, list)) else str(shape)
+    return f"{one(lo)}..{one(hi)}"
+
+
 def _show_profile(profile) -> str:
-    return "..".join("x".join(map(str, s)) if isinstance(s, tuple) else str(s) for s in (profile.min, profile.max))
+    return format_range(profile.min, profile.max)
 
 
 def envelope(profiles) -> tuple[tuple, tuple, tuple] | None:

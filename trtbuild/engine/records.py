@@ -6,6 +6,15 @@ Each is a frozen dataclass that reads like the dict it used to be (``info["preci
 dicts keeps working, while trtbuild itself reads attributes. The JSON layout is flat and is the
 one the sidecar has always had: a record read from JSON gives back exactly the keys it was read
 with (a key an older trtbuild did not write stays absent), keys it does not know included.
+
+The values inside are typed too: the I/O tensors are TensorRecords (name, shape, dtype) and an
+optimization profile is a ProfileInfo ({input: ShapeRange(min, opt, max)}), shapes tuples.
+
+    info.inputs[0].shape            # (1, 3, 224, 224): the typed value
+    info["inputs"][0]["shape"]      # [1, 3, 224, 224]: the Mapping view gives the JSON value
+
+A JSON value of another form than the one trtbuild writes (a sidecar edited by hand) is kept as it
+is, so that it is written back unchanged.
 """
 
 from __future__ import annotations
@@ -14,20 +23,69 @@ import dataclasses
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import Callable, ClassVar
 
 ALWAYS = {"always": True}  # written even when None (the key has always been in the JSON)
+
+
+def plain(value):
+    """The JSON value of a typed one: records and profiles as dicts, tuples as lists."""
+    if isinstance(value, (JsonRecord, ProfileInfo)):
+        return value.to_dict()
+    if isinstance(value, (tuple, list)):
+        return [plain(v) for v in value]
+    return value
+
+
+def typed(read: Callable, always: bool = False) -> dict:
+    """The metadata of a typed field: `read` makes its typed value from the JSON value (and returns a
+    value of another form, or one typed already, as it is); `plain` writes it back. `always`: as ALWAYS."""
+    return {"read": read, **(ALWAYS if always else {})}
+
+
+def _read_shape(value):
+    if isinstance(value, (list, tuple)) and all(isinstance(d, int) and not isinstance(d, bool) for d in value):
+        return tuple(value)
+    return value
+
+
+def _read_tensors(value):
+    if isinstance(value, (list, tuple)) and all(isinstance(t, Mapping) for t in value):
+        return tuple(TensorRecord.of(t) for t in value)
+    return value
+
+
+def _is_profile(value) -> bool:
+    return isinstance(value, Mapping) and all(isinstance(r, Mapping) for r in value.values())
+
+
+def _read_profile(value):
+    return ProfileInfo.of(value) if _is_profile(value) else value
+
+
+def _read_profiles(value):
+    if isinstance(value, (list, tuple)) and all(_is_profile(p) for p in value):
+        return tuple(ProfileInfo.of(p) for p in value)
+    return value
 
 
 class JsonRecord(Mapping):
     """Base of the records: a read-only Mapping view of to_dict(), and to_dict/from_dict/to_json.
 
     Subclasses are dataclasses whose fields are the JSON keys (``metadata={"json": key}`` renames
-    one); a field with ``metadata=ALWAYS`` is written even when None, the others only when set.
+    one); a field with ``metadata=ALWAYS`` is written even when None, the others only when set. A
+    field with ``metadata=typed(read)`` holds a typed value, made by `read` from the JSON value it is
+    given (by from_dict or the constructor) and written back as JSON.
     `extra` holds keys the record does not know; `present` the keys of the JSON it was read from."""
 
     #: fields that are not JSON keys of their own
     _NOT_KEYS: ClassVar[frozenset] = frozenset({"extra", "present"})
+
+    def __post_init__(self):
+        for f in dataclasses.fields(self):
+            read = f.metadata.get("read")
+            if read is not None and getattr(self, f.name) is not None:
+                object.__setattr__(self, f.name, read(getattr(self, f.name)))
 
     @classmethod
     def _keys(cls) -> list[tuple[str, str, bool]]:
@@ -39,14 +97,15 @@ class JsonRecord(Mapping):
         """{JSON key: value} of the fields this record writes: those it was read with, or else the set ones."""
         out = {}
         present = self.present
+        typed_fields = {f.name for f in dataclasses.fields(self) if "read" in f.metadata}
         for attr, key, always in self._keys():
             value = getattr(self, attr)
             if key in present if present is not None else (value is not None or always):
-                out[key] = value
+                out[key] = plain(value) if attr in typed_fields else value
         return out
 
     def to_dict(self) -> dict:
-        """The JSON object (shallow: lists and dicts inside are shared with the record)."""
+        """The JSON object (typed values written as JSON; other lists and dicts inside are shared)."""
         out = self._written()
         out.update(self.extra)
         return out
@@ -87,23 +146,89 @@ class JsonRecord(Mapping):
 
     __hash__ = None  # type: ignore[assignment]
 
+    @classmethod
+    def of(cls, value):
+        """`value` as this record: itself, or read from a dict."""
+        return value if isinstance(value, cls) else cls.from_dict(value)
+
+
+@dataclass(frozen=True, eq=False)
+class TensorRecord(JsonRecord):
+    """An engine input or output as its build recorded it: name, shape (-1 where dynamic) and dtype
+    (a TensorRT DataType name, "FLOAT"); JSON {"name", "shape", "dtype"}."""
+
+    name: str | None = field(default=None, metadata=ALWAYS)
+    shape: tuple[int, ...] | None = field(default=None, metadata=typed(_read_shape, always=True))
+    dtype: str | None = field(default=None, metadata=ALWAYS)
+    extra: dict = field(default_factory=dict, repr=False)
+    present: frozenset | None = field(default=None, repr=False)
+
+
+@dataclass(frozen=True, eq=False)
+class ShapeRange(JsonRecord):
+    """The shapes an optimization profile gives one input (its values, for a shape-tensor input);
+    JSON {"min", "opt", "max"}."""
+
+    min: tuple[int, ...] | None = field(default=None, metadata=typed(_read_shape, always=True))
+    opt: tuple[int, ...] | None = field(default=None, metadata=typed(_read_shape, always=True))
+    max: tuple[int, ...] | None = field(default=None, metadata=typed(_read_shape, always=True))
+    extra: dict = field(default_factory=dict, repr=False)
+    present: frozenset | None = field(default=None, repr=False)
+
+
+@dataclass(frozen=True, eq=False)
+class ProfileInfo(Mapping):
+    """One optimization profile as its build recorded it: {input name: ShapeRange}, in input order;
+    JSON {input: {"min", "opt", "max"}}. Reads like that dict (``profile["input"]["min"]`` is a
+    list) and equals it."""
+
+    ranges: Mapping = field(default_factory=dict)
+
+    def __post_init__(self):
+        object.__setattr__(self, "ranges", {str(n): ShapeRange.of(r) for n, r in dict(self.ranges).items()})
+
+    @classmethod
+    def of(cls, value) -> "ProfileInfo":
+        """`value` as a ProfileInfo: itself, or read from a dict."""
+        return value if isinstance(value, cls) else cls(value)
+
+    def to_dict(self) -> dict:
+        return {n: r.to_dict() for n, r in self.ranges.items()}
+
+    def __getitem__(self, name) -> ShapeRange:
+        return self.ranges[name]
+
+    def __iter__(self):
+        return iter(self.ranges)
+
+    def __len__(self):
+        return len(self.ranges)
+
+    def __eq__(self, other):
+        if isinstance(other, Mapping):
+            return self.to_dict() == {k: plain(v) for k, v in other.items()}
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
 
 @dataclass(frozen=True, eq=False)
 class NetworkInfo(JsonRecord):
     """What serialize_network records of the network it built: its name and I/O tensors
-    ({"name", "shape", "dtype"}), the optimization profile ({input: {"min", "opt", "max"}} or None),
-    workspace, tf32, the builder's phases, the plugins used and, on TensorRT-RTX, the targets."""
+    (TensorRecords), the optimization profile (a ProfileInfo, or None), workspace, tf32, the
+    builder's phases, the plugins used and, on TensorRT-RTX, the targets."""
 
     network: str | None = field(default=None, metadata=ALWAYS)
-    inputs: list | None = field(default=None, metadata=ALWAYS)
-    outputs: list | None = field(default=None, metadata=ALWAYS)
-    profile: dict | None = field(default=None, metadata=ALWAYS)
+    inputs: tuple[TensorRecord, ...] | None = field(default=None, metadata=typed(_read_tensors, always=True))
+    outputs: tuple[TensorRecord, ...] | None = field(default=None, metadata=typed(_read_tensors, always=True))
+    profile: ProfileInfo | None = field(default=None, metadata=typed(_read_profile, always=True))
     workspace: int | None = field(default=None, metadata=ALWAYS)
     tf32: bool | None = field(default=None, metadata=ALWAYS)
     build_phases: list | None = field(default=None, metadata=ALWAYS)
     plugins: list | None = field(default=None, metadata=ALWAYS)
     targets: list | None = None
-    profiles: list | None = None  # every profile, where there are several (`profile` is the first)
+    #: every profile, where there are several (`profile` is the first)
+    profiles: tuple[ProfileInfo, ...] | None = field(default=None, metadata=typed(_read_profiles))
     extra: dict = field(default_factory=dict, repr=False)
     present: frozenset | None = field(default=None, repr=False)
 
@@ -122,9 +247,9 @@ class BuildInfo(JsonRecord):
     precision: str | None = field(default=None, metadata=ALWAYS)
     fp32_io: bool | None = field(default=None, metadata=ALWAYS)
     small: bool | None = field(default=None, metadata=ALWAYS)  # None for a network function
-    inputs: list | None = field(default=None, metadata=ALWAYS)
-    outputs: list | None = field(default=None, metadata=ALWAYS)
-    profile: dict | None = field(default=None, metadata=ALWAYS)
+    inputs: tuple[TensorRecord, ...] | None = field(default=None, metadata=typed(_read_tensors, always=True))
+    outputs: tuple[TensorRecord, ...] | None = field(default=None, metadata=typed(_read_tensors, always=True))
+    profile: ProfileInfo | None = field(default=None, metadata=typed(_read_profile, always=True))
     plugins: list | None = field(default=None, metadata=ALWAYS)
     workspace: int | None = field(default=None, metadata=ALWAYS)
     tf32: bool | None = field(default=None, metadata=ALWAYS)
@@ -139,7 +264,8 @@ class BuildInfo(JsonRecord):
     unused_weights: list | None = None
     quantization: dict | None = None
     refit: dict | None = None  # trtbuild.engine.refit_record.RefitRecord.to_dict() of a refittable build
-    profiles: list | None = None  # every optimization profile, where there are several (`profile`: the first)
+    #: every optimization profile, where there are several (`profile`: the first)
+    profiles: tuple[ProfileInfo, ...] | None = field(default=None, metadata=typed(_read_profiles))
     version_compatible: bool | None = None  # True for a version-compatible build (absent otherwise)
     exclude_lean_runtime: bool | None = None  # with version_compatible: True if the lean runtime was left out
     hardware_compat: str | None = None  # "ampere+" / "same-cc" (absent for "none")
@@ -147,8 +273,8 @@ class BuildInfo(JsonRecord):
     present: frozenset | None = field(default=None, repr=False)
 
     @property
-    def all_profiles(self) -> list[dict]:
-        """Every optimization profile ({input: {"min", "opt", "max"}}), in index order: `profiles`
+    def all_profiles(self) -> list[ProfileInfo]:
+        """Every optimization profile (a ProfileInfo: {input: ShapeRange}), in index order: `profiles`
         where there are several, else [`profile`] (a sidecar written before several existed), else []."""
         if self.profiles:
             return list(self.profiles)

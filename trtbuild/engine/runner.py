@@ -29,6 +29,7 @@ from .profile_select import (ProfileSwitch, check_pinned, check_sidecar_profiles
                              profile_ranges, shape_fits)
 from .interrupts import calling_tensorrt
 from .logging_bridge import make_logger
+from .options import format_range
 from .sidecar import Sidecar
 from .serialize import (check_sidecar_matches_plan, looks_like_reference_plan, looks_like_rtx_engine, read_engine_file,
                         read_sidecar, sidecar_backend)
@@ -187,11 +188,12 @@ class Engine(ProfileSwitch, EngineIO):
         """One line per I/O tensor: name, shape (profile range for dynamic inputs), dtype."""
         lines = []
         for t in self.tensors.values():
-            rng = f" (profile {t.min_shape}..{t.max_shape})" if t.is_input and t.min_shape != t.max_shape else ""
+            rng = f" (profile {format_range(t.min_shape, t.max_shape)})" if t.is_input and t.min_shape != t.max_shape \
+                else ""
             lines.append(f"{'input ' if t.is_input else 'output'} {t.name}: {t.shape}{rng} {t.dtype}")
         if len(self.profiles) > 1:  # the lines above give profile 0's ranges
             for k, ranges in enumerate(self.profiles):
-                lines.append(f"profile {k}: " + ", ".join(f"{n} {lo}..{hi}" for n, (lo, hi) in ranges.items()))
+                lines.append(f"profile {k}: " + ", ".join(f"{n} {format_range(*r)}" for n, r in ranges.items()))
         return "\n".join(lines)
 
     # -- running ---------------------------------------------------------------------------

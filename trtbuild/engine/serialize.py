@@ -45,6 +45,21 @@ def sha256_bytes(data) -> str:
     return hashlib.sha256(memoryview(data)).hexdigest()
 
 
+def check_engine_sha256(data, sidecar, what: str, error: type[Exception] = EngineFileError, advice: str = "") -> None:
+    """Raise `error` in one sentence if the engine bytes `data` are not those its sidecar (a Sidecar or a
+    dict) records as engine_sha256 (nothing to check without one): "<what> does not match the sha256 in its
+    sidecar (<sizes>), so it was changed or truncated after the build<advice>". Every reader of an engine
+    and its sidecar (loading, inspecting, the cache) checks with it, so they say it alike."""
+    expected = sidecar.get("engine_sha256")
+    if not expected or sha256_bytes(data) == expected:
+        return
+    size = sidecar.get("engine_bytes")
+    how = (f"it has {len(data)} bytes, the sidecar says {size}" if size is not None and size != len(data)
+           else "same size, different content")
+    raise error(f"{what} does not match the sha256 in its sidecar ({how}), so it was changed or truncated after "
+                f"the build{advice}")
+
+
 def sha256_file(path: str | os.PathLike) -> str:
     """Hex sha256 of a file, read in chunks."""
     h = hashlib.sha256()
@@ -318,12 +333,7 @@ def read_engine_file(path: str | os.PathLike, trt: ModuleType | None = None,
     if sidecar is not None and not sidecar.engine_sha256:
         log.warning("the sidecar of %s has no engine_sha256, so the engine's integrity cannot be checked", path)
     elif sidecar is not None:
-        if sha256_bytes(data) != sidecar.engine_sha256:
-            expected = sidecar.engine_bytes
-            size_note = (f"it has {len(data)} bytes, the sidecar says {expected}"
-                         if expected is not None and expected != len(data) else "same size, different content")
-            raise EngineFileError(f"engine file {path} does not match the sha256 in its sidecar ({size_note}), "
-                                  "so it was changed or truncated after the build; rebuild it")
+        check_engine_sha256(data, sidecar, f"engine file {path}", advice="; rebuild it")
     if sidecar is not None and sidecar.engine_bytes is not None and sidecar.engine_bytes != len(data):
         raise EngineFileError(f"engine file {path} has {len(data)} bytes but its sidecar says "
                               f"{sidecar.engine_bytes!r}, so one of them was changed after the build; rebuild it")

@@ -7,35 +7,28 @@
 
 from __future__ import annotations
 
-import math
+import dataclasses
 import os
 from typing import Mapping, Sequence
 
 import torch
 
+from trtbuild.engine.options import BatchProfile, BuildOptions
 from trtbuild.engine.records import BuildInfo, build_info_of
 
 from .compare import Report, check_tolerance, compare, default_tolerances, judge_argmax_ties
 from .engine_fit import (check_engine_input_fits, check_engine_matches, check_engine_weights, engine_input_shapes,
                          engine_precision, load_weights_into, recorded_weights)
 from .layerwise import FUSED_AWAY, capture_module_outputs, find_jump, layerwise_rows
+from .options import DISTRIBUTIONS, ParityOptions, check_input_values  # noqa: F401 - DISTRIBUTIONS: importable here
 
-DISTRIBUTIONS = ("uniform", "normal", "large")
 
 
 def make_inputs(shapes: Mapping[str, Sequence[int]], seed: int = 0, value_range=(-1.0, 1.0),
                 distribution: str = "uniform", large_scale: float = 1e4) -> dict[str, torch.Tensor]:
     """Seeded float32 CPU inputs: "uniform" in [lo, hi]; "normal" with mean (lo+hi)/2 and std
     (hi-lo)/2; "large": uniform in [lo, hi] times `large_scale` (overflow / large-magnitude tests)."""
-    lo, hi = (float(v) for v in value_range)
-    if not (math.isfinite(large_scale) and large_scale > 0):
-        raise ValueError(f"large_scale (--scale) must be a positive finite number, got {large_scale}")
-    if not (math.isfinite(lo) and math.isfinite(hi)):
-        raise ValueError(f"value range (--range) must be finite, got [{lo}, {hi}]")
-    if not lo < hi:
-        raise ValueError(f"value range needs lo < hi, got [{lo}, {hi}]")
-    if distribution not in DISTRIBUTIONS:
-        raise ValueError(f"distribution {distribution!r} is not one of {', '.join(DISTRIBUTIONS)}")
+    lo, hi = check_input_values(value_range, distribution, large_scale)
     gen = torch.Generator().manual_seed(int(seed))
     out = {}
     for name, shape in shapes.items():
@@ -179,7 +172,46 @@ def check_parity(engine, module: torch.nn.Module, inputs: Mapping[str, torch.Ten
     return report
 
 
-def check_model_parity(model: str, trt, *, weights=None, engine=None, precision: str | None = None,
+#: check_model_parity's keyword arguments that are a shorthand for its `options` (BuildOptions) and its
+#: `parity` (ParityOptions), with their defaults
+_BUILD_KEYWORDS = {"precision": None, "small": False, "progress": False, "targets": None, "cross_check": False,
+                   "quant": None}
+_PARITY_KEYWORDS = {f.name: f.default for f in dataclasses.fields(ParityOptions)}
+
+
+def _typed_or_shorthand(name: str, typed, cls, shorthand: dict, defaults: dict) -> None:
+    """ValueError in one sentence if both `typed` (check_model_parity's `name`=cls(...)) and any of its
+    shorthand keyword arguments (those not at their defaults) are given, or `typed` is not a `cls`."""
+    given = sorted(k for k, v in shorthand.items() if v is not defaults[k] and v != defaults[k])
+    if typed is not None and given:
+        raise ValueError(f"check_model_parity: pass either {name}={cls.__name__}(...) or keyword arguments "
+                         f"({', '.join(given)}), not both")
+    if typed is not None and not isinstance(typed, cls):
+        raise ValueError(f"check_model_parity: {name} must be a {cls.__name__}, got {type(typed).__name__}")
+
+
+def _build_options(options: BuildOptions | None, batch: int | None, **shorthand) -> BuildOptions:
+    """The BuildOptions of check_model_parity: `options`, or else the one its shorthand keywords
+    (precision, small, progress, targets, cross_check, quant; `batch` > 1 a BatchProfile(1, batch, batch))
+    describe; ValueError in one sentence if both are given."""
+    _typed_or_shorthand("options", options, BuildOptions, shorthand, _BUILD_KEYWORDS)
+    if options is not None:
+        return options
+    build_batch = int(batch or 1)
+    return BuildOptions(precision=shorthand["precision"] or "fp32", small=shorthand["small"],
+                        progress=shorthand["progress"], targets=shorthand["targets"],
+                        cross_check=shorthand["cross_check"], quant=shorthand["quant"],
+                        profiles=(BatchProfile(1, build_batch, build_batch),) if build_batch > 1 else ())
+
+
+def _parity_options(parity, **shorthand) -> ParityOptions:
+    """The ParityOptions of check_model_parity: `parity`, or else the one its shorthand keywords make."""
+    _typed_or_shorthand("parity", parity, ParityOptions, shorthand, _PARITY_KEYWORDS)
+    return parity if parity is not None else ParityOptions(**shorthand)
+
+
+def check_model_parity(model: str, trt, *, options: BuildOptions | None = None, parity: ParityOptions | None = None,
+                       weights=None, engine=None, precision: str | None = None,
                        small: bool = False, seed: int = 0, weights_seed: int = 0, value_range=None,
                        distribution: str = "uniform", large_scale: float = 1e4, batch: int | None = None,
                        atol: float | None = None, rtol: float | None = None, layerwise: bool = False,
@@ -197,10 +229,18 @@ def check_model_parity(model: str, trt, *, weights=None, engine=None, precision:
     tensors": marked with mark_unfused_tensors_as_debug_tensors, which leaves fusions alone on TensorRT,
     tensors fused away being listed) or as extra outputs (layerwise_via="outputs", which blocks fusions on
     real TensorRT); meta["layerwise_via"] says which.
-    precision / batch: None means "not requested": fp32 / batch 1 for an engine built in memory,
-    the engine's own for a given engine. A given engine whose sidecar names another model, small
-    variant or precision than requested, or whose batch cannot be the requested one, raises
-    ValueError naming both. targets / cross_check: as in build_plan, for an engine built in memory.
+    parity: a ParityOptions (seed, value_range, distribution, large_scale, atol, rtol, allow_nonfinite,
+    layerwise, layerwise_via), checked before anything is built; or, as a shorthand, those keyword
+    arguments, not both. value_range None: the model's (ModelSpec.value_range).
+    options: the BuildOptions of the engine built in memory (layerwise mode marks the layer tensors on
+    top of them); with a given engine, the precision and small variant it must have. Or, as a
+    shorthand, the keyword arguments precision, small, progress, targets, cross_check and quant (and
+    `batch` > 1 for a batch profile (1, batch, batch)), not both; `batch` is the batch the inputs have
+    either way. precision / batch: None means "not requested": fp32 / batch 1 (the profile's smallest)
+    for an engine built in memory, the engine's own for a given engine. A given engine whose sidecar
+    names another model, small variant or precision than requested, or whose batch cannot be the
+    requested one, raises ValueError naming both. targets / cross_check: as in build_plan, for an
+    engine built in memory.
     allow_nonfinite: as in check_parity (NaN/Inf outputs fail unless allowed). batch_source: what
     asked for `batch`, named where a given engine cannot take it (default "--batch").
     quant: a trtbuild.quant.QuantPlan (trtbuild.engine.quant_plan) for an engine built in memory:
@@ -210,19 +250,25 @@ def check_model_parity(model: str, trt, *, weights=None, engine=None, precision:
     makes one report per profile.
     """
     from trtbuild.engine import Engine, build_model, get_spec, load_engine
-    from trtbuild.engine.options import BatchProfile, BuildOptions
     from trtbuild.models import registry
     from trtbuild.weights import WeightMap
 
-    from .debug_tensors import VIA_OUTPUTS, VIA_UNFUSED, check_layerwise_via
+    from .debug_tensors import VIA_OUTPUTS, VIA_UNFUSED
 
-    check_layerwise_via(layerwise_via)
+    p = _parity_options(parity, seed=seed, value_range=value_range, distribution=distribution,
+                        large_scale=large_scale, atol=atol, rtol=rtol, allow_nonfinite=allow_nonfinite,
+                        layerwise=layerwise, layerwise_via=layerwise_via)
+    explicit = options is not None
+    options = _build_options(options, batch, precision=precision, small=small, progress=progress, targets=targets,
+                             cross_check=cross_check, quant=quant)
+    small, quant = options.small, options.quant
+    precision = options.precision if explicit else precision  # None: the given engine's own
     spec = get_spec(model) if isinstance(model, str) else model
     output_of, order, source, debug_of = {}, None, "(built in memory)", None
     if engine is not None and quant is not None:
         raise ValueError("a given engine was built with its own quantization (its sidecar records it); omit "
                          "--calibration/--keep (quant=) with --engine")
-    if engine is not None and not layerwise:
+    if engine is not None and not p.layerwise:
         if isinstance(engine, (str, os.PathLike)):
             source = str(engine)
             engine = load_engine(engine, trt)
@@ -247,24 +293,22 @@ def check_model_parity(model: str, trt, *, weights=None, engine=None, precision:
     wm = None
     if weights is not None:
         wm = weights if isinstance(weights, WeightMap) else WeightMap.load(weights)
-    layer_map = dict(spec.layer_map) if layerwise else {}
+    layer_map = dict(spec.layer_map) if p.layerwise else {}
     automap_meta = {}
-    if layerwise and not layer_map:  # derived from the layer names (trtbuild.parity.automap)
+    if p.layerwise and not layer_map:  # derived from the layer names (trtbuild.parity.automap)
         from .automap import automap_spec
 
         layer_map, unmapped = automap_spec(spec, wm or WeightMap.from_module(module), module, precision, small)
         automap_meta = {"layer_map": "automatic (from the layer names)", "unmapped_layers": unmapped}
     if engine is None:
-        precision = precision or "fp32"
-        build_batch = int(batch or 1)
+        precision = options.precision
         if wm is None:
             wm = WeightMap.from_module(module)
-        via_debug = layerwise_via != VIA_OUTPUTS
-        options = BuildOptions(precision=precision, small=small, progress=progress,
-                               profiles=(BatchProfile(1, build_batch, build_batch),) if build_batch > 1 else (),
-                               extra_outputs=() if via_debug else tuple(layer_map), targets=targets,
-                               cross_check=cross_check, debug_tensors=tuple(layer_map) if via_debug else (),
-                               debug_unfused=layerwise_via == VIA_UNFUSED, quant=quant)
+        via_debug = p.layerwise_via != VIA_OUTPUTS
+        if p.layerwise:
+            options = options.replace(extra_outputs=() if via_debug else tuple(layer_map),
+                                      debug_tensors=tuple(layer_map) if via_debug else (),
+                                      debug_unfused=p.layerwise_via == VIA_UNFUSED)
         plan = build_model(spec, wm, trt, options=options)
         output_of = plan.info.extra_outputs
         debug_of = (plan.info.debug_tensors or {}) if via_debug else None
@@ -279,13 +323,13 @@ def check_model_parity(model: str, trt, *, weights=None, engine=None, precision:
         pinned, engine.profile = engine.profile, profile
     else:
         shapes = engine_input_shapes(engine, batch, source, batch_source)
-    value_range = tuple(value_range) if value_range is not None else tuple(spec.value_range)
-    inputs = make_inputs(shapes, seed, value_range, distribution, large_scale)
+    value_range = p.value_range if p.value_range is not None else tuple(spec.value_range)
+    inputs = make_inputs(shapes, p.seed, value_range, p.distribution, p.large_scale)
     built = build_info_of(engine.sidecar) or BuildInfo()
     cross = built.cross_check
     meta = {"model": spec.name + (" (small)" if small else ""), "backend": engine.backend, "precision": precision,
-            "batch": shapes[engine.input_names[0]][0], "seed": seed,
-            "inputs": describe_inputs(distribution, value_range, large_scale), "against": "pytorch",
+            "batch": shapes[engine.input_names[0]][0], "seed": p.seed,
+            "inputs": describe_inputs(p.distribution, value_range, p.large_scale), "against": "pytorch",
             "engine": source, **({"cross_check": cross} if cross else {}),
             "weights": weights_note,
             **{k: getattr(built, k) for k in ("weight_tensors", "unused_weights", "quantization")
@@ -294,9 +338,9 @@ def check_model_parity(model: str, trt, *, weights=None, engine=None, precision:
     if profile is not None:
         meta["profile"] = profile
     try:
-        return check_parity(engine, module, inputs, output_names=list(spec.output_names), atol=atol, rtol=rtol,
+        return check_parity(engine, module, inputs, output_names=list(spec.output_names), atol=p.atol, rtol=p.rtol,
                             layer_map=layer_map, layer_order=order, output_of=output_of, meta=meta,
-                            allow_nonfinite=allow_nonfinite, debug_tensors=debug_of, argmax_of=spec.argmax_of,
+                            allow_nonfinite=p.allow_nonfinite, debug_tensors=debug_of, argmax_of=spec.argmax_of,
                             tolerances=spec.tolerances)
     finally:
         if profile is not None:

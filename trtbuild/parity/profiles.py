@@ -36,11 +36,12 @@ def profile_input_shapes(engine, k: int, batch: int | None = None, source: str |
     return shapes
 
 
-def check_model_parity_profiles(model, trt, *, engine, **kwargs) -> list[Report]:
+def check_model_parity_profiles(model, trt, *, engine, options=None, **kwargs) -> list[Report]:
     """check_model_parity once per optimization profile of `engine` (a path or an Engine), each at
     that profile's opt shapes (with `batch`: only the profiles whose batch range takes it) with the
     engine pinned to it: [Report of profile 0, profile 1, ...], each with meta["profile"] = its index.
-    An engine with one profile (or none) gives one report, as check_model_parity does."""
+    An engine with one profile (or none) gives one report, as check_model_parity does. `options` (a
+    BuildOptions: the precision and small variant the engine must have) and `kwargs`: as there."""
     from trtbuild.engine import load_engine
 
     from .check import check_model_parity
@@ -58,4 +59,4 @@ def check_model_parity_profiles(model, trt, *, engine, **kwargs) -> list[Report]
                                for k, r in enumerate(engine.profiles))
             raise ValueError(f"batch {batch} is in no optimization profile of engine {engine.name} (input '{first}' "
                              f"batch ranges: {ranges}); pick a batch in one of them")
-    return [check_model_parity(model, trt, engine=engine, profile=k, **kwargs) for k in profiles]
+    return [check_model_parity(model, trt, engine=engine, profile=k, options=options, **kwargs) for k in profiles]
