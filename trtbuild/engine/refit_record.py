@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from trtbuild.layers.weight_names import WeightSource, weight_sources
+from trtbuild.layers.weight_names import WeightSource, unnamed_tracked_keys, weight_sources
 
 from .options import REFIT_FLAGS
 
@@ -40,7 +40,7 @@ class RefitRecord:
         if options.refit == "off":
             return None
         sources = tuple(weight_sources(network).values())
-        named = {k for s in sources for k in s.keys}
+        named = {k for s in sources for k in s.keys} - unnamed_tracked_keys(network)
         baked = {} if weights is None else {k: values_sha256(weights.raw(k)) for k in weights.used() if k not in named}
         built = {}
         if options.refit == "identical" and weights is not None:

@@ -110,11 +110,23 @@ def _converted(arr: np.ndarray, target: np.dtype) -> np.ndarray:
 
 
 class TrackedKey:
-    """The uses of one state_dict key in one network: its Origin and the one array (or trt.Weights, for BF16)
-    per type that every use of the key holds; `mixed`: the key came from two stored tensors (two WeightMaps)."""
+    """The uses of one state_dict key in one network: its Origin, the one array (or trt.Weights, for BF16) per
+    type that every use of the key holds, the shape of its first use, and `mixed`: the key came from two stored
+    tensors (two WeightMaps)."""
 
-    def __init__(self, origin):
+    def __init__(self, origin, use_shape):
         self.origin, self.held, self.mixed = origin, {}, False
+        self.use_shape = tuple(int(d) for d in use_shape)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """The shape a refit reads the key with: as stored (N-D), else as the builder read it (a .wts row read
+        with WeightMap.get's shape, or used with the shape of its first use), so that a flat .wts row and a
+        PyTorch state_dict's N-D tensor of the same key both fit."""
+        o = self.origin
+        if len(o.stored_shape) > 1:
+            return o.stored_shape
+        return o.read_shape or self.use_shape
 
 
 _TRACKED: dict[int, dict] = {}
@@ -131,7 +143,7 @@ def _tracked(network, origin, arr, tag: str, make):
     uses = network_store(_TRACKED, network, dict)
     entry = uses.get(origin.key)
     if entry is None:
-        entry = uses[origin.key] = TrackedKey(origin)
+        entry = uses[origin.key] = TrackedKey(origin, np.shape(arr))
     elif entry.origin is not origin:
         entry.mixed = True
     origin.uses += 1

@@ -128,8 +128,9 @@ def name_new_weights(network, first_layer: int, layer_type: str, sources: dict[s
 
 _BN_KEYS = ("weight", "bias", "running_mean", "running_var")
 
-#: network id -> the tracked keys name_tracked_weights has decided on (named or left baked)
+#: network id -> the tracked keys name_tracked_weights has decided on (named or left baked); those left baked
 _DECIDED: dict[int, set] = {}
+_LEFT: dict[int, set] = {}
 
 
 def name_tracked_weights(network) -> list[str]:
@@ -146,8 +147,10 @@ def name_tracked_weights(network) -> list[str]:
       see one read that is both used whole and computed from (``w`` for one layer and ``w * 2`` from the same
       array for another): such a builder must name its computed weight with an explicit WeightSource;
     - its uses hold different memory (the key in two float types in one network, or from two WeightMaps).
-    A key already naming a fold of several keys (a Conv+BN kernel is named after the conv's weight key) whose
-    values are also used whole names that use ``<key>/copy``; explicit names keep priority."""
+    A key that a named fold also reads (a Conv+BN kernel is named after the conv's weight key) and whose values
+    are used whole names that use ``<key>/copy`` (explicit names keep priority); its reads beyond the whole uses
+    are taken to be the fold's, so such a key must not also go into an unnamed computed weight. Keys left
+    unnamed are baked (:func:`unnamed_tracked_keys`), also where a named fold reads them."""
     tracked = tracked_keys(network)
     if not tracked:
         return []
@@ -155,23 +158,36 @@ def name_tracked_weights(network) -> list[str]:
     decided = network_store(_DECIDED, network, set)
     sources = _SOURCES.get(id(network), {})
     named = []
+    left = network_store(_LEFT, network, set)
+    folded = {k for s in sources.values() if s.fold != COPY for k in s.keys}
     for key, t in tracked.items():
         if key in decided:
             continue
         decided.add(key)
-        if t.mixed or len(t.held) != 1 or t.origin.uses < t.origin.reads:
-            continue
         name = key
+        if key in sources and sources[key].keys == (key,) and sources[key].fold == COPY:
+            continue  # an explicit name of these very values (planned_linear's weight_keys)
         if key in sources:
-            if sources[key].keys == (key,) and sources[key].fold == COPY:
-                continue  # an explicit name of these very values (planned_linear's weight_keys)
             name = f"{key}/copy"
+        if t.mixed or len(t.held) != 1 or (t.origin.uses < t.origin.reads and key not in folded):
+            left.add(key)
+            continue
         (held,) = t.held.values()
         w = held if isinstance(held, trt.Weights) else trt.Weights(held)
         if network.set_weights_name(w, name):
-            _record(network, WeightSource(name, (key,), COPY, shapes=(t.origin.shape,)))
+            _record(network, WeightSource(name, (key,), COPY, shapes=(t.shape,)))
             named.append(key)
+        else:
+            left.add(key)
     return named
+
+
+def unnamed_tracked_keys(network) -> set[str]:
+    """The keys whose values `network`'s layers hold unchanged but that :func:`name_tracked_weights` left
+    unnamed: baked, even where a named fold also reads them (RefitRecord lists them, so a refit changing them is
+    refused instead of leaving these uses stale)."""
+    name_tracked_weights(network)
+    return set(_LEFT.get(id(network), ()))
 
 
 def bn_sources(prefix: str, eps: float, channels: int) -> dict[str, WeightSource]:

@@ -36,14 +36,6 @@ class Origin:
     reads: int = 0
     uses: int = 0
 
-    @property
-    def shape(self) -> tuple[int, ...]:
-        """The shape a refit reads the key with: the stored shape of an N-D tensor; for a flat one (.wts rows),
-        the shape the builder read it with, so that a .pt state_dict's N-D tensor fits it too."""
-        if len(self.stored_shape) > 1 or self.read_shape is None:
-            return self.stored_shape
-        return self.read_shape
-
 
 #: data pointer -> (weakref to the registered array, nbytes, dtype, Origin)
 _BY_POINTER: dict[int, tuple] = {}
