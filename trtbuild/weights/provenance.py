@@ -64,7 +64,7 @@ def track(array: np.ndarray, key: str, stored: np.ndarray | None = None, read_sh
     entry = _live(_BY_STORED, id(stored))
     if entry is None or entry[1].key != key:
         origin = Origin(key, tuple(int(d) for d in np.shape(stored)))
-        _BY_STORED[id(stored)] = (weakref.ref(stored), origin)
+        _BY_STORED[id(stored)] = (_ref(stored, _BY_STORED, id(stored)), origin)
     else:
         origin = entry[1]
     if origin.read_shape is None and read_shape is not None:
@@ -86,7 +86,18 @@ def alias(array: np.ndarray, of: np.ndarray) -> np.ndarray:
 
 def _register(array: np.ndarray, origin: Origin) -> None:
     if array.flags.c_contiguous and array.size:
-        _BY_POINTER[_pointer(array)] = (weakref.ref(_owner(array)), int(array.nbytes), array.dtype, origin)
+        pointer = _pointer(array)
+        _BY_POINTER[pointer] = (_ref(_owner(array), _BY_POINTER, pointer), int(array.nbytes), array.dtype, origin)
+
+
+def _ref(array: np.ndarray, table: dict, ident: int):
+    """A weakref to `array` that drops `table[ident]` when `array` dies (unless the entry was replaced)."""
+    def drop(ref):
+        entry = table.get(ident)
+        if entry is not None and entry[0] is ref:
+            del table[ident]
+
+    return weakref.ref(array, drop)
 
 
 def _owner(array: np.ndarray) -> np.ndarray:
