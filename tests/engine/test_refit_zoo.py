@@ -104,3 +104,17 @@ def test_tensorrt_rtx_accepts_every_name_of_the_zoo_builders(model):
     theirs = weight_sources(defined.network)
     assert theirs == ours and {k for s in theirs.values() for k in s.keys} == set(wm.used())
     assert defined.network.mark_weights_refittable(next(iter(theirs)))  # a name TensorRT-RTX knows
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model", registry.names())
+def test_every_full_size_zoo_model_names_every_key_it_reads(model):
+    """The full-size networks (defined, not built: their weights are what matters) name every key they read."""
+    from trtbuild.engine.build import define_spec
+    from trtbuild.engine.options import BuildOptions
+    from trtbuild.layers.weight_names import unnamed_tracked_keys, weight_sources
+
+    wm = WeightMap.from_module(registry.get_torch_model(model, seed=0, small=False))
+    network = define_spec(registry.get(model), wm, BuildOptions(small=False, refit="any", progress=False))(trt).network
+    keys = {k for s in weight_sources(network).values() for k in s.keys}
+    assert keys == set(wm.used()) and unnamed_tracked_keys(network) == set()
