@@ -3,8 +3,8 @@ is baked, and an engine built from one model's weights (seed 0) and refit with a
 what an engine built from the other's computes (torch.equal: the reference backend builds and runs
 deterministically, and the refit hands it the values a build would compute from the same keys).
 
-Also: a .wts-built engine refit from a .pt state_dict and the reverse (flat rows against N-D tensors), fp16 builds
-(a key's uses share one converted array, so one name covers them), and TensorRT-RTX accepting every name.
+Also: a .wts-built engine refit from a .pt state_dict and the reverse (flat rows against N-D tensors), fp16 and
+bf16 builds, and TensorRT-RTX accepting every name.
 """
 
 from __future__ import annotations
@@ -79,11 +79,12 @@ def test_a_wts_built_engine_refits_from_a_pt_state_dict_and_the_reverse(tmp_path
     _check_refit(model, paths[0, "pt"], paths[1, "pt"], paths[1, "wts"])
 
 
-@pytest.mark.parametrize("model", ["yolov8n", "crnn"])
-def test_fp16_engines_refit_to_exactly_an_fp16_build_from_the_new_weights(model):
+@pytest.mark.parametrize("model, precision", [("yolov8n", "fp16"), ("crnn", "fp16"), ("vit_tiny", "bf16")])
+def test_fp16_and_bf16_engines_refit_to_exactly_a_build_from_the_new_weights(model, precision):
+    """The refit casts the values as the build did (BF16: the bit patterns rounded to nearest even)."""
     old, new = _torch(model, 0), _torch(model, 1)
     record = _check_refit(model, WeightMap.from_module(old), WeightMap.from_module(new), new.state_dict(),
-                          precision="fp16")
+                          precision=precision)
     assert record.baked == {}
 
 
