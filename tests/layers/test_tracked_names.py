@@ -119,3 +119,23 @@ def test_a_key_named_by_a_fold_and_used_whole_names_the_whole_use_apart():
     engine.refit(new)
     direct = Engine(build_model(_spec(build), WeightMap.from_state_dict(new), trt, progress=False))
     assert torch.equal(engine(_x())["y"], direct(_x())["y"])
+
+
+def test_a_network_function_records_the_keys_its_layers_hold_without_a_name_as_baked():
+    """A plain network function has no WeightMap in the record, but a key its layers hold unchanged and that no
+    name covers (here read again into `w * 2`) is still recorded baked, so a refit changing it is refused."""
+    old, new = _state(0), _state(1)
+    wm = WeightMap.from_state_dict({"w": old["w"], "b": old["b"]})
+
+    def define(network, x):
+        y = conv(network, x, wm.get("w"), wm.get("b"), "whole")
+        return conv(network, y, wm.get("w") * 2, None, "doubled")
+
+    record = RefitRecord.from_dict(_plan(define, refit="any").info.refit)
+    assert list(record.baked) == ["w"] and [s.name for s in record.weights] == ["b"]
+    from trtbuild.engine.refit_record import values_sha256
+
+    assert record.baked["w"] == values_sha256(old["w"])
+    engine = Engine(_plan(define, refit="any"))
+    with pytest.raises(RefitError, match=r"^'w' in the state_dict differs from the build's, but the build baked it"):
+        engine.refit({"w": new["w"], "b": new["b"]})

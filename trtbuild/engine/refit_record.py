@@ -37,12 +37,17 @@ class RefitRecord:
     @classmethod
     def of_build(cls, options, network, weights=None) -> "RefitRecord | None":
         """The record of a build with BuildOptions `options` of `network` read from WeightMap `weights` (None
-        for a plain network function); None when the build is not refittable."""
+        for a plain network function, whose baked keys are only those its layers hold unchanged without a name:
+        which keys it read into computed weights is not known); None when the build is not refittable."""
         if options.refit == "off":
             return None
         sources = tuple(weight_sources(network).values())
-        named = {k for s in sources for k in s.keys} - unnamed_tracked_keys(network)
-        baked = {} if weights is None else {k: values_sha256(weights.raw(k)) for k in weights.used() if k not in named}
+        unnamed = unnamed_tracked_keys(network)
+        named = {k for s in sources for k in s.keys} - set(unnamed)
+        if weights is not None:
+            baked = {k: values_sha256(weights.raw(k)) for k in weights.used() if k not in named}
+        else:  # a network function: the keys its layers hold unchanged but no name covers
+            baked = {k: values_sha256(v) for k, v in unnamed.items() if v is not None}
         built = {}
         if options.refit == "identical" and weights is not None:
             from trtbuild.layers.weight_names import source_values

@@ -182,12 +182,13 @@ def name_tracked_weights(network) -> list[str]:
     return named
 
 
-def unnamed_tracked_keys(network) -> set[str]:
-    """The keys whose values `network`'s layers hold unchanged but that :func:`name_tracked_weights` left
-    unnamed: baked, even where a named fold also reads them (RefitRecord lists them, so a refit changing them is
-    refused instead of leaving these uses stale)."""
+def unnamed_tracked_keys(network) -> dict[str, np.ndarray | None]:
+    """{key: its stored values (None once its WeightMap is gone)} of the keys whose values `network`'s layers
+    hold unchanged but that :func:`name_tracked_weights` left unnamed: baked, even where a named fold also reads
+    them (RefitRecord lists them, so a refit changing them is refused instead of leaving these uses stale)."""
     name_tracked_weights(network)
-    return set(_LEFT.get(id(network), ()))
+    tracked = tracked_keys(network)
+    return {k: tracked[k].origin.values() for k in sorted(_LEFT.get(id(network), ()))}
 
 
 def bn_sources(prefix: str, eps: float, channels: int) -> dict[str, WeightSource]:

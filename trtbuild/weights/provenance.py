@@ -35,6 +35,11 @@ class Origin:
     read_shape: tuple[int, ...] | None = None
     reads: int = 0
     uses: int = 0
+    stored: object = None  # a weakref to the stored array (its values, for a RefitRecord's baked keys)
+
+    def values(self) -> np.ndarray | None:
+        """The stored values, while the WeightMap holding them lives; else None."""
+        return None if self.stored is None else self.stored()
 
 
 #: data pointer -> (weakref to the registered array, nbytes, dtype, Origin)
@@ -63,8 +68,9 @@ def track(array: np.ndarray, key: str, stored: np.ndarray | None = None, read_sh
     stored = array if stored is None else stored
     entry = _live(_BY_STORED, id(stored))
     if entry is None or entry[1].key != key:
-        origin = Origin(key, tuple(int(d) for d in np.shape(stored)))
-        _BY_STORED[id(stored)] = (_ref(stored, _BY_STORED, id(stored)), origin)
+        ref = _ref(stored, _BY_STORED, id(stored))
+        origin = Origin(key, tuple(int(d) for d in np.shape(stored)), stored=ref)
+        _BY_STORED[id(stored)] = (ref, origin)
     else:
         origin = entry[1]
     if origin.read_shape is None and read_shape is not None:
