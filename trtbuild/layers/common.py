@@ -87,24 +87,28 @@ def weights(network, tensor, array) -> np.ndarray:
     return typed_array(network, np_dtype(network, tensor), array)
 
 
-def typed_array(network, target, array) -> np.ndarray:
+def typed_array(network, target, array, overflow_ok: bool = False) -> np.ndarray:
     """`array` in numpy type `target` (float32 or float16), read-only and kept alive with the network: what
     :func:`weights` makes for a tensor's type; a key's values are converted once per network (see there).
-    Values beyond float16's range become inf (naive fp16 builds may overflow on purpose)."""
+    Values beyond float16's range become inf, silently with `overflow_ok` (naive fp16 builds overflow on
+    purpose), else with numpy's overflow warning."""
     arr = np.asarray(array)
     target = np.dtype(target)
     origin = origin_of(arr)
     if origin is not None:
         return _tracked(network, origin, arr, target.name,
-                        lambda: arr if arr.dtype == target else _converted(arr, target)).reshape(arr.shape)
+                        lambda: arr if arr.dtype == target else _converted(arr, target, overflow_ok)
+                        ).reshape(arr.shape)
     if arr.dtype != target:
-        arr = _converted(arr, target)
+        arr = _converted(arr, target, overflow_ok)
     view = np.ascontiguousarray(arr).view()
     view.flags.writeable = False
     return keep_alive(network, view)
 
 
-def _converted(arr: np.ndarray, target: np.dtype) -> np.ndarray:
+def _converted(arr: np.ndarray, target: np.dtype, overflow_ok: bool) -> np.ndarray:
+    if not overflow_ok:
+        return np.asarray(arr, dtype=np.float64).astype(target)
     with np.errstate(over="ignore"):
         return np.asarray(arr, dtype=np.float64).astype(target)
 

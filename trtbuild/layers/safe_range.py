@@ -146,7 +146,7 @@ def _typed_array(network, like, array) -> np.ndarray:
     float64 copy, keep their key (trtbuild.layers.common.typed_array), so their weights are named after it."""
     trt = trt_of(network)
     np_type = np.float16 if like.dtype == trt.DataType.HALF else np.float32
-    return typed_array(network, np_type, array)
+    return typed_array(network, np_type, array, overflow_ok=True)
 
 
 def const(network, array, like, name: str):
