@@ -150,7 +150,9 @@ def name_tracked_weights(network) -> list[str]:
     A key that a named fold also reads (a Conv+BN kernel is named after the conv's weight key) and whose values
     are used whole names that use ``<key>/copy`` (explicit names keep priority); its reads beyond the whole uses
     are taken to be the fold's, so such a key must not also go into an unnamed computed weight. Keys left
-    unnamed are baked (:func:`unnamed_tracked_keys`), also where a named fold reads them."""
+    unnamed are baked (:func:`unnamed_tracked_keys`), also where a named fold reads them. Reads and uses are
+    counted per stored tensor over every network defined from the same WeightMap (a cross-check defines the same
+    network twice, which keeps their ratio), so two different definitions from one WeightMap share the counts."""
     tracked = tracked_keys(network)
     if not tracked:
         return []
