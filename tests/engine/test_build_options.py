@@ -139,8 +139,9 @@ def test_keyword_arguments_and_options_build_the_same_plan_and_sidecar():
 def test_a_spec_is_built_the_same_by_keywords_and_options_as_by_the_trtbuild_before_them(tmp_path):
     """The sidecar of the same build as OLD_SIDECAR's, made today with a BuildOptions and with build_plan's
     keyword arguments, equals the old one key by key (in the same order), the creation time and the
-    engine's checksum aside (the reference plan format has changed since); the two engines of today
-    are the same bytes (the reference plan is deterministic)."""
+    engine's checksum and size aside (the reference plan format has changed since, and the plan now holds the
+    names of alexnet's weights, trtbuild.layers.weight_names); the two engines of today are the same bytes (the
+    reference plan is deterministic)."""
     old = json.loads(OLD_SIDECAR.read_text())
     weights = tmp_path / "alexnet-small.wts"
     export_seeded_weights("alexnet", weights, seed=0, small=True)
@@ -152,7 +153,7 @@ def test_a_spec_is_built_the_same_by_keywords_and_options_as_by_the_trtbuild_bef
         new = json.loads(sidecar_path(p).read_text())
         assert list(new) == list(old)
         differ = {k for k in old if new[k] != old[k]}
-        assert differ <= {"created", "weights", "engine_sha256"} and "weights" in differ, differ
+        assert differ <= {"created", "weights", "engine_sha256", "engine_bytes"} and "weights" in differ, differ
         assert new["weights"]["sha256"] == old["weights"]["sha256"]
         assert new["engine_sha256"] == hashlib.sha256(p.read_bytes()).hexdigest()
     assert path.read_bytes() == path_k.read_bytes()

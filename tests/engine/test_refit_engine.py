@@ -110,14 +110,39 @@ def test_refusals_name_the_key_and_leave_the_engine_as_it_was():
     assert torch.equal(_out(engine, x), before)
 
 
+def _doubled_spec():
+    """A model whose first conv kernel is computed from its key (baked) and whose second is the key's values."""
+    from trtbuild.layers.basic import conv
+    from trtbuild.models.registry import ModelSpec
+
+    def build(network, wm, x):
+        y = conv(network, x, wm.get("a.weight") * 2, None, "a")
+        return {"y": conv(network, y, wm.get("b.weight"), wm.get("b.bias"), "b")}
+
+    return ModelSpec("doubled", "a computed kernel", None, build, lambda small: (1, 2, 5, 5), ["y"])
+
+
+def _doubled_state(seed: int) -> dict:
+    g = torch.Generator().manual_seed(seed)
+    return {"a.weight": torch.randn(3, 2, 3, 3, generator=g), "b.weight": torch.randn(4, 3, 1, 1, generator=g),
+            "b.bias": torch.randn(4, generator=g)}
+
+
 def test_a_changed_baked_in_weight_is_refused_and_the_same_one_accepted():
-    old, new = _torch("alexnet", 0), _torch("alexnet", 1)  # alexnet's builder names none of its weights
-    engine = _engine("alexnet", old, refit="any")
-    with pytest.raises(RefitError, match=r"^'features.0.weight' in the state_dict differs from the build's, but the "
+    spec, old, new = _doubled_spec(), _doubled_state(0), _doubled_state(1)
+    plan = build_model(spec, WeightMap.from_state_dict(old), trt, progress=False, refit="any")
+    record = RefitRecord.from_dict(plan.info.refit)
+    assert set(record.baked) == {"a.weight"} and {s.name for s in record.weights} == {"b.weight", "b.bias"}
+    engine = Engine(plan)
+    with pytest.raises(RefitError, match=r"^'a.weight' in the state_dict differs from the build's, but the "
                                          r"build baked it into the engine \(no named weight comes from it\), so a "
                                          r"refit cannot change it: rebuild the engine$"):
-        engine.refit(new.state_dict())
-    engine.refit(old.state_dict())  # the build's own values: nothing to change
+        engine.refit(new)
+    x = torch.rand(1, 2, 5, 5, generator=torch.Generator().manual_seed(3))
+    engine.refit({**new, "a.weight": old["a.weight"]})  # the build's own values of the baked key: accepted
+    direct = Engine(build_model(spec, WeightMap.from_state_dict({**new, "a.weight": old["a.weight"]}), trt,
+                                progress=False))
+    assert torch.equal(_out(engine, x), _out(direct, x))
 
 
 def test_an_engine_built_without_refit_is_refused():

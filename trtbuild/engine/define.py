@@ -15,6 +15,7 @@ from typing import Callable, Mapping
 
 from trtbuild.backend import backend_name
 from trtbuild.layers.common import out
+from trtbuild.layers.weight_names import name_tracked_weights
 
 from .debug_marks import mark_debug_tensors
 from .errors import BuildError
@@ -217,6 +218,7 @@ def _definition(define, options: BuildOptions, input_name, input_shape, model_na
         debug = _named_tensors(network, by_name, options.debug_tensors, "debug tensors")
         _finish_outputs(trt, network, dict(outputs), options.fp32_io and input_shape is not None, extra)
         mark_debug_tensors(trt, network, debug, options.debug_unfused)
+        name_tracked_weights(network)  # every weight holding a state_dict key's values, named after the key
         errors = [e for e in logger.errors if not _NO_GPU_NOISE.search(e)]
         if errors:  # TensorRT logs many API misuses (a duplicate tensor name...) and carries on
             raise BuildError(f"{backend_name(trt)} reported errors while network '{network.name}' was defined: "

@@ -59,12 +59,22 @@ def refit_record(engine) -> RefitRecord:
     return RefitRecord.from_dict(data, f"the sidecar of {engine.name}")
 
 
-def _numpy_dtype(trt, dtype, name: str):
+def _typed_weights(trt, dtype, value: np.ndarray, name: str, keep: list):
+    """trt.Weights of `value` in the engine weights' type (FLOAT, HALF, or BF16 bit patterns rounded to nearest
+    even, as trtbuild.layers.common.trt_weights made them for the build); the arrays are appended to `keep`."""
+    flat = value.reshape(-1)
     for kind, np_type in (("FLOAT", np.float32), ("HALF", np.float16)):
         if dtype == getattr(trt.DataType, kind):
-            return np_type
-    raise RefitError(f"engine weights '{name}' have type {getattr(dtype, 'name', dtype)}; trtbuild refits FLOAT "
-                     "and HALF weights only")
+            keep.append(np.ascontiguousarray(flat, dtype=np_type))
+            return trt.Weights(keep[-1])
+    if dtype == trt.DataType.BF16:
+        import torch
+
+        f32 = torch.from_numpy(np.ascontiguousarray(flat, dtype=np.float32))
+        keep.append(np.ascontiguousarray(f32.to(torch.bfloat16).view(torch.int16).numpy()))
+        return trt.Weights(trt.DataType.BF16, keep[-1].ctypes.data, keep[-1].size)
+    raise RefitError(f"engine weights '{name}' have type {getattr(dtype, 'name', dtype)}; trtbuild refits FLOAT, "
+                     "HALF and BF16 weights only")
 
 
 def refit_values(record: RefitRecord, state: Mapping, source: str = "the new weights") -> dict[str, np.ndarray]:
@@ -111,21 +121,21 @@ def refit_engine(engine, weights) -> None:
     logger = engine.logger
     logger.clear()
     refitter = trt.Refitter(icuda, logger)
+    keep: list = []
     for name, value in values.items():
         proto = refitter.get_weights_prototype(name)
         if proto.size < 0:
             raise RefitError(f"engine {engine.name} has no refittable weights named '{name}' (its sidecar names them)")
         if value.size != proto.size:
             raise RefitError(f"engine weights '{name}' hold {proto.size} values, but {source} give {value.size}")
-        array = np.ascontiguousarray(value.reshape(-1), dtype=_numpy_dtype(trt, proto.dtype, name))
-        if not refitter.set_named_weights(name, trt.Weights(array)):
+        if not refitter.set_named_weights(name, _typed_weights(trt, proto.dtype, value, name, keep)):
             raise RefitError(f"{engine.backend} refused weights '{name}': {logger.error_text()}")
     missing = [n or "(unnamed)" for n in refitter.get_missing_weights()]
     if missing:
         raise RefitError(f"engine {engine.name} still lacks weights {missing} that no state_dict key provides")
     if not refitter.refit_cuda_engine():
         raise RefitError(f"{engine.backend} failed to refit {engine.name}: {logger.error_text()}")
-    engine._refit_keep = [values]  # real TensorRT may read host weights until the refit is done
+    engine._refit_keep = [values, keep]  # real TensorRT may read host weights until the refit is done
     if record.stripped:  # the engine has its weights now
         engine.sidecar = _sidecar_with(engine.sidecar, record)
 

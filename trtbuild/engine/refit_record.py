@@ -1,7 +1,8 @@
 """What the sidecar records of a refittable build (BuildInfo.refit), so that an engine file can be refit from
 a state_dict long after it was built: the refit mode, whether the plan is weight-stripped, every named weight
 with the state_dict keys it is computed from and how (trtbuild.layers.weight_names.WeightSource: a copy, a
-Conv+BN fold, a RepVGG fusion), and the keys the build read into weights it did not name ("baked": those
+Conv+BN fold, a BatchNorm scale/shift, a sum, a RepVGG fusion), and the keys the build read into weights it did
+not name, or whose uses one name could not cover (weight_names.unnamed_tracked_keys) ("baked": those
 values are part of the engine and no refit can change them; each is recorded with the sha256 of its float32
 values, so that a refit can tell new values from the build's without the build's weight file).
 """
@@ -13,7 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from trtbuild.layers.weight_names import WeightSource, weight_sources
+from trtbuild.layers.weight_names import WeightSource, unnamed_tracked_keys, weight_sources
 
 from .options import REFIT_FLAGS
 
@@ -36,12 +37,17 @@ class RefitRecord:
     @classmethod
     def of_build(cls, options, network, weights=None) -> "RefitRecord | None":
         """The record of a build with BuildOptions `options` of `network` read from WeightMap `weights` (None
-        for a plain network function); None when the build is not refittable."""
+        for a plain network function, whose baked keys are only those its layers hold unchanged without a name:
+        which keys it read into computed weights is not known); None when the build is not refittable."""
         if options.refit == "off":
             return None
         sources = tuple(weight_sources(network).values())
-        named = {k for s in sources for k in s.keys}
-        baked = {} if weights is None else {k: values_sha256(weights.raw(k)) for k in weights.used() if k not in named}
+        unnamed = unnamed_tracked_keys(network)
+        named = {k for s in sources for k in s.keys} - set(unnamed)
+        if weights is not None:
+            baked = {k: values_sha256(weights.raw(k)) for k in weights.used() if k not in named}
+        else:  # a network function: the keys its layers hold unchanged but no name covers
+            baked = {k: values_sha256(v) for k, v in unnamed.items() if v is not None}
         built = {}
         if options.refit == "identical" and weights is not None:
             from trtbuild.layers.weight_names import source_values

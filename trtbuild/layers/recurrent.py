@@ -30,8 +30,10 @@ import numpy as np
 
 from trtbuild.backend import trt_of
 from trtbuild.weights import WeightMap
+from trtbuild.weights.provenance import key_of
 
 from .common import BuilderError, constant, named, out
+from .weight_names import name_new_weights, sum_source
 
 __all__ = ["lstm", "read_lstm", "LSTMDirection", "GATES"]
 
@@ -42,12 +44,15 @@ GATES = ("i", "f", "g", "o")
 @dataclass(frozen=True)
 class LSTMDirection:
     """One direction of one nn.LSTM layer: ``w_ih`` (4H, I), ``w_hh`` (4H, H), ``bias`` (4H,) = b_ih + b_hh (or
-    None for ``bias=False``); ``suffix`` is ``l{k}`` or ``l{k}_reverse``."""
+    None for ``bias=False``); ``suffix`` is ``l{k}`` or ``l{k}_reverse``. ``bias_keys``: the state_dict keys of
+    b_ih and b_hh where they were read from a WeightMap, so that the summed bias is named and refittable (the
+    weights, used whole, are named after their keys anyway: trtbuild.layers.weight_names)."""
 
     suffix: str
     w_ih: np.ndarray
     w_hh: np.ndarray
     bias: np.ndarray | None
+    bias_keys: tuple[str, str] | None = None
 
     @property
     def hidden(self) -> int:
@@ -92,10 +97,12 @@ def read_lstm(weights: WeightMap | Mapping, prefix: str = "", name: str = "lstm"
                 raise BuilderError(f"layer '{name}': weight_ih_{sfx} has shape {wm.shape_of(f'weight_ih_{sfx}')}; "
                                    f"expected ({4 * h}, input size)")
             w_ih = wm.get(f"weight_ih_{sfx}", (4 * h, ih_size // (4 * h)))
-            has_bias = wm.has(f"bias_ih_{sfx}")
-            bias = (wm.get(f"bias_ih_{sfx}", (4 * h,)).astype(np.float64)
-                    + wm.get(f"bias_hh_{sfx}", (4 * h,))) if has_bias else None
-            dirs.append(LSTMDirection(sfx, w_ih, wm.get(f"weight_hh_{sfx}", (4 * h, h)), bias))
+            bias = keys = None
+            if wm.has(f"bias_ih_{sfx}"):
+                b_ih, b_hh = wm.get(f"bias_ih_{sfx}", (4 * h,)), wm.get(f"bias_hh_{sfx}", (4 * h,))
+                bias, keys = b_ih.astype(np.float64) + b_hh, (key_of(b_ih), key_of(b_hh))
+            dirs.append(LSTMDirection(sfx, w_ih, wm.get(f"weight_hh_{sfx}", (4 * h, h)), bias,
+                                      None if keys is None or None in keys else keys))
         layers.append(dirs)
         k += 1
     return layers
@@ -139,8 +146,11 @@ def _direction(network, x, d: LSTMDirection, name: str, time_axis: int):
                                                     f"{p}/weight_ih"),
                                            trt.MatrixOperation.TRANSPOSE), f"{p}/input_proj")
     if d.bias is not None:
+        first = network.num_layers
         proj = out(network.add_elementwise(proj, constant(network, d.bias.reshape(lead + (1, -1)), x, f"{p}/bias"),
                                            ew.SUM), f"{p}/input_proj_bias")
+        if d.bias_keys is not None:
+            name_new_weights(network, first, "CONSTANT", {"/bias": sum_source(d.bias_keys, d.bias.size)})
     # every constant before the loop: the body is the layers between its boundary layers
     count = out(network.add_constant((), trt.Weights(np.array(steps, dtype=np.int32))), f"{p}/steps")
     h0 = c0 = _zero_state(network, x, 1 - time_axis, hdim, p)

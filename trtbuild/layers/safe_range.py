@@ -25,7 +25,9 @@ import numpy as np
 
 from trtbuild.backend import trt_of
 
-from .common import BuilderError, keep_alive, named, out
+from trtbuild.weights.provenance import alias
+
+from .common import BuilderError, named, out, typed_array
 
 FP16_MAX = 65504.0
 FP16_MIN_NORMAL = 2.0 ** -14
@@ -91,6 +93,8 @@ def vector(values, n: int, what: str, name: str, default: float | None = None) -
             raise BuilderError(f"layer '{name}': {what} is required")
         return np.full(n, float(default))
     arr = np.asarray(values.detach().cpu().numpy() if hasattr(values, "detach") else values, dtype=np.float64)
+    if isinstance(values, np.ndarray):  # a float64 copy holds a key's float32 values exactly: it keeps the key
+        alias(arr, values)
     if arr.ndim == 0:
         raise BuilderError(f"layer '{name}': {what} must hold {n} values (one per channel), got a scalar")
     arr = arr.reshape(-1)
@@ -137,11 +141,12 @@ def restore(network, y, dtype, name: str):
 
 
 def _typed_array(network, like, array) -> np.ndarray:
+    """`array` in `like`'s numpy type (HALF: float16, else float32), kept alive with the network; naive fp16
+    builds may overflow on purpose (safe ones check first). A state_dict key's values, also as :func:`vector`'s
+    float64 copy, keep their key (trtbuild.layers.common.typed_array), so their weights are named after it."""
     trt = trt_of(network)
     np_type = np.float16 if like.dtype == trt.DataType.HALF else np.float32
-    with np.errstate(over="ignore"):  # naive fp16 builds may overflow on purpose; safe ones check first
-        arr = np.asarray(array, dtype=np.float64).astype(np_type)
-    return keep_alive(network, np.ascontiguousarray(arr))
+    return typed_array(network, np_type, array, overflow_ok=True)
 
 
 def const(network, array, like, name: str):

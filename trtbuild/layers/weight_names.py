@@ -1,13 +1,24 @@
 """Weights named after the PyTorch state_dict keys they come from, so that an engine can be refit from a state_dict.
 
 A refitter finds weights by the name INetworkDefinition.set_weights_name gave them (every backend has it: TensorRT
-10/11, TensorRT-RTX and the reference). Builders that know which state_dict keys a layer's weights come from name
-them here, and record how each named weight is computed from its keys in a WeightSource: a copy (reshaped, cast)
-of one key, or a Conv+BatchNorm fold of the conv's and the BN's keys, which a refit must fold again.
+10/11, TensorRT-RTX and the reference). Each named weight is recorded with how it is computed from its keys in a
+WeightSource: a copy (reshaped, cast) of one key, a Conv+BatchNorm fold of the conv's and the BN's keys, a
+standalone BatchNorm as a scale layer's scale and shift, or a fused RepVGG block, which a refit computes again.
+
+Two ways weights get names:
+- every weight that holds a key's values unchanged (a conv kernel, a linear weight, a LayerNorm gamma, a position
+  embedding: whatever a builder read whole with WeightMap.get and handed to a layer, reshaped or cast) is named
+  after the key generically, once the network is defined (:func:`name_tracked_weights`; the values are followed
+  by memory identity, trtbuild.weights.provenance), in any network function built with trtbuild.layers;
+- builders that compute weights from keys (folds) name them explicitly (:func:`name_new_weights` with
+  :func:`conv_bn_sources`, :func:`bn_sources`, :func:`repvgg_sources`); computed arrays are never tracked, so
+  explicit names keep priority.
 
 Names: a weight that is one key's values takes that key ("fc.weight"); a folded conv kernel takes the conv's
 weight key ("layer1.0.conv1.weight") and the folded bias the BN's bias key ("layer1.0.bn1.bias"), as the values
-that refit changes most directly, and both list every key they are computed from.
+that refit changes most directly, and both list every key they are computed from. Weights computed from keys that
+no builder names (a slice of a key, an LSTM's summed biases...) stay baked: RefitRecord lists their keys, and a
+refit that changes them is refused.
 """
 
 from __future__ import annotations
@@ -18,12 +29,13 @@ import numpy as np
 
 from trtbuild.backend import trt_of
 
-from .common import network_store
+from .common import network_store, tracked_keys
 
 #: how a named weight is computed from its keys
 COPY, CONV_BN_WEIGHT, CONV_BN_BIAS = "copy", "conv_bn_weight", "conv_bn_bias"
 REPVGG_WEIGHT, REPVGG_BIAS = "repvgg_weight", "repvgg_bias"
-FOLDS = (COPY, CONV_BN_WEIGHT, CONV_BN_BIAS, REPVGG_WEIGHT, REPVGG_BIAS)
+BN_SCALE, BN_SHIFT, SUM = "bn_scale", "bn_shift", "sum"
+FOLDS = (COPY, CONV_BN_WEIGHT, CONV_BN_BIAS, REPVGG_WEIGHT, REPVGG_BIAS, BN_SCALE, BN_SHIFT, SUM)
 
 
 @dataclass(frozen=True)
@@ -32,7 +44,10 @@ class WeightSource:
 
     ``keys``: the state_dict keys they are computed from (for a fold: the conv's weight and, where it has one,
     bias, then the BN's weight, bias, running_mean and running_var); ``fold``: COPY (``keys[0]`` reshaped and cast
-    to the network's type), CONV_BN_WEIGHT / CONV_BN_BIAS (trtbuild.reparam.fold_conv_bn with ``eps``) or
+    to the network's type), CONV_BN_WEIGHT / CONV_BN_BIAS (trtbuild.reparam.fold_conv_bn with ``eps``),
+    BN_SCALE / BN_SHIFT (a BatchNorm's weight, bias, running_mean and running_var as a scale layer's scale and
+    shift, trtbuild.reparam.bn_to_scale_shift with ``eps``), SUM (the keys added in float64: an LSTM's
+    b_ih + b_hh) or
     REPVGG_WEIGHT / REPVGG_BIAS (trtbuild.reparam.fuse_repvgg_block of a training-form block: the dense conv and
     BN keys, then the 1x1 conv and BN keys and the identity BN keys where the block has them, with ``groups``).
     ``shapes``: the shape each key is read with (a fold needs them; .wts files store tensors flat), or None."""
@@ -75,7 +90,9 @@ _SOURCES: dict[int, dict[str, WeightSource]] = {}
 
 
 def weight_sources(network) -> dict[str, WeightSource]:
-    """{weights name: WeightSource} of every weight the builders named in `network` (empty if none)."""
+    """{weights name: WeightSource} of every weight the builders named in `network` (empty if none), the
+    weights that hold a state_dict key's values unchanged included (:func:`name_tracked_weights` runs first)."""
+    name_tracked_weights(network)
     return dict(_SOURCES.get(id(network), {}))
 
 
@@ -85,14 +102,16 @@ def _record(network, source: WeightSource) -> None:
 
 def name_new_weights(network, first_layer: int, layer_type: str, sources: dict[str, WeightSource]) -> None:
     """Name the weights of the layers added since layer index `first_layer`: for the layer(s) of `layer_type`
-    (a LayerType name: "CONVOLUTION", "CONSTANT"), `sources` maps an attribute ("kernel", "bias") or, for
-    constants, the end of the layer's name ("/weight", "/bias") to its WeightSource.
+    (a LayerType name: "CONVOLUTION", "DECONVOLUTION", "SCALE", "CONSTANT"), `sources` maps an attribute
+    ("kernel", "bias"; "scale", "shift") or, for constants, the end of the layer's name ("/weight", "/bias") to
+    its WeightSource.
 
     Weights a layer does not hold (a quantized convolution reads its kernel from a tensor) are left unnamed, and
     so are weights the backend refuses to name (its logger says why); only the named ones are recorded."""
     trt = trt_of(network)
     ltype = getattr(trt.LayerType, layer_type)
-    cls = {"CONVOLUTION": trt.IConvolutionLayer, "CONSTANT": trt.IConstantLayer}[layer_type]
+    cls = {"CONVOLUTION": trt.IConvolutionLayer, "DECONVOLUTION": trt.IDeconvolutionLayer,
+           "SCALE": trt.IScaleLayer, "CONSTANT": trt.IConstantLayer}[layer_type]
     for index in range(first_layer, network.num_layers):
         layer = network.get_layer(index)
         if layer.type != ltype:
@@ -108,6 +127,80 @@ def name_new_weights(network, first_layer: int, layer_type: str, sources: dict[s
 
 
 _BN_KEYS = ("weight", "bias", "running_mean", "running_var")
+
+#: network id -> the tracked keys name_tracked_weights has decided on (named or left baked); those left baked
+_DECIDED: dict[int, set] = {}
+_LEFT: dict[int, set] = {}
+
+
+def name_tracked_weights(network) -> list[str]:
+    """Name after its state_dict key every weight of `network` that holds a key's values unchanged (the whole
+    tensor a builder read with WeightMap.get, reshaped or converted to the layer's type: trtbuild.weights.
+    provenance and trtbuild.layers.common.weights), recording each as a COPY of the key; returns the keys named.
+    Runs once the network is defined (trtbuild.engine.define) and from :func:`weight_sources`; a key is decided
+    once, so call it after the last layer (later uses of a named key share its memory and so its name).
+
+    TensorRT names memory (every use of the same values pointer, count and type takes the name), so a key is
+    named only where its name covers all its uses, and is left baked (no refit can change it) where
+    - it was read more often than used whole: some read went into a computed weight (``w * 2``, a slice, a
+      transpose, a fold nobody named), which a refit of the named use alone would leave stale. The count cannot
+      see one read that is both used whole and computed from (``w`` for one layer and ``w * 2`` from the same
+      array for another): such a builder must name its computed weight with an explicit WeightSource;
+    - its uses hold different memory (the key in two float types in one network, or from two WeightMaps).
+    A key that a named fold also reads (a Conv+BN kernel is named after the conv's weight key) and whose values
+    are used whole names that use ``<key>/copy`` (explicit names keep priority); its reads beyond the whole uses
+    are taken to be the fold's, so such a key must not also go into an unnamed computed weight. Keys left
+    unnamed are baked (:func:`unnamed_tracked_keys`), also where a named fold reads them. Reads and uses are
+    counted per stored tensor over every network defined from the same WeightMap (a cross-check defines the same
+    network twice, which keeps their ratio), so two different definitions from one WeightMap share the counts."""
+    tracked = tracked_keys(network)
+    if not tracked:
+        return []
+    trt = trt_of(network)
+    decided = network_store(_DECIDED, network, set)
+    sources = _SOURCES.get(id(network), {})
+    named = []
+    left = network_store(_LEFT, network, set)
+    folded = {k for s in sources.values() if s.fold != COPY for k in s.keys}
+    for key, t in tracked.items():
+        if key in decided:
+            continue
+        decided.add(key)
+        name = key
+        if key in sources and sources[key].keys == (key,) and sources[key].fold == COPY:
+            continue  # an explicit name of these very values (planned_linear's weight_keys)
+        if key in sources:
+            name = f"{key}/copy"
+        if t.mixed or len(t.held) != 1 or (t.origin.uses < t.origin.reads and key not in folded):
+            left.add(key)
+            continue
+        (held,) = t.held.values()
+        w = held if isinstance(held, trt.Weights) else trt.Weights(held)
+        if network.set_weights_name(w, name):
+            _record(network, WeightSource(name, (key,), COPY, shapes=(t.shape,)))
+            named.append(key)
+        else:
+            left.add(key)
+    return named
+
+
+def unnamed_tracked_keys(network) -> dict[str, np.ndarray | None]:
+    """{key: its stored values (None once its WeightMap is gone)} of the keys whose values `network`'s layers
+    hold unchanged but that :func:`name_tracked_weights` left unnamed: baked, even where a named fold also reads
+    them (RefitRecord lists them, so a refit changing them is refused instead of leaving these uses stale)."""
+    name_tracked_weights(network)
+    tracked = tracked_keys(network)
+    return {k: tracked[k].origin.values() for k in sorted(_LEFT.get(id(network), ()))}
+
+
+def bn_sources(prefix: str, eps: float, channels: int) -> dict[str, WeightSource]:
+    """The sources of an eval-mode BatchNorm ``prefix`` folded into a CHANNEL scale layer (trtbuild.layers.
+    batchnorm): its scale ``weight / sqrt(running_var + eps)`` is named after the BN's weight key, its shift
+    ``bias - running_mean * scale`` after its bias key (trtbuild.reparam.bn_to_scale_shift)."""
+    keys = tuple(f"{prefix}.{k}" for k in _BN_KEYS)
+    shapes = ((int(channels),),) * 4
+    return {"scale": WeightSource(f"{prefix}.weight", keys, BN_SCALE, eps, shapes),
+            "shift": WeightSource(f"{prefix}.bias", keys, BN_SHIFT, eps, shapes)}
 
 
 def conv_bn_sources(wm, conv_prefix: str, bn_prefix: str, eps: float,
@@ -150,6 +243,12 @@ def linear_sources(weight_key: str, bias_key: str | None) -> dict[str, WeightSou
     return out
 
 
+def sum_source(keys: tuple[str, ...], size: int) -> WeightSource:
+    """The source of a weight that is the sum of `keys` (each of `size` values, added in float64), named after
+    the first: an LSTM's input-projection bias b_ih + b_hh (trtbuild.layers.recurrent)."""
+    return WeightSource(keys[0], tuple(keys), SUM, shapes=((int(size),),) * len(keys))
+
+
 def source_values(source: WeightSource, state) -> np.ndarray:
     """The float32 values of a named weight computed from `state` (a state_dict or {key: array}) as the build
     computed them: what a Refitter is given to refit the weight from another state_dict of the same model.
@@ -165,6 +264,13 @@ def source_values(source: WeightSource, state) -> np.ndarray:
         return arrays[0].astype(np.float32)
     if source.fold in (REPVGG_WEIGHT, REPVGG_BIAS):
         return _repvgg(source, arrays)
+    if source.fold == SUM:
+        return np.sum(arrays, axis=0).astype(np.float32)
+    if source.fold in (BN_SCALE, BN_SHIFT):
+        from trtbuild.reparam import bn_to_scale_shift
+
+        scale, shift = bn_to_scale_shift(*arrays, source.eps, name=source.name)
+        return scale if source.fold == BN_SCALE else shift
     from trtbuild.reparam import fold_conv_bn
 
     conv = arrays[:-4]

@@ -34,6 +34,7 @@ from trtbuild.layers.batchnorm import batchnorm
 from trtbuild.layers.common import BuilderError
 from trtbuild.layers.involution import IMPLS, involution_block, load_plugin_library, resolve_impl
 from trtbuild.layers.planned import planned, planned_add, planned_conv_bn, planned_linear
+from trtbuild.layers.weight_names import bn_sources, name_new_weights
 from trtbuild.models import pytorch as tm
 from trtbuild.models.pytorch import rednet as trn
 
@@ -52,7 +53,10 @@ def _bn(network, x, wm, prefix: str, name: str):
     """Eval-mode BatchNorm ``prefix`` as a scale layer; output tensor ``name``."""
     c = int(x.shape[1])
     p = [wm.get(f"{prefix}.{k}", (c,)) for k in ("weight", "bias", "running_mean", "running_var")]
-    return batchnorm(network, x, *p, BN_EPS, name)
+    first = network.num_layers
+    y = batchnorm(network, x, *p, BN_EPS, name)
+    name_new_weights(network, first, "SCALE", bn_sources(prefix, BN_EPS, c))  # its scale and shift, refittable
+    return y
 
 
 def involution_module(network, x, wm, prefix: str, kernel_size: int, stride: int = 1, impl: str = "auto",

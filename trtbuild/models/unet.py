@@ -27,6 +27,7 @@ Sizes: full = UNet (base 64, depth 4, 2 classes) at 256x256; small = base 8, dep
 
 from __future__ import annotations
 
+import math
 import re
 
 from trtbuild.backend import trt_of
@@ -72,7 +73,7 @@ def _conv_norm_relu(network, x, wm, p: str, i: int, groups: int, quant=None):
     if wm.has(f"{n}.running_mean"):
         y = planned_conv_bn(network, x, wm, c, n, c, quant, padding=1, kernel=(3, 3))
     else:
-        out_ch = int(wm.get(f"{n}.weight").size)
+        out_ch = math.prod(wm.shape_of(f"{n}.weight"))  # not read here: each key is read once, for its layer
         y = planned_conv(network, x, wm.get(f"{c}.weight", (out_ch, int(x.shape[1]), 3, 3)), None, c, quant,
                          padding=1)
         y = group_norm(network, y, groups, wm.get(f"{n}.weight"), wm.get(f"{n}.bias"), GN_EPS, n)

@@ -113,7 +113,7 @@ def build_vit(network, wm, x, quant=None) -> dict:
     quant: a trtbuild.quant.QuantPlan (int8/fp8 Q/DQ or kept layers, trtbuild.layers.planned) or None."""
     if len(tuple(x.shape)) != 4:
         raise BuilderError(f"vit: input '{x.name}' {tuple(x.shape)} must be (N, C, H, W)")
-    dim = int(wm.get("cls_token").size)
+    dim = math.prod(wm.shape_of("cls_token"))  # not read here: each key is read once, for its layer
     if dim % HEAD_DIM:
         raise BuilderError(f"vit: the embedding width {dim} (cls_token) is not a multiple of the head dim {HEAD_DIM}")
     y = _patch_embed(network, x, wm, dim, quant)

@@ -11,6 +11,7 @@ import numpy as np
 
 from .errors import WeightsError
 from .formats import read_weights, write_weights
+from .provenance import track
 from .tensors import check_finite, check_names, contiguous, to_numpy
 
 
@@ -119,7 +120,9 @@ class WeightMap:
         that reads a tensor under another shape on purpose passes the stored shape
         and reshapes it itself).  Float16/64 are converted; integer
         and bool tensors are refused (use ``raw``).  Unless ``copy``, the result
-        may share memory with the map: do not modify it.  Marks ``name`` used.
+        may share memory with the map: do not modify it; it is registered as
+        ``name``'s values (trtbuild.weights.provenance), so that the weights a
+        builder makes of it are named after ``name``.  Marks ``name`` used.
         """
         full = self._full(name)
         stored = self._lookup(full, name)
@@ -132,8 +135,11 @@ class WeightMap:
         if shape is not None:
             out = out.reshape(self._resolve_shape(full, stored, shape))
         out = contiguous(out)
-        if copy and np.shares_memory(out, stored):
+        copied = copy and np.shares_memory(out, stored)
+        if copied:
             out = out.copy()
+        # a copy is the caller's to change, so it is not registered as the key's values (but counts as a read)
+        track(out, full, stored, None if shape is None else out.shape, register=not copied)
         self._used.add(full)
         return out
 

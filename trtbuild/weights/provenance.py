@@ -1,0 +1,130 @@
+"""Which state_dict key an array's values are, so that the builders can name every weight after its key.
+
+WeightMap.get registers the float32 array it returns (``track``); the layer helpers (trtbuild.layers.common)
+ask ``origin_of`` for the arrays a builder hands them, before any conversion, and the weights that hold a key's
+values unchanged are then named after the key (trtbuild.layers.weight_names.name_tracked_weights).
+
+Why memory identity, not values: two keys may hold equal values (zeros, ones), and a value match would name
+one key's weights after another. An array is the key's only when it is C-contiguous and has the data pointer,
+byte count and dtype of a live registered array: a reshape of the whole key matches; a slice, a transposed view
+or any computed array does not. Entries hold a weakref to the registered array, so its memory cannot be reused
+while the entry answers, and a dead weakref answers nothing.
+
+Each key's ``Origin`` counts the reads (WeightMap.get calls) and the whole uses (arrays handed to a layer that
+matched): a key that was read more often than it was used whole also went into a computed weight (``w * 2``,
+a slice), which a refit of the named use alone would leave stale, so the naming leaves such a key baked.
+"""
+
+from __future__ import annotations
+
+import weakref
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["Origin", "track", "alias", "origin_of", "key_of"]
+
+
+@dataclass(eq=False)
+class Origin:
+    """One stored state_dict tensor: its key, the shape it is stored with, the shape a builder first read it
+    with (WeightMap.get's ``shape``; None: as stored), and how often it was read and used whole."""
+
+    key: str
+    stored_shape: tuple[int, ...]
+    read_shape: tuple[int, ...] | None = None
+    reads: int = 0
+    uses: int = 0
+    stored: object = None  # a weakref to the stored array (its values, for a RefitRecord's baked keys)
+
+    def values(self) -> np.ndarray | None:
+        """The stored values, while the WeightMap holding them lives; else None."""
+        return None if self.stored is None else self.stored()
+
+
+#: data pointer -> (weakref to the registered array, nbytes, dtype, Origin)
+_BY_POINTER: dict[int, tuple] = {}
+#: id(stored array) -> (weakref to it, Origin): one Origin per stored tensor, whatever its reads converted
+_BY_STORED: dict[int, tuple] = {}
+
+
+def _pointer(array: np.ndarray) -> int:
+    return int(array.__array_interface__["data"][0])
+
+
+def _live(table: dict, ident: int):
+    entry = table.get(ident)
+    if entry is not None and entry[0]() is None:
+        del table[ident]
+        return None
+    return entry
+
+
+def track(array: np.ndarray, key: str, stored: np.ndarray | None = None, read_shape=None,
+          register: bool = True) -> Origin:
+    """Register `array` (what WeightMap.get returns) as the values of state_dict `key`, read from the stored
+    array `stored` (default `array`) with `read_shape`; one read is counted (also with ``register=False``, for
+    a copy the caller may change, which is counted but not registered). Returns the key's Origin."""
+    stored = array if stored is None else stored
+    entry = _live(_BY_STORED, id(stored))
+    if entry is None or entry[1].key != key:
+        ref = _ref(stored, _BY_STORED, id(stored))
+        origin = Origin(key, tuple(int(d) for d in np.shape(stored)), stored=ref)
+        _BY_STORED[id(stored)] = (ref, origin)
+    else:
+        origin = entry[1]
+    if origin.read_shape is None and read_shape is not None:
+        origin.read_shape = tuple(int(d) for d in read_shape)
+    origin.reads += 1
+    if register:
+        _register(array, origin)
+    return origin
+
+
+def alias(array: np.ndarray, of: np.ndarray) -> np.ndarray:
+    """Register `array`, an exact copy of `of`'s values in another type (a float64 copy of a float32 key),
+    as the same key, when `of` is one; returns `array`."""
+    origin = origin_of(of)
+    if origin is not None:
+        _register(array, origin)
+    return array
+
+
+def _register(array: np.ndarray, origin: Origin) -> None:
+    if array.flags.c_contiguous and array.size:
+        pointer = _pointer(array)
+        _BY_POINTER[pointer] = (_ref(_owner(array), _BY_POINTER, pointer), int(array.nbytes), array.dtype, origin)
+
+
+def _ref(array: np.ndarray, table: dict, ident: int):
+    """A weakref to `array` that drops `table[ident]` when `array` dies (unless the entry was replaced)."""
+    def drop(ref):
+        entry = table.get(ident)
+        if entry is not None and entry[0] is ref:
+            del table[ident]
+
+    return weakref.ref(array, drop)
+
+
+def _owner(array: np.ndarray) -> np.ndarray:
+    """The array that owns `array`'s memory (numpy keeps it alive as long as any view of it lives)."""
+    while isinstance(array.base, np.ndarray):
+        array = array.base
+    return array
+
+
+def origin_of(array) -> Origin | None:
+    """The Origin of the key whose values `array` is, unchanged (see the module doc), else None."""
+    if not isinstance(array, np.ndarray) or not array.flags.c_contiguous or not array.size:
+        return None
+    entry = _live(_BY_POINTER, _pointer(array))
+    if entry is None:
+        return None
+    _, nbytes, dtype, origin = entry
+    return origin if int(array.nbytes) == nbytes and array.dtype == dtype else None
+
+
+def key_of(array) -> str | None:
+    """The state_dict key whose values `array` is, unchanged; None for anything else."""
+    origin = origin_of(array)
+    return None if origin is None else origin.key
