@@ -17,7 +17,7 @@ from .weight_names import NetworkWeightNames
 from .missing_api import TENSORRT_ADD_METHODS, missing_method
 from .network_io import QUANTIZED_INPUT, NetworkIO  # noqa: F401 - QUANTIZED_INPUT: its import path
 from .network_layers import NetworkLayers
-from .network_names import NetworkNames, _name_argument  # noqa: F401 - _name_argument: its import path
+from .network_names import NetworkNames
 from .ops.registry import network_methods
 
 
