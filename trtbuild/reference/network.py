@@ -85,7 +85,7 @@ class INetworkDefinition(NetworkDebugMarks, NetworkWeightNames, NetworkNames, Ne
                 raise NetworkError(f"{e} [inputs: {names}]") from None
         return layer
 
-    # -- layers ---------------------------------------------------------------------------
+    # -- TensorRT methods the reference lacks ----------------------------------------------
     def __getattr__(self, name: str):
         # only reached for names the class lacks: a TensorRT method not implemented here gets one sentence
         if name in TENSORRT_ADD_METHODS:
