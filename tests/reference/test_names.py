@@ -3,7 +3,7 @@
 Each scenario makes the same network-definition calls on a reference network and on a TensorRT-RTX
 network; what both end with (every input's name, every layer's name and its outputs' names, what each
 call returned, the errors logged) must be equal, and equal to the names written by hand from what
-TensorRT-RTX 1.7.1.116 printed when probed. The rules (trtbuild/reference/network.py, "names"):
+TensorRT-RTX 1.7.1.116 printed when probed. The rules (trtbuild/reference/network_names.py):
 automatic layer names count on past renamed layers' names; automatic output names get "_<n>" from one
 counter per network when taken; an explicit name (add_input, a rename) takes an automatic name from its
 holder, which is renamed; a layer rename renames its automatic outputs."""

@@ -52,3 +52,21 @@ def test_a_failed_op_module_import_is_raised_on_every_lookup(monkeypatch):
     for _ in range(2):
         with pytest.raises(ModuleNotFoundError, match="no_such_op_module"):
             registry.op_for(registry.LayerType.CONSTANT)
+
+
+def test_an_op_module_method_that_a_network_mixin_defines_is_refused():
+    """INetworkDefinition is made of mixins; an add_* method both a mixin and an op module define would be
+    silently replaced by the op's, so attaching the op methods refuses it."""
+    from trtbuild.reference.network import _with_layer_methods
+
+    class Mixin:
+        def add_assertion(self):  # an op module (ops/assertion.py) defines it too
+            return "mixin"
+
+    class Network(Mixin):
+        pass
+
+    with pytest.raises(RuntimeError, match=r"INetworkDefinition\.add_assertion is defined by the network and by a "
+                                           r"layer type's module"):
+        _with_layer_methods(Network)
+    assert Network().add_assertion() == "mixin"

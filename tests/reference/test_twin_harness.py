@@ -12,6 +12,7 @@ import pytest
 import trtbuild.reference as trt
 import trtbuild.reference.infer as infer
 import trtbuild.reference.network as network_module
+import trtbuild.reference.network_layers as network_layers
 from helpers import twin
 from helpers.twin import Disagreement, Stricter, TwinRefNet
 
@@ -112,7 +113,7 @@ def test_rejection_both_make_passes(pair):
 
 
 def test_attribute_default_difference_fails_where_it_is_read(pair, monkeypatch):
-    monkeypatch.setattr(network_module, "_ACTIVATION_DEFAULTS", {})
+    monkeypatch.setattr(network_layers, "_ACTIVATION_DEFAULTS", {})
     layer = pair.network.add_activation(pair.input("x", (1, 4)), trt.ActivationType.LEAKY_RELU)
     with pytest.raises(Disagreement, match=r"\.alpha: the reference gives 0.0, TensorRT-RTX 0.0099"):
         layer.alpha  # noqa: B018

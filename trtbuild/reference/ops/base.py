@@ -180,7 +180,7 @@ class ILayer:
 
     @metadata.setter
     def metadata(self, value) -> None:
-        from ..network import _name_argument  # TensorRT checks metadata as it checks names
+        from ..network_names import _name_argument  # TensorRT checks metadata as it checks names
 
         value = _name_argument(self._network, value, "ILayer::setMetadata")
         if value is not None:

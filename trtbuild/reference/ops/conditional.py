@@ -42,7 +42,7 @@ class IIfConditional:
 
     @name.setter
     def name(self, value: str) -> None:
-        from ..network import _name_argument
+        from ..network_names import _name_argument
 
         value = _name_argument(self._network, value, "IIfConditional::setName")
         if value is not None:

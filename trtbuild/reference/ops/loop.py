@@ -44,7 +44,7 @@ class ILoop:
 
     @name.setter
     def name(self, value: str) -> None:
-        from ..network import _name_argument
+        from ..network_names import _name_argument
 
         value = _name_argument(self._network, value, "ILoop::setName")
         if value is not None:
