@@ -18,6 +18,7 @@ from trtbuild.cli import main
 from trtbuild.debug import PrecisionSearchError, search_precision
 from trtbuild.engine import quant_plan
 from trtbuild.parity import check_model_parity
+from trtbuild.parity.options import ParityOptions
 from trtbuild.quant import calibrate_data, random_source, write_calibration
 
 NET = str(Path(__file__).resolve().parents[1] / "helpers" / "precision_net.py")
@@ -217,3 +218,44 @@ def test_cli_refuses_tensorrt_rtx_where_its_engines_cannot_run(rtx, capsys):
     assert err.strip() == (f"trtbuild: error: debug precision runs every trial's engine, and TensorRT-RTX engines "
                            f"cannot run here ({why}); use --backend reference, or run this on a GPU TensorRT-RTX "
                            "supports")
+
+
+def _recording_parity(monkeypatch) -> list:
+    """The `parity` every trial's check_model_parity call gets, recorded (the calls still run)."""
+    import trtbuild.parity
+
+    seen, real = [], trtbuild.parity.check_model_parity
+
+    def recording(*args, **kwargs):
+        seen.append(kwargs.get("parity"))
+        return real(*args, **kwargs)
+    monkeypatch.setattr(trtbuild.parity, "check_model_parity", recording)
+    return seen
+
+
+def test_the_search_judges_every_trial_with_one_parity_options(monkeypatch):
+    seen = _recording_parity(monkeypatch)
+    result = search_precision(P.EARLY, ref_trt, "fp16", seed=3, value_range=(-2, 2), atol=0.05, rtol=0.01)
+    want = ParityOptions(seed=3, value_range=(-2.0, 2.0), atol=0.05, rtol=0.01)
+    assert len(seen) == result.builds >= 2 and all(p == want for p in seen)  # the shorthand makes one
+    typed = ParityOptions(seed=3, value_range=(-2, 2), atol=0.05, rtol=0.01)
+    seen.clear()
+    again = search_precision(P.EARLY, ref_trt, "fp16", parity=typed)
+    assert all(p is typed for p in seen) and len(seen) == again.builds
+    assert (again.kept, again.builds) == (result.kept, result.builds)
+    assert again.before.outputs[0].max_abs == result.before.outputs[0].max_abs  # the same inputs and engines
+
+
+def test_parity_options_and_their_keywords_are_refused_together_in_one_sentence(monkeypatch):
+    seen = _recording_parity(monkeypatch)
+    with pytest.raises(ValueError, match=r"^search_precision: pass either parity=ParityOptions\(\.\.\.\) or keyword "
+                                         r"arguments \(atol, seed\), not both$"):
+        search_precision(P.PLAIN, ref_trt, "fp16", parity=ParityOptions(), seed=1, atol=0.1)
+    with pytest.raises(ValueError, match=r"^search_precision: parity must be a ParityOptions, got dict$"):
+        search_precision(P.PLAIN, ref_trt, "fp16", parity={"seed": 1})
+    with pytest.raises(ValueError, match=r"^search_precision judges the model's outputs, so parity.layerwise must "
+                                         r"be False \(compare layer by layer with `trtbuild parity --layerwise`\)$"):
+        search_precision(P.PLAIN, ref_trt, "fp16", parity=ParityOptions(layerwise=True))
+    with pytest.raises(ValueError, match=r"^parity option seed must be an integer, got 1.5$"):
+        search_precision(P.PLAIN, ref_trt, "fp16", seed=1.5)
+    assert seen == []  # refused before any build

@@ -80,6 +80,7 @@ def run(args) -> int:
     from trtbuild.debug import search_precision
     from trtbuild.debug.precision import describe
     from trtbuild.files.outputs import JSON
+    from trtbuild.parity.options import ParityOptions
 
     from ._outputs import check_paths
 
@@ -96,11 +97,12 @@ def run(args) -> int:
 
     print(f"debug precision: {spec.name}{' (small)' if args.small else ''} in {args.precision}, keeping modules in "
           f"fp32 (at most {args.max_builds} builds)", flush=True)
+    parity = ParityOptions(seed=args.seed, value_range=args.range,
+                           distribution=args.distribution or DEFAULT_DISTRIBUTION,
+                           large_scale=DEFAULT_SCALE if args.scale is None else args.scale, atol=args.atol,
+                           rtol=args.rtol)
     result = search_precision(spec, trt, args.precision, calibration=args.calibration, weights=args.weights,
-                              small=args.small, seed=args.seed, value_range=args.range,
-                              distribution=args.distribution or DEFAULT_DISTRIBUTION,
-                              large_scale=DEFAULT_SCALE if args.scale is None else args.scale, atol=args.atol,
-                              rtol=args.rtol, max_builds=args.max_builds, on_trial=show)
+                              small=args.small, parity=parity, max_builds=args.max_builds, on_trial=show)
     print(f"candidates ({len(result.candidates)}, network order): {', '.join(result.candidates)}")
     print(f"before (nothing kept): {describe(result.before)}")
     if result.kept:

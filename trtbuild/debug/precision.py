@@ -28,7 +28,7 @@ found so far, marked incomplete.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 
 __all__ = ["PrecisionSearchError", "SearchResult", "Trial", "candidate_modules", "describe", "search_precision",
            "worst_output", "worst_text"]
@@ -184,13 +184,37 @@ def candidate_modules(asked: list[str], plan) -> list[str]:
     return [name for name in asked if name in known]
 
 
+def _search_parity(parity=None, **shorthand):
+    """The ParityOptions every trial of a search is judged with: `parity` (a ParityOptions), or else the one
+    search_precision's shorthand keywords (seed, value_range, distribution, large_scale, atol, rtol) make.
+    ValueError in one sentence for both at once, for another type, or for layerwise (a search judges the
+    model's outputs: layer tensors are `trtbuild parity --layerwise`'s)."""
+    from trtbuild.parity.options import ParityOptions
+
+    defaults = {f.name: f.default for f in fields(ParityOptions)}
+    given = sorted(k for k, v in shorthand.items() if v != defaults[k])
+    if parity is None:
+        return ParityOptions(**shorthand)
+    if not isinstance(parity, ParityOptions):
+        raise ValueError(f"search_precision: parity must be a ParityOptions, got {type(parity).__name__}")
+    if given:
+        raise ValueError(f"search_precision: pass either parity=ParityOptions(...) or keyword arguments "
+                         f"({', '.join(given)}), not both")
+    if parity.layerwise:
+        raise ValueError("search_precision judges the model's outputs, so parity.layerwise must be False (compare "
+                         "layer by layer with `trtbuild parity --layerwise`)")
+    return parity
+
+
 def search_precision(model, trt, precision: str, *, calibration=None, weights=None, small: bool = False,
-                     seed: int = 0, weights_seed: int = 0, value_range=None, distribution: str = "uniform",
-                     large_scale: float = 1e4, atol: float | None = None, rtol: float | None = None,
-                     max_builds: int = 64, on_trial=None) -> SearchResult:
+                     parity=None, seed: int = 0, weights_seed: int = 0, value_range=None,
+                     distribution: str = "uniform", large_scale: float = 1e4, atol: float | None = None,
+                     rtol: float | None = None, max_builds: int = 64, on_trial=None) -> SearchResult:
     """Search the modules of `model` (name or ModelSpec) that must stay fp32 for a `precision` build
     to pass parity (see the module doc). calibration: file or Calibration (int8/fp8 only, required
-    there); weights, seeds, inputs, tolerances: as trtbuild.parity.check_model_parity.
+    there); weights, weights_seed: as trtbuild.parity.check_model_parity. parity: the
+    trtbuild.parity.ParityOptions (inputs, tolerances) every trial is judged with, or as a shorthand
+    the keywords seed, value_range, distribution, large_scale, atol, rtol (see _search_parity).
     on_trial(number, Trial): called after each build. PrecisionSearchError (a ValueError) when
     keeping every candidate still fails, or when there is no candidate."""
     from trtbuild.engine import get_spec
@@ -203,6 +227,8 @@ def search_precision(model, trt, precision: str, *, calibration=None, weights=No
     if int(max_builds) < MIN_BUILDS:
         raise PrecisionSearchError(f"--max-builds {max_builds}: the search needs at least {MIN_BUILDS} builds "
                                    "(nothing kept, then every candidate kept)")
+    parity = _search_parity(parity, seed=seed, value_range=value_range, distribution=distribution,
+                           large_scale=large_scale, atol=atol, rtol=rtol)
     spec = get_spec(model) if isinstance(model, str) else model
     module = spec.torch_factory(weights_seed, small).eval()  # registered or not (a ModelSpec passed in)
     wm = load_model_weights(weights) if weights is not None else None
@@ -221,9 +247,8 @@ def search_precision(model, trt, precision: str, *, calibration=None, weights=No
         if len(trials) >= max_builds:
             raise _OutOfBuilds
         plan = plan or replace(base, keep=[(name, "fp32") for name in kept])
-        report = check_model_parity(spec, trt, weights=wm, precision=precision, small=small, seed=seed,
-                                    weights_seed=weights_seed, value_range=value_range, distribution=distribution,
-                                    large_scale=large_scale, atol=atol, rtol=rtol, module=module, quant=plan)
+        report = check_model_parity(spec, trt, weights=wm, precision=precision, small=small, parity=parity,
+                                    weights_seed=weights_seed, module=module, quant=plan)
         t = cache[key] = Trial(tuple(kept), report)
         trials.append(t)
         if on_trial is not None:

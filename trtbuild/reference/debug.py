@@ -61,7 +61,7 @@ def tensor_at(addr, location, type, shape):
     (DEVICE: the current CUDA device)."""
     import torch
 
-    from .runtime import _wrap
+    from .runtime_buffers import _wrap
 
     dtype = DataType[getattr(type, "name", str(type).split(".")[-1])]
     on_device = getattr(location, "name", str(location).split(".")[-1]) == "DEVICE"

@@ -10,12 +10,13 @@ dynamic batching preferring OPT and MAX. Several profiles (--profile repeated, t
 max_batch_size is the largest batch any takes, the preferred sizes are every profile's OPT and MAX,
 and the TensorRT kind lists every profile in its instance group (Triton's TensorRT backend picks one
 per request); batch sizes between the profiles cannot be said in Triton's configuration (a comment
-names them: Triton may form them, and the engine refuses them). A static engine becomes ``max_batch_size: 0`` with full
-dims and no dynamic batching (Triton only batches models with max_batch_size > 0), and so does a
-dynamic-batch engine with an output whose first dimension is not the batch (NMS detections, found by
-trtbuild.serving.batch_dims), its batch then one of the dims (-1). The text is
-protobuf text format for Triton's ``inference.ModelConfig`` (tests parse it with tritonclient's
-model_config_pb2).
+names them: Triton may form them; the python kind zero-pads them to the next profile's min, as
+``trtbuild serve`` does, and the TensorRT kind's engine refuses them). A static engine becomes
+``max_batch_size: 0`` with full dims and no dynamic batching (Triton only batches models with
+max_batch_size > 0), and so does a dynamic-batch engine with an output whose first dimension is not
+the batch (NMS detections, found by trtbuild.serving.batch_dims), its batch then one of the dims (-1).
+The text is protobuf text format for Triton's ``inference.ModelConfig`` (tests parse it with
+tritonclient's model_config_pb2).
 """
 
 from __future__ import annotations
@@ -197,8 +198,9 @@ def config_text(sidecar, name: str, kind: str = "tensorrt", *, max_batch: int | 
     text += f"instance_group [\n  {{\n    kind: {instance_kind}\n    count: {int(instances)}{listed}\n  }}\n]\n"
     for first, last in batch_gaps(sidecar, max_batch_size) if batched else ():
         sizes = f"batch {first}" if first == last else f"batches {first} to {last}"
-        text = (f"# {sizes}: in no optimization profile of the engine; Triton may still form them (the engine then "
-                "refuses the request)\n") + text
+        then = ("the model zero-pads them to the next profile's min and cuts the padding from the answers"
+                if kind == "python" else "the engine then refuses the request")
+        text = f"# {sizes}: in no optimization profile of the engine; Triton may still form them ({then})\n" + text
     if kind == "python":
         text += (f'parameters {{\n  key: "{BATCHING_PARAMETER}"\n  value: {{ string_value: "{batching}" }}\n}}\n')
         text += (options or ModelOptions()).parameters()

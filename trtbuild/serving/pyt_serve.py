@@ -33,10 +33,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from trtbuild.engine.profile_select import shape_fits
-
 from .leftovers import Removed, clean_up, snapshot
 from .model_options import ModelOptions
+from .padding import padded_batch, run_padded  # noqa: F401 - padded_batch: also served from here
 from .python_env import StubError, server_environment
 from .stub_watch import StubWatch
 
@@ -128,23 +127,6 @@ def profile_batch_ranges(engine) -> tuple:
     return tuple((max(lo[0] for lo, _ in p.values()), min(hi[0] for _, hi in p.values())) for p in engine.profiles)
 
 
-def padded_batch(engine, shapes: dict[str, tuple]) -> int:
-    """The batch to run `shapes` ({input: shape}, batch first) at: their own if a profile takes them, else the
-    smallest larger batch of a profile whose ranges take every other dimension (the rows added are zeros);
-    their own if none does (Engine.run then refuses them, naming every profile)."""
-    n = next(iter(shapes.values()))[0]
-    best = None
-    for p in engine.profiles:
-        rest = all(shape_fits(shapes[k][1:], lo[1:], hi[1:]) for k, (lo, hi) in p.items() if k in shapes)
-        lo = max(r[0][0] for r in p.values())
-        hi = min(r[1][0] for r in p.values())
-        if rest and lo <= n <= hi:
-            return n
-        if rest and n < lo <= hi and (best is None or lo < best):
-            best = lo
-    return n if best is None else best
-
-
 def triton_layout(engine, max_batch: int | None = None, dynamic_batching: bool = True) -> Layout:
     """The Layout serving `engine`: batched over the first dimension when every input's first dimension
     is dynamic (the batch profile), up to `max_batch` (default the largest batch any optimization profile
@@ -176,7 +158,7 @@ def triton_layout(engine, max_batch: int | None = None, dynamic_batching: bool =
 
 def infer_function(engine, layout: Layout, options: ModelOptions | None = None):
     """The callable PyTriton calls with a batch of requests ({input: ndarray}, merged by @batch): runs
-    `engine` (one execution at a time), zero-pads a batch no profile takes (padded_batch), returns numpy.
+    `engine` (one execution at a time), zero-pads a batch no profile takes (padding.run_padded), returns numpy.
     options.reject_nonfinite refuses a batch holding NaN or Inf (PyTriton answers an execution as a whole)."""
     from pytriton.decorators import batch
 
@@ -185,18 +167,14 @@ def infer_function(engine, layout: Layout, options: ModelOptions | None = None):
 
     @batch
     def infer(**inputs):
-        n = next(iter(inputs.values())).shape[0] if layout.triton_max_batch else None
-        pad = padded_batch(engine, {k: v.shape for k, v in inputs.items()}) - n if n is not None else 0
         feeds = {}
         for name, value in inputs.items():
             x = torch.from_numpy(np.ascontiguousarray(value)).to(engine.tensors[name].dtype)
             options.check_finite(name, x, "--reject-nonfinite")
-            if pad:
-                x = torch.cat([x, x.new_zeros((pad, *x.shape[1:]))])
             feeds[name] = x.to(engine.device)
         with lock:
-            out = engine.run(feeds, synchronize=True)
-        return {k: (v[:n] if pad else v).cpu().numpy() for k, v in out.items()}
+            out = run_padded(engine, feeds) if layout.triton_max_batch else engine.run(feeds, synchronize=True)
+        return {k: v.cpu().numpy() for k, v in out.items()}
 
     return infer
 

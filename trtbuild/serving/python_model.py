@@ -15,7 +15,9 @@ dynamic batcher respects); "per-request" runs the engine once per request, so ev
 bit-identical to a direct ``Engine`` run on that request's input (PyTorch's CPU kernels round
 differently at another batch size). ``trtbuild_threads`` sets the PyTorch threads of each
 instance when it loads, ``trtbuild_reject_nonfinite`` refuses requests holding NaN or Inf
-(trtbuild.serving.model_options).
+(trtbuild.serving.model_options). A batch that no optimization profile of the engine takes (Triton
+may form any batch up to max_batch_size: 5..7 for profiles 1..4 and 8..16) runs zero-padded to the next
+profile's min, its padding cut from the answers, as ``trtbuild serve`` runs it (trtbuild.serving.padding).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import os
 from pathlib import Path
 
 from .model_options import THREADS_PARAMETER, ModelOptions
+from .padding import run_padded
 
 log = logging.getLogger("trtbuild.serving")
 
@@ -129,12 +132,18 @@ class EngineModel:
     def _error(self, error: Exception):
         return self.utils.InferenceResponse(error=self.utils.TritonError(f"{type(error).__name__}: {error}"))
 
+    def _run(self, feeds: dict) -> dict:
+        """The engine's outputs for `feeds`, synchronized (Triton reads GPU outputs after execute returns);
+        with max_batch_size > 0 (every input and output starts with the batch), a batch no profile takes
+        is zero-padded to one that a profile takes and the padding cut from the outputs."""
+        return run_padded(self.engine, feeds) if self.batched else self.engine.run(feeds, synchronize=True)
+
     def _run_concatenated(self, feeds: list[dict]) -> list:
         import torch
 
         sizes = [int(next(iter(f.values())).shape[0]) for f in feeds]
         stacked = {name: torch.cat([f[name] for f in feeds]) for name in feeds[0]}
-        outputs = self.engine.run(stacked, synchronize=True)  # Triton reads GPU outputs after execute returns
+        outputs = self._run(stacked)
         parts = {name: torch.split(value, sizes) for name, value in outputs.items()}
         return [self._response({name: parts[name][i] for name in parts}) for i in range(len(feeds))]
 
@@ -154,7 +163,7 @@ class EngineModel:
                 log.warning("one engine run for %d requests failed (%s); running them one by one", len(feeds), e)
         for i, feed in feeds:
             try:
-                responses[i] = self._response(self.engine.run(feed, synchronize=True))
+                responses[i] = self._response(self._run(feed))
             except Exception as e:  # noqa: BLE001 - answered to the client that sent it
                 responses[i] = self._error(e)
         return responses
