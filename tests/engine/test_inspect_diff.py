@@ -118,7 +118,8 @@ def test_a_changed_second_profile_names_its_fields(built):
 
 
 def test_long_lists_show_their_lengths_and_the_first_differing_index(built, tmp_path):
-    """Copies of one engine whose sidecars differ only where written here."""
+    """Copies of one engine whose sidecars differ only where written here (and in the order of the refit record's
+    weights, which is told apart from a change of the weights themselves)."""
     names = [f"block{i}.weight" for i in range(12)]
     edits = {"a": {"unused_weights": names, "extra_outputs": {"stem.out": "t1"}, "plugins": names[:9]},
              "b": {"unused_weights": [*names[:5], "other.weight", *names[6:]], "extra_outputs": {"stem.out": "t2"},
@@ -127,8 +128,11 @@ def test_long_lists_show_their_lengths_and_the_first_differing_index(built, tmp_
         shutil.copy(built / "one.engine", tmp_path / f"{name}.engine")
         side = json.loads((built / "one.engine.json").read_text())
         side.update(edit)
+        if name == "b":  # the same named weights in the other order
+            side["refit"]["weights"].reverse()
         (tmp_path / f"{name}.engine.json").write_text(json.dumps(side))
     assert lines(tmp_path, "a", "b") == [
         "sidecar plugins: [9 items] -> [12 items], first difference at index 9",
         "sidecar extra_outputs[stem.out]: t1 -> t2",
-        "sidecar unused_weights: [12 items] -> [12 items], first difference at index 5"]
+        "sidecar unused_weights: [12 items] -> [12 items], first difference at index 5",
+        "sidecar refit.weights order: [conv1.weight,conv1.bias] -> [conv1.bias,conv1.weight]"]
