@@ -18,6 +18,10 @@
 #   zoo_<model>_<p>    trtbuild parity <model> --small --backend reference (the reference runs on CUDA)
 #   rtx_parity         trtbuild parity resnet18 --small --backend tensorrt-rtx --target current (skipped on
 #                      Hopper, sm90, where TensorRT-RTX 1.7 runs no engine; rtx_current records its refusal)
+#   rtx_strip          trtbuild build resnet18 and repvgg_a0 (full size) --backend tensorrt-rtx --target sm86:
+#                      plain, --refit, --refit any, --refit --strip-weights; a table of each build's result (or
+#                      exact error), plan bytes, build seconds, refit-record names, and whether TensorRT-RTX
+#                      deserializes the refittable plans and creates a Refitter (last: select it with --steps)
 #
 # Options:
 #   --dry-run          check the prerequisites, print every step's command, write the report; run no step
@@ -427,6 +431,12 @@ fi
 for p in "${precisions[@]:1}"; do
   for m in "${models[@]}"; do zoo_step "$m" "$p"; done
 done
+
+# Without a CUDA driver TensorRT-RTX 1.7 builds no refittable or weight-stripped plan (Myelin needs the driver):
+# what it builds on a GPU machine, for a target that is not this GPU, through trtbuild's own CLI.
+rtx_strip_cmd="$rtx_env $steps_py rtx-strip --target sm86 --timeout 90 --work $(q "$work_path/rtx_strip") \
+--json $(q "$work_path/rtx_strip.json")"
+rtx_step rtx_strip 420 '^key: ' "$rtx_strip_cmd"
 
 if [[ -n "$logs" && -n "$work" ]] && compgen -G "$work/logs/*" > /dev/null; then
   kept=(logs)

@@ -33,6 +33,7 @@ STEP_COMMANDS = {
     "rtx_install": "gpu_check_steps.py rtx-install --wheels",
     "rtx_current": "gpu_check_steps.py rtx-current",
     "rtx_parity": "-m trtbuild parity resnet18 --small --backend tensorrt-rtx --target current",
+    "rtx_strip": "gpu_check_steps.py rtx-strip --target sm86",
 }
 pytestmark = pytest.mark.skipif(shutil.which("bash") is None or shutil.which("timeout") is None,
                                 reason="needs bash and coreutils' timeout")
@@ -170,7 +171,8 @@ def test_run_without_gpu_records_each_step_and_removes_its_work_folder(tmp_path)
     assert set(STEP_COMMANDS) <= set(statuses)
     assert statuses.pop("bench_fp16") == f"not run: not selected (--steps '{selection}')"
     assert f"| bench_fp16 | not run: not selected (--steps '{selection.replace('|', chr(92) + '|')}') |" in text
-    gpu_steps = ["env", "kernels_selftest", "torch_extension", "pytest_gpu", "bench_fp32", "rtx_current", "rtx_parity"]
+    gpu_steps = ["env", "kernels_selftest", "torch_extension", "pytest_gpu", "bench_fp32", "rtx_current", "rtx_parity",
+                 "rtx_strip"]
     gpu_steps += [f"zoo_{m}_fp32" for m in zoo_models()]
     for name in gpu_steps:
         expected = "not run: time budget spent" if torch.cuda.is_available() else "not run: no GPU visible to PyTorch"

@@ -3,23 +3,39 @@
 Layers and I/O tensors are matched by name, weights by name and, where a weight's name changed, by the layer and
 role holding it (a rename). The sidecar is compared field by field, except its build time ("created"), which
 differs between any two builds, so that an engine rebuilt from the same network and weights compares equal.
+
+Sidecar values are compared down to their leaves, so that a changed refit record reads as the one field that
+changed rather than two whole records of hundreds of weights. A difference's item is the path to the value:
+dict keys joined by dots (``refit.mode``; a key that is not a plain identifier, such as a state_dict key, in
+brackets: ``refit.built[conv1.weight]``), entries of a list of dicts that all have a distinct "name" by that name
+(``refit.weights[fc.weight].keys``: entries are matched by name, so an added weight is one difference, not a
+shifted list), entries of other lists of the same length holding dicts or lists by index (``profiles[1].input.max``).
+Lists longer than LONG_LIST items read as "[N items] -> [M items], first difference at index I".
+
+JSON (``trtbuild inspect A B --json``): {"a": path, "b": path, "equal": bool, "differences": [{"section",
+"item", "a", "b", "change"}]}, one object per Difference; "a" and "b" are the whole values at the item's path (null
+where the value is only in the other engine), whatever the text shortens.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from .inspect import EngineReport
 
 #: sidecar fields that differ between two builds of the same thing
 VOLATILE_SIDECAR_FIELDS = frozenset({"created"})
+#: lists and dicts longer than this are shown by their length, not their items
+LONG_LIST = 8
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 @dataclass(frozen=True)
 class Difference:
     """One difference: the section ("engine", "io", "profile", "layer", "weight", "sidecar"), what differs
-    (a tensor, layer or weight name and the field), the values in A and B and the change: "changed", "removed"
-    (only in A) or "added" (only in B)."""
+    (a tensor, layer or weight name and the field; in the sidecar, the path to the value), the values in A and B
+    and the change: "changed", "removed" (only in A) or "added" (only in B)."""
 
     section: str
     item: str
@@ -32,6 +48,10 @@ class Difference:
             return f"{self.section} {self.item}: only in B ({_show(self.b)})"
         if self.change == "removed":
             return f"{self.section} {self.item}: only in A ({_show(self.a)})"
+        if _is_list(self.a) and _is_list(self.b) and max(len(self.a), len(self.b)) > LONG_LIST:
+            first = next((i for i, (x, y) in enumerate(zip(self.a, self.b)) if x != y), min(len(self.a), len(self.b)))
+            return (f"{self.section} {self.item}: [{len(self.a)} items] -> [{len(self.b)} items], "
+                    f"first difference at index {first}")
         return f"{self.section} {self.item}: {_show(self.a)} -> {_show(self.b)}"
 
 
@@ -40,9 +60,17 @@ def _only(section: str, item: str, in_a: bool, value) -> Difference:
                       "removed" if in_a else "added")
 
 
+def _is_list(value) -> bool:
+    return isinstance(value, (list, tuple))
+
+
 def _show(value) -> str:
-    if isinstance(value, (list, tuple)):
-        return "[" + ",".join(_show(v) for v in value) + "]"
+    if _is_list(value):
+        return f"[{len(value)} items]" if len(value) > LONG_LIST else "[" + ",".join(_show(v) for v in value) + "]"
+    if isinstance(value, dict):
+        if len(value) > LONG_LIST:
+            return f"{{{len(value)} entries}}"
+        return "{" + ", ".join(f"{k}: {_show(v)}" for k, v in value.items()) + "}"
     return str(value)
 
 
@@ -117,13 +145,49 @@ def _sidecar(a: EngineReport, b: EngineReport, out: list) -> None:
     if (a.sidecar is None) != (b.sidecar is None):
         out.append(_only("sidecar", "file", a.sidecar is not None, "present"))
         return
-    for key in [*sa, *(k for k in sb if k not in sa)]:
-        if key in VOLATILE_SIDECAR_FIELDS:
-            continue
-        if key not in sa or key not in sb:
-            out.append(_only("sidecar", key, key in sa, sa.get(key, sb.get(key))))
-        elif sa[key] != sb[key]:
-            out.append(Difference("sidecar", key, sa[key], sb[key]))
+    _values(out, "", {k: v for k, v in sa.items() if k not in VOLATILE_SIDECAR_FIELDS},
+            {k: v for k, v in sb.items() if k not in VOLATILE_SIDECAR_FIELDS})
+
+
+def _key(path: str, key) -> str:
+    key = str(key)
+    if _IDENTIFIER.fullmatch(key):
+        return f"{path}.{key}" if path else key
+    return f"{path}[{key}]"
+
+
+def _named(items) -> bool:
+    """Whether `items` is a list of dicts that each have a distinct string "name" (matched by it)."""
+    names = [x.get("name") if isinstance(x, dict) else None for x in items]
+    return all(isinstance(n, str) for n in names) and len(set(names)) == len(names)
+
+
+def _values(out: list, path: str, a, b) -> None:
+    """The sidecar differences between values `a` and `b` at `path`, down to the leaves that differ."""
+    if a == b:
+        return
+    if isinstance(a, dict) and isinstance(b, dict):
+        for key in [*a, *(k for k in b if k not in a)]:
+            if key not in a or key not in b:
+                out.append(_only("sidecar", _key(path, key), key in a, a.get(key, b.get(key))))
+            else:
+                _values(out, _key(path, key), a[key], b[key])
+    elif _is_list(a) and _is_list(b) and (a or b) and _named(a) and _named(b):
+        na, nb = {x["name"]: x for x in a}, {x["name"]: x for x in b}
+        for name in [*na, *(n for n in nb if n not in na)]:
+            if name not in na or name not in nb:
+                out.append(_only("sidecar", f"{path}[{name}]", name in na, na.get(name, nb.get(name))))
+            else:
+                _values(out, f"{path}[{name}]", na[name], nb[name])
+        order_a, order_b = [n for n in na if n in nb], [n for n in nb if n in na]
+        if order_a != order_b:
+            out.append(Difference("sidecar", f"{path} order", order_a, order_b))
+    elif (_is_list(a) and _is_list(b) and len(a) == len(b) <= LONG_LIST
+          and all(isinstance(x, (dict, list, tuple)) for x in (*a, *b))):
+        for i, (x, y) in enumerate(zip(a, b)):
+            _values(out, f"{path}[{i}]", x, y)
+    else:
+        out.append(Difference("sidecar", path, a, b))
 
 
 def diff_reports(a: EngineReport, b: EngineReport) -> list[Difference]:
