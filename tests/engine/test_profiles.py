@@ -127,7 +127,7 @@ def test_a_batch_between_the_ranges_is_refused_naming_every_profile(resnet):
     with pytest.raises(EngineInputError) as e:
         engine(torch.rand(6, 3, 64, 64))
     assert str(e.value) == ("input 'input' has shape (6, 3, 64, 64), which no optimization profile of r18 takes: "
-                            "profile 0 [1, 3, 64, 64]..[4, 3, 64, 64]; profile 1 [8, 3, 64, 64]..[16, 3, 64, 64]")
+                            "profile 0 1x3x64x64..4x3x64x64; profile 1 8x3x64x64..16x3x64x64")
 
 
 def test_a_pinned_profile_refuses_the_other_range(resnet):
@@ -136,7 +136,7 @@ def test_a_pinned_profile_refuses_the_other_range(resnet):
     x = torch.rand(9, 3, 64, 64)
     torch.testing.assert_close(engine(x)["logits"], _logits(module, x), rtol=1e-4, atol=1e-4)
     with pytest.raises(EngineInputError, match=r"^input 'input' has shape \(2, 3, 64, 64\), outside "
-                       r"optimization profile 1 \[8, 3, 64, 64\]\.\.\[16, 3, 64, 64\] that r18 is pinned to "
+                       r"optimization profile 1 8x3x64x64\.\.16x3x64x64 that r18 is pinned to "
                        r"\(Engine\(profile=1\)\)"):
         engine(torch.rand(2, 3, 64, 64))
     with pytest.raises(EngineInputError, match=r"r18 has 2 optimization profile\(s\) \(0 to 1\); "
@@ -158,8 +158,8 @@ def test_unet_hw_ranges_of_both_profiles_match_pytorch(unet):
         want = want if isinstance(want, torch.Tensor) else next(iter(want.values()))
         torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
     with pytest.raises(EngineInputError, match=r"input 'input' has shape \(1, 3, 80, 80\), which no optimization "
-                       r"profile of unet takes: profile 0 \[1, 3, 32, 32\]\.\.\[2, 3, 64, 64\]; profile 1 "
-                       r"\[1, 3, 96, 96\]\.\.\[1, 3, 128, 128\]"):
+                       r"profile of unet takes: profile 0 1x3x32x32\.\.2x3x64x64; profile 1 "
+                       r"1x3x96x96\.\.1x3x128x128"):
         engine(torch.rand(1, 3, 80, 80))
 
 
@@ -241,6 +241,6 @@ def test_a_sidecar_whose_profiles_are_not_the_engines_is_refused(resnet, tmp_pat
     side["profiles"] = side["profiles"][:1]  # edited by hand: one profile of two
     (tmp_path / "r.engine.json").write_text(json.dumps(side))
     with pytest.raises(EngineFileError, match=r"the sidecar of .*r\.engine records 1 optimization profile\(s\) "
-                       r"\(input \(1, 3, 64, 64\)\.\.\(4, 3, 64, 64\)\) but the engine has 2 \(.*\), so the sidecar "
+                       r"\(input 1x3x64x64\.\.4x3x64x64\) but the engine has 2 \(.*\), so the sidecar "
                        r"belongs to another engine; rebuild it"):
         load_engine(path, trt)

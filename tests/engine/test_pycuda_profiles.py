@@ -131,7 +131,7 @@ def test_a_batch_no_profile_takes_is_refused_as_engine_refuses_it(two_profiles, 
         engine.run({"input": x})
     assert str(pycuda_error.value) == (
         "input 'input' has shape (6, 3, 64, 64), which no optimization profile of two.engine takes: "
-        "profile 0 [1, 3, 64, 64]..[4, 3, 64, 64]; profile 1 [8, 3, 64, 64]..[16, 3, 64, 64]")
+        "profile 0 1x3x64x64..4x3x64x64; profile 1 8x3x64x64..16x3x64x64")
     with pytest.raises(EngineInputError) as engine_error:
         Engine(two_profiles[1], reference, name="two.engine").run({"input": torch.from_numpy(x)})
     assert str(engine_error.value) == str(pycuda_error.value)
@@ -146,7 +146,7 @@ def test_a_pinned_profile_never_switches(two_profiles, pycuda_engine):
     assert engine.context.calls[0] == ("set_optimization_profile_async", (1, STREAM))
     engine.context.calls.clear()
     with pytest.raises(EngineInputError, match=r"input 'input' has shape \(2, 3, 64, 64\), outside optimization "
-                       r"profile 1 \[8, 3, 64, 64\]..\[16, 3, 64, 64\] that two.engine is pinned to"):
+                       r"profile 1 8x3x64x64\.\.16x3x64x64 that two.engine is pinned to"):
         engine.run({"input": np.zeros((2, 3, 64, 64), np.float32)})
     assert engine.context.calls == []
 

@@ -143,8 +143,8 @@ def test_a_batch_no_profile_takes_is_refused_in_one_sentence(engine_path, tmp_pa
     refused, answered = model.execute([{"input": big}, {"input": ok}])
     path = tmp_path / "repo" / "gaps" / "1" / "model.engine"
     assert refused.error == (f"EngineInputError: input 'input' has shape (4, 3, 16, 16), which no optimization "
-                             f"profile of {path} takes: profile 0 [1, 3, 8, 8]..[4, 3, 8, 8]; profile 1 "
-                             "[8, 3, 8, 8]..[16, 3, 8, 8]; profile 2 [1, 3, 16, 16]..[2, 3, 16, 16]")
+                             f"profile of {path} takes: profile 0 1x3x8x8..4x3x8x8; profile 1 "
+                             "8x3x8x8..16x3x8x8; profile 2 1x3x16x16..2x3x16x16")
     assert answered.error is None  # the other request is answered on its own
     np.testing.assert_allclose(answered.outputs["sums"], _expected(ok), rtol=1e-5)
     assert (4, 3, 16, 16) in [r["input"] for r in ran]  # run as it is: padding it would not help

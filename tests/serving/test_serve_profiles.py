@@ -19,7 +19,7 @@ from trtbuild.weights import WeightMap
 
 PROFILES = (ShapeProfile((1, 3, 32, 32), (2, 3, 32, 32), (4, 3, 32, 32)),
             ShapeProfile((8, 3, 64, 64), (8, 3, 64, 64), (16, 3, 64, 64)))
-EVERY_PROFILE = "profile 0 [1, 3, 32, 32]..[4, 3, 32, 32]; profile 1 [8, 3, 64, 64]..[16, 3, 64, 64]"
+EVERY_PROFILE = "profile 0 1x3x32x32..4x3x32x32; profile 1 8x3x64x64..16x3x64x64"
 
 
 @pytest.fixture(scope="module")

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .errors import EngineError, EngineFileError, EngineInputError
+from .options import format_range
 
 if TYPE_CHECKING:  # runner imports this module
     from .runner import TensorInfo
@@ -34,14 +35,12 @@ def shape_fits(shape: tuple, lo: tuple, hi: tuple) -> bool:
     return len(shape) == len(lo) and all(a <= d <= b for d, a, b in zip(shape, lo, hi))
 
 
-def _show_range(lo: tuple, hi: tuple) -> str:
-    return f"{list(lo)}..{list(hi)}"
-
-
-def choose_profile(ranges: list[dict], shapes: dict[str, tuple], pinned: int | None, engine_name: str) -> int:
+def choose_profile(ranges: list[dict], shapes: dict[str, tuple], pinned: int | None, engine_name: str,
+                   owner: str = "Engine") -> int:
     """The optimization profile to run `shapes` ({input: shape}) with: `pinned` if it takes them, else
     (pinned None) the first profile whose ranges contain every input shape. Raises EngineInputError
-    naming the input, its shape and every profile's range where none (or not the pinned one) does."""
+    naming the input, its shape and every profile's range (in `--profile` syntax) where none (or not the
+    pinned one) does; `owner`: the class the profile was pinned with."""
     def fits(k):
         return all(shape_fits(shapes[n], lo, hi) for n, (lo, hi) in ranges[k].items() if n in shapes)
 
@@ -52,11 +51,11 @@ def choose_profile(ranges: list[dict], shapes: dict[str, tuple], pinned: int | N
     names = [n for n in ranges[0] if n in shapes]
     bad = next((n for n in names if not all(shape_fits(shapes[n], *r[n]) for r in
                                             ([ranges[pinned]] if pinned is not None else ranges))), names[0])
-    every = "; ".join(f"profile {k} {_show_range(*r[bad])}" for k, r in enumerate(ranges))
+    every = "; ".join(f"profile {k} {format_range(*r[bad])}" for k, r in enumerate(ranges))
     if pinned is not None:
         raise EngineInputError(f"input '{bad}' has shape {shapes[bad]}, outside optimization profile {pinned} "
-                               f"{_show_range(*ranges[pinned][bad])} that {engine_name} is pinned to "
-                               f"(Engine(profile={pinned})); its profiles: {every}")
+                               f"{format_range(*ranges[pinned][bad])} that {engine_name} is pinned to "
+                               f"({owner}(profile={pinned})); its profiles: {every}")
     raise EngineInputError(f"input '{bad}' has shape {shapes[bad]}, which no optimization profile of {engine_name} "
                            f"takes: {every}")
 
@@ -96,7 +95,8 @@ class ProfileSwitch:
         """Switch to the profile that runs `shapes` ({input: shape}); EngineInputError listing every profile's
         range where none (or not the pinned one) takes them."""
         if not self._single_profile:
-            self._use_profile(choose_profile(self.profiles, shapes, self.profile, self.name), handle)
+            self._use_profile(choose_profile(self.profiles, shapes, self.profile, self.name,
+                                                 type(self).__name__), handle)
 
     def _use_profile(self, k: int, handle: int) -> None:
         """Switch the context to optimization profile k on the stream `handle` (no call if it is active)."""
@@ -114,7 +114,7 @@ def check_sidecar_profiles(recorded: list[dict], ranges: list[dict], path) -> No
     if not recorded:
         return
     def show(profiles):
-        return "; ".join(", ".join(f"{n} {tuple(lo)}..{tuple(hi)}" for n, (lo, hi) in p.items()) for p in profiles)
+        return "; ".join(", ".join(f"{n} {format_range(lo, hi)}" for n, (lo, hi) in p.items()) for p in profiles)
 
     said = [{n: (tuple(r["min"]), tuple(r["max"])) for n, r in p.items() if n in ranges[0]} for p in recorded]
     if said != ranges:
