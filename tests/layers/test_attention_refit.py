@@ -8,14 +8,12 @@ and from PyTorch's modules; TensorRT-RTX's network says whether NVIDIA accepts t
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 import torch
 from torch import nn
 
+from helpers.tiny_vit import BATCH, IMG, TinyViT, vit_network
 from trtbuild.backend import load_trt
 from trtbuild.engine.build import build_plan, definition_step
 from trtbuild.engine.refit import RefitError
@@ -24,9 +22,6 @@ from trtbuild.engine.runner import Engine
 from trtbuild.layers.attention import AttentionWeights, multi_head_attention
 from trtbuild.layers.weight_names import SLICE, WeightSource, slice_source, source_values, weight_sources
 from trtbuild.weights import WeightMap
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from helpers.tiny_vit import BATCH, DIM, IMG, TinyViT, vit_network  # noqa: E402
 
 trt = load_trt("reference")
 VIT_SHAPE = (BATCH, 3, IMG, IMG)

@@ -1,8 +1,8 @@
 """What the sidecar records of a refittable build (BuildInfo.refit), so that an engine file can be refit from
 a state_dict long after it was built: the refit mode, whether the plan is weight-stripped, every named weight
 with the state_dict keys it is computed from and how (trtbuild.layers.weight_names.WeightSource: a copy, a
-Conv+BN fold, a BatchNorm scale/shift, a sum, a RepVGG fusion), and the keys the network definition read into weights it
-did not name, or whose uses one name could not cover (weight_names.baked_keys) ("baked": those
+Conv+BN fold, a BatchNorm scale/shift, a sum, a RepVGG fusion, a slice), and the keys the network definition read
+into weights it did not name, or whose uses one name could not cover (weight_names.baked_keys) ("baked": those
 values are part of the engine and no refit can change them; each is recorded with the sha256 of its float32
 values, so that a refit can tell new values from the build's without the build's weight file).
 """
