@@ -155,3 +155,34 @@ def test_a_fold_built_twice_keeps_its_name_once_and_bakes_its_keys():
     with pytest.raises(RefitError, match=r"^'bn.bias' in the state_dict differs from the build's"):
         engine.refit({**state(old), "bn.bias": new["bn.bias"]})
     engine.refit(state(old))
+
+
+def test_one_named_key_given_to_two_layers_keeps_its_name_and_refits():
+    """planned_linear names its weights explicitly; used twice with the key's own values (one array per network),
+    both layers hold the same memory, which the name already covers: nothing is baked, and a refit changes both."""
+    from trtbuild.layers.planned import planned_linear
+
+    def state(seed):
+        g = torch.Generator().manual_seed(seed)
+        return {"fc.weight": torch.randn(5, 5, generator=g), "fc.bias": torch.randn(5, generator=g)}
+
+    def define_from(s):
+        wm = WeightMap.from_state_dict(s)
+
+        def define(network, x):
+            keys = ("fc.weight", "fc.bias")
+            y = planned_linear(network, x, wm.get("fc.weight"), wm.get("fc.bias"), "l1", weight_keys=keys)
+            return planned_linear(network, y, wm.get("fc.weight"), wm.get("fc.bias"), "l2", weight_keys=keys)
+
+        return define
+
+    old, new = state(0), state(1)
+    plan = _plan(define_from(old), refit="any")
+    record = RefitRecord.from_dict(plan.info.refit)
+    assert record.baked == {} and sorted(s.name for s in record.weights) == ["fc.bias", "fc.weight"]
+    engine = Engine(plan)
+    engine.refit(new)
+    x = _x()
+    assert torch.equal(engine(x)["output"], Engine(_plan(define_from(new)))(x)["output"])
+    want = F.linear(F.linear(x, new["fc.weight"], new["fc.bias"]), new["fc.weight"], new["fc.bias"])
+    torch.testing.assert_close(engine(x)["output"], want, rtol=1e-5, atol=1e-5)

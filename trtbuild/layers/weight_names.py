@@ -110,8 +110,23 @@ def weight_sources(network) -> dict[str, WeightSource]:
     return dict(_SOURCES.get(id(network), {}))
 
 
-def _record(network, source: WeightSource) -> None:
+def _record(network, source: WeightSource, memory=None) -> None:
     network_store(_SOURCES, network, dict)[source.name] = source
+    network_store(_MEMORY, network, dict)[source.name] = memory
+
+
+#: network id -> {weights name: the memory it names, (address, count, type), or None where Python cannot see it}
+_MEMORY: dict[int, dict] = {}
+
+
+def _memory(w) -> tuple | None:
+    """(address, count, type) of the weights a layer holds (a trt.Weights, or the numpy array TensorRT's constant
+    layers return); None where Python cannot see them (BF16 weights)."""
+    try:
+        arr = w if isinstance(w, np.ndarray) else w.numpy()
+        return int(arr.__array_interface__["data"][0]), int(arr.size), str(arr.dtype)
+    except (AttributeError, TypeError, ValueError, KeyError):
+        return None
 
 
 #: network id -> the Journal of its definition; the keys of explicit names that were taken already (baked)
@@ -144,7 +159,8 @@ def name_new_weights(network, first_layer: int, layer_type: str, sources: dict[s
     Weights a layer does not hold (a quantized convolution reads its kernel from a tensor) are left unnamed, and
     so are weights the backend refuses to name (its logger says why); only the named ones are recorded. A name
     this network already gave other weights (the same block built twice: its computed weights are new memory
-    each time) is not given again, as TensorRT refuses it: its keys are baked (:func:`baked_keys`)."""
+    each time) is not given again, as TensorRT refuses it: its keys are baked (:func:`baked_keys`). The same
+    memory again (one array used by two layers) has its name already: TensorRT names every use of it."""
     trt = trt_of(network)
     ltype = getattr(trt.LayerType, layer_type)
     cls = {"CONVOLUTION": trt.IConvolutionLayer, "DECONVOLUTION": trt.IDeconvolutionLayer,
@@ -158,14 +174,16 @@ def name_new_weights(network, first_layer: int, layer_type: str, sources: dict[s
             matches = [(s, layer.weights) for end, s in sources.items() if layer.name.endswith(end)]
         else:
             matches = [(s, getattr(layer, attr)) for attr, s in sources.items()]
-        taken = _SOURCES.get(id(network), {})
+        taken = _MEMORY.get(id(network), {})
         for source, w in matches:
             if w is None or not w.size:
                 continue
             if source.name in taken:
-                network_store(_UNCOVERED, network, set).update(source.keys)
+                memory = _memory(w)
+                if memory is None or taken[source.name] != memory:
+                    network_store(_UNCOVERED, network, set).update(source.keys)
             elif network.set_weights_name(w, source.name):
-                _record(network, source)
+                _record(network, source, _memory(w))
 
 
 _BN_KEYS = ("weight", "bias", "running_mean", "running_var")
