@@ -305,7 +305,9 @@ def multi_head_attention(network, query, key, value, weights: AttentionWeights, 
     ``name/{q,k,v}_heads`` (one shuffle each), the attention ``name/attention`` (see the module doc),
     the head merge ``name/merge`` and the output projection ``name``. Masks as nn.MultiheadAttention takes
     them: boolean True (or float, added) for key_padding_mask ``(N, S)`` and attn_mask ``(L, S)`` or
-    ``(N * num_heads, L, S)``; arrays or network tensors."""
+    ``(N * num_heads, L, S)``; arrays or network tensors. The projections' weights and biases are named after the
+    state_dict keys :meth:`AttentionWeights.from_state_dict` read them from, so that a refittable engine refits
+    them from another state_dict."""
     return _mha(network, query, key, value, weights, num_heads, name, batch_first, key_padding_mask, attn_mask,
                 _plain)
 
