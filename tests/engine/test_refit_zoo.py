@@ -113,9 +113,9 @@ def test_every_full_size_zoo_model_names_every_key_it_reads(model):
     """The full-size networks (defined, not built: their weights are what matters) name every key they read."""
     from trtbuild.engine.build import define_spec
     from trtbuild.engine.options import BuildOptions
-    from trtbuild.layers.weight_names import unnamed_tracked_keys, weight_sources
+    from trtbuild.layers.weight_names import baked_keys, weight_sources
 
     wm = WeightMap.from_module(registry.get_torch_model(model, seed=0, small=False))
     network = define_spec(registry.get(model), wm, BuildOptions(small=False, refit="any", progress=False))(trt).network
     keys = {k for s in weight_sources(network).values() for k in s.keys}
-    assert keys == set(wm.used()) and unnamed_tracked_keys(network) == set()
+    assert keys == set(wm.used()) and baked_keys(network) == {}

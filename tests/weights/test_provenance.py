@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from trtbuild.weights import WeightMap
-from trtbuild.weights.provenance import alias, key_of, origin_of, track
+from trtbuild.weights.provenance import alias, journal, key_of, origin_of, track
 
 
 @pytest.fixture
@@ -73,3 +73,22 @@ def test_an_array_that_died_is_not_matched_by_new_memory_at_its_address():
             break
     if not reused:
         pytest.skip("the allocator did not hand out the freed address again")
+
+
+def test_a_journal_notes_the_reads_made_while_it_is_open(wm):
+    """Reads inside the block are the journal's (full keys, through a prefix view; raw too), with the stored array
+    read; reads outside any journal are counted apart as loose; an inner journal takes its block's reads only."""
+    wm.get("half")  # outside: loose
+    with journal() as outer:
+        wm.prefix("layer").get("weight")
+        wm.get("layer.weight", copy=True)
+        raw = wm.raw("half")
+        with journal() as inner:
+            wm.get("layer.flat")
+        wm.get("half")
+    assert outer.reads == {"layer.weight": 2, "half": 2} and inner.reads == {"layer.flat": 1}
+    assert outer.values("half") is raw and outer.values("layer.flat") is None
+    assert outer.values("layer.weight") is wm.raw("layer.weight")
+    half = origin_of(wm.get("half"))  # outside again: loose
+    assert half.reads == 3 and half.loose_reads == 2
+    assert origin_of(wm.get("layer.weight")).loose_reads == 1

@@ -15,7 +15,7 @@ from typing import Callable, Mapping
 
 from trtbuild.backend import backend_name
 from trtbuild.layers.common import out
-from trtbuild.layers.weight_names import name_tracked_weights
+from trtbuild.layers.weight_names import definition_journal, name_tracked_weights
 
 from .debug_marks import mark_debug_tensors
 from .errors import BuildError
@@ -202,7 +202,8 @@ def _definition(define, options: BuildOptions, input_name, input_shape, model_na
 
     def on(trt: ModuleType) -> DefinedNetwork:
         builder, network, logger = new_network(trt)
-        with exclusive(logger), calling_tensorrt(trt):  # TensorRT calls the logger back while it is defined
+        # TensorRT calls the logger back while it is defined; the journal notes the weights its definition reads
+        with exclusive(logger), calling_tensorrt(trt), definition_journal(network):
             return _define(trt, builder, network, logger)
 
     def _define(trt, builder, network, logger) -> DefinedNetwork:

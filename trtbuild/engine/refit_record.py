@@ -1,8 +1,8 @@
 """What the sidecar records of a refittable build (BuildInfo.refit), so that an engine file can be refit from
 a state_dict long after it was built: the refit mode, whether the plan is weight-stripped, every named weight
 with the state_dict keys it is computed from and how (trtbuild.layers.weight_names.WeightSource: a copy, a
-Conv+BN fold, a BatchNorm scale/shift, a sum, a RepVGG fusion), and the keys the build read into weights it did
-not name, or whose uses one name could not cover (weight_names.unnamed_tracked_keys) ("baked": those
+Conv+BN fold, a BatchNorm scale/shift, a sum, a RepVGG fusion, a slice), and the keys the network definition read
+into weights it did not name, or whose uses one name could not cover (weight_names.baked_keys) ("baked": those
 values are part of the engine and no refit can change them; each is recorded with the sha256 of its float32
 values, so that a refit can tell new values from the build's without the build's weight file).
 """
@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from trtbuild.layers.weight_names import WeightSource, unnamed_tracked_keys, weight_sources
+from trtbuild.layers.weight_names import WeightSource, baked_keys, journal_of, weight_sources
 
 from .options import REFIT_FLAGS
 
@@ -36,24 +36,25 @@ class RefitRecord:
 
     @classmethod
     def of_build(cls, options, network, weights=None) -> "RefitRecord | None":
-        """The record of a build with BuildOptions `options` of `network` read from WeightMap `weights` (None
-        for a plain network function, whose baked keys are only those its layers hold unchanged without a name:
-        which keys it read into computed weights is not known); None when the build is not refittable."""
+        """The record of a build with BuildOptions `options` of `network` (read from WeightMap `weights`, or None
+        for a plain network function); None when the build is not refittable. The baked keys are those the
+        network's definition read that no name covers (trtbuild.layers.weight_names.baked_keys), whatever read
+        them; a network defined without a journal falls back to the keys `weights` marks used."""
         if options.refit == "off":
             return None
         sources = tuple(weight_sources(network).values())
-        unnamed = unnamed_tracked_keys(network)
-        named = {k for s in sources for k in s.keys} - set(unnamed)
-        if weights is not None:
-            baked = {k: values_sha256(weights.raw(k)) for k in weights.used() if k not in named}
-        else:  # a network function: the keys its layers hold unchanged but no name covers
-            baked = {k: values_sha256(v) for k, v in unnamed.items() if v is not None}
+        values = baked_keys(network)
+        if journal_of(network) is None and weights is not None:
+            named = {k for s in sources for k in s.keys} - set(values)
+            values = {**{k: weights.raw(k) for k in weights.used() if k not in named}, **values}
+        baked = {k: values_sha256(v) for k, v in sorted(values.items()) if v is not None}
         built = {}
-        if options.refit == "identical" and weights is not None:
+        state = weights.arrays() if weights is not None else getattr(journal_of(network), "stored", None)
+        if options.refit == "identical" and state is not None:
             from trtbuild.layers.weight_names import source_values
 
-            state = weights.arrays()
-            built = {s.name: values_sha256(source_values(s, state)) for s in sources}
+            built = {s.name: values_sha256(source_values(s, state)) for s in sources
+                     if all(k in state for k in s.keys)}
         return cls(options.refit, bool(options.strip_weights), sources, baked, built)
 
     def to_dict(self) -> dict:

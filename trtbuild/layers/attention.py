@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 from functools import partial
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -30,6 +30,7 @@ from trtbuild.backend import trt_of
 from .basic import linear
 from .common import BuilderError, constant, out
 from .tensor import lead_ones, matmul, shuffle, softmax, unsqueeze_axes
+from .weight_names import COPY, WeightSource, name_new_weights, slice_source
 
 __all__ = ["AttentionWeights", "attention_path", "composed_attention", "default_scale",
            "scaled_dot_product_attention", "multi_head_attention", "planned_multi_head_attention"]
@@ -152,7 +153,12 @@ def scaled_dot_product_attention(network, query, key, value, name: str, attn_mas
 @dataclass(frozen=True)
 class AttentionWeights:
     """The parameters of an ``nn.MultiheadAttention`` in PyTorch's layout: projections ``[E, in]`` for the
-    query, key and value (``in`` = E, kdim, vdim) and the output ``[E, E]``; biases ``[E]`` or None."""
+    query, key and value (``in`` = E, kdim, vdim) and the output ``[E, E]``; biases ``[E]`` or None.
+
+    ``sources``: where each (``"q_weight"``, ..., ``"out_bias"``) comes from in the state_dict, so that the
+    builders name those weights after their keys and an engine refits them (trtbuild.layers.weight_names): the
+    rows of ``in_proj_weight`` / ``in_proj_bias`` (``attn.in_proj_weight[0:E]``...), ``q_proj_weight``... and
+    ``out_proj.*`` as copies. from_state_dict fills it; weights made by hand have none and stay baked."""
 
     q_weight: np.ndarray
     k_weight: np.ndarray
@@ -162,6 +168,7 @@ class AttentionWeights:
     k_bias: np.ndarray | None = None
     v_bias: np.ndarray | None = None
     out_bias: np.ndarray | None = None
+    sources: dict = field(default_factory=dict, compare=False)
 
     @property
     def embed_dim(self) -> int:
@@ -173,6 +180,8 @@ class AttentionWeights:
         ``in_proj_weight`` (or ``q_proj_weight``, ``k_proj_weight``, ``v_proj_weight`` where kdim or vdim
         differs), ``in_proj_bias``, ``out_proj.weight``, ``out_proj.bias``. Flat (.wts) storage is reshaped.
         add_bias_kv (``bias_k``) is refused: it is not built."""
+        key_of = getattr(state, "full_key", str)  # a WeightMap view's names are under its prefix
+
         def get(key):
             full = prefix + key
             return np.asarray(_array(state.get(full)), np.float64) if full in state else None
@@ -184,19 +193,45 @@ class AttentionWeights:
             raise BuilderError(f"attention '{prefix}': the state has no {prefix}out_proj.weight")
         e = int(round(math.sqrt(out_w.size)))
         out_w = out_w.reshape(e, e)
+        sources = {"out_weight": WeightSource(key_of(prefix + "out_proj.weight"), (key_of(prefix + "out_proj.weight"),),
+                                              COPY, shapes=((e, e),))}
         packed = get("in_proj_weight")
         if packed is not None:
-            q, k, v = np.split(packed.reshape(3 * e, -1), 3)
+            packed = packed.reshape(3 * e, -1)
+            q, k, v = np.split(packed, 3)
+            sources.update(_rows(key_of(prefix + "in_proj_weight"), e, packed.shape, "weight"))
         else:
             q, k, v = (get(f"{p}_proj_weight") for p in "qkv")
             if q is None or k is None or v is None:
                 raise BuilderError(f"attention '{prefix}': the state has neither {prefix}in_proj_weight nor "
                                    "q/k/v_proj_weight")
             q, k, v = (w.reshape(e, -1) for w in (q, k, v))
+            for p, w in zip("qkv", (q, k, v)):
+                key = key_of(f"{prefix}{p}_proj_weight")
+                sources[f"{p}_weight"] = WeightSource(key, (key,), COPY, shapes=(w.shape,))
         bias = get("in_proj_bias")
         qb, kb, vb = np.split(bias.reshape(-1), 3) if bias is not None else (None, None, None)
+        if bias is not None:
+            sources.update(_rows(key_of(prefix + "in_proj_bias"), e, (3 * e,), "bias"))
         ob = get("out_proj.bias")
-        return cls(q, k, v, out_w, qb, kb, vb, None if ob is None else ob.reshape(-1))
+        if ob is not None:
+            key = key_of(prefix + "out_proj.bias")
+            sources["out_bias"] = WeightSource(key, (key,), COPY, shapes=((e,),))
+        return cls(q, k, v, out_w, qb, kb, vb, None if ob is None else ob.reshape(-1), sources)
+
+
+def _rows(key: str, e: int, shape, part: str) -> dict[str, WeightSource]:
+    """The sources of the query, key and value rows of a packed ``in_proj_weight`` / ``in_proj_bias``."""
+    return {f"{p}_{part}": slice_source(key, i * e, (i + 1) * e, shape) for i, p in enumerate("qkv")}
+
+
+def _name_projection(network, first: int, weights: AttentionWeights, which: str) -> None:
+    """Name the weight and bias constants of projection `which` (``q``, ``k``, ``v``, ``out``), added since layer
+    `first`, after their keys (:attr:`AttentionWeights.sources`)."""
+    found = {end: weights.sources.get(f"{which}_{part}") for end, part in (("/weight", "weight"), ("/bias", "bias"))}
+    found = {end: s for end, s in found.items() if s is not None}
+    if found:
+        name_new_weights(network, first, "CONSTANT", found)
 
 
 def _plain(network, x, w, b, name: str, which: str):
@@ -219,7 +254,9 @@ def _mha(network, query, key, value, weights: AttentionWeights, num_heads: int, 
     split = []
     for t, w, b, which in ((query, weights.q_weight, weights.q_bias, "q"), (key, weights.k_weight, weights.k_bias, "k"),
                            (value, weights.v_weight, weights.v_bias, "v")):
+        first = network.num_layers
         p = project(network, t, w, b, f"{name}/{which}_proj", which)
+        _name_projection(network, first, weights, which)
         split.append(shuffle(network, p, f"{name}/{which}_heads", dims=(0, 0, num_heads, d), then=heads))
     q, k, v = split
     masks = []
@@ -229,7 +266,10 @@ def _mha(network, query, key, value, weights: AttentionWeights, num_heads: int, 
         masks.append((_key_padding(network, key_padding_mask, f"{name}/key_padding_view"), "key_padding_mask", True))
     y = _attention(network, q, k, v, f"{name}/attention", masks, None, False)
     merged = shuffle(network, y, f"{name}/merge", perm=(0, 2, 1, 3) if batch_first else (2, 0, 1, 3), dims=(0, 0, e))
-    return project(network, merged, weights.out_weight, weights.out_bias, name, "out")
+    first = network.num_layers
+    y = project(network, merged, weights.out_weight, weights.out_bias, name, "out")
+    _name_projection(network, first, weights, "out")
+    return y
 
 
 def _mha_attn_mask(network, mask, heads: int, name: str):
@@ -265,7 +305,9 @@ def multi_head_attention(network, query, key, value, weights: AttentionWeights, 
     ``name/{q,k,v}_heads`` (one shuffle each), the attention ``name/attention`` (see the module doc),
     the head merge ``name/merge`` and the output projection ``name``. Masks as nn.MultiheadAttention takes
     them: boolean True (or float, added) for key_padding_mask ``(N, S)`` and attn_mask ``(L, S)`` or
-    ``(N * num_heads, L, S)``; arrays or network tensors."""
+    ``(N * num_heads, L, S)``; arrays or network tensors. The projections' weights and biases are named after the
+    state_dict keys :meth:`AttentionWeights.from_state_dict` read them from, so that a refittable engine refits
+    them from another state_dict."""
     return _mha(network, query, key, value, weights, num_heads, name, batch_first, key_padding_mask, attn_mask,
                 _plain)
 

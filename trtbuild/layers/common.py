@@ -115,11 +115,11 @@ def _converted(arr: np.ndarray, target: np.dtype, overflow_ok: bool) -> np.ndarr
 
 class TrackedKey:
     """The uses of one state_dict key in one network: its Origin, the one array (or trt.Weights, for BF16) per
-    type that every use of the key holds, the shape of its first use, and `mixed`: the key came from two stored
-    tensors (two WeightMaps)."""
+    type that every use of the key holds, the shape of its first use, how often this network used it whole
+    (``uses``), and `mixed`: the key came from two stored tensors (two WeightMaps)."""
 
     def __init__(self, origin, use_shape):
-        self.origin, self.held, self.mixed = origin, {}, False
+        self.origin, self.held, self.mixed, self.uses = origin, {}, False, 0
         self.use_shape = tuple(int(d) for d in use_shape)
 
     @property
@@ -151,6 +151,7 @@ def _tracked(network, origin, arr, tag: str, make):
     elif entry.origin is not origin:
         entry.mixed = True
     origin.uses += 1
+    entry.uses += 1
     held = entry.held.get(tag)
     if held is None:
         held = make()

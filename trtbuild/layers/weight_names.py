@@ -11,31 +11,35 @@ Two ways weights get names:
   after the key generically, once the network is defined (:func:`name_tracked_weights`; the values are followed
   by memory identity, trtbuild.weights.provenance), in any network function built with trtbuild.layers;
 - builders that compute weights from keys (folds) name them explicitly (:func:`name_new_weights` with
-  :func:`conv_bn_sources`, :func:`bn_sources`, :func:`repvgg_sources`); computed arrays are never tracked, so
-  explicit names keep priority.
+  :func:`conv_bn_sources`, :func:`bn_sources`, :func:`repvgg_sources`, :func:`slice_source`); computed arrays are
+  never tracked, so explicit names keep priority.
 
 Names: a weight that is one key's values takes that key ("fc.weight"); a folded conv kernel takes the conv's
 weight key ("layer1.0.conv1.weight") and the folded bias the BN's bias key ("layer1.0.bn1.bias"), as the values
-that refit changes most directly, and both list every key they are computed from. Weights computed from keys that
-no builder names (a slice of a key, an LSTM's summed biases...) stay baked: RefitRecord lists their keys, and a
-refit that changes them is refused.
+that refit changes most directly, and both list every key they are computed from; rows of a key take the key and
+the rows ("attn.in_proj_weight[0:64]", nn.MultiheadAttention's query projection). Weights computed from keys that
+no builder names (a transpose, ``w * 2``...) stay baked: :func:`baked_keys` lists every key the network
+definition read (trtbuild.weights.provenance.Journal) that no name covers, RefitRecord records them, and a refit
+that changes them is refused.
 """
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
 
 from trtbuild.backend import trt_of
+from trtbuild.weights.provenance import Journal, journal
 
 from .common import network_store, tracked_keys
 
 #: how a named weight is computed from its keys
 COPY, CONV_BN_WEIGHT, CONV_BN_BIAS = "copy", "conv_bn_weight", "conv_bn_bias"
 REPVGG_WEIGHT, REPVGG_BIAS = "repvgg_weight", "repvgg_bias"
-BN_SCALE, BN_SHIFT, SUM = "bn_scale", "bn_shift", "sum"
-FOLDS = (COPY, CONV_BN_WEIGHT, CONV_BN_BIAS, REPVGG_WEIGHT, REPVGG_BIAS, BN_SCALE, BN_SHIFT, SUM)
+BN_SCALE, BN_SHIFT, SUM, SLICE = "bn_scale", "bn_shift", "sum", "slice"
+FOLDS = (COPY, CONV_BN_WEIGHT, CONV_BN_BIAS, REPVGG_WEIGHT, REPVGG_BIAS, BN_SCALE, BN_SHIFT, SUM, SLICE)
 
 
 @dataclass(frozen=True)
@@ -47,9 +51,10 @@ class WeightSource:
     to the network's type), CONV_BN_WEIGHT / CONV_BN_BIAS (trtbuild.reparam.fold_conv_bn with ``eps``),
     BN_SCALE / BN_SHIFT (a BatchNorm's weight, bias, running_mean and running_var as a scale layer's scale and
     shift, trtbuild.reparam.bn_to_scale_shift with ``eps``), SUM (the keys added in float64: an LSTM's
-    b_ih + b_hh) or
+    b_ih + b_hh),
     REPVGG_WEIGHT / REPVGG_BIAS (trtbuild.reparam.fuse_repvgg_block of a training-form block: the dense conv and
-    BN keys, then the 1x1 conv and BN keys and the identity BN keys where the block has them, with ``groups``).
+    BN keys, then the 1x1 conv and BN keys and the identity BN keys where the block has them, with ``groups``) or
+    SLICE (rows ``start:stop`` of ``keys[0]``, along its first axis as read with ``shapes[0]``).
     ``shapes``: the shape each key is read with (a fold needs them; .wts files store tensors flat), or None."""
 
     name: str
@@ -58,6 +63,8 @@ class WeightSource:
     eps: float | None = None
     shapes: tuple[tuple[int, ...], ...] | None = None
     groups: int | None = None
+    start: int | None = None
+    stop: int | None = None
 
     def to_dict(self) -> dict:
         out = {"name": self.name, "keys": list(self.keys), "fold": self.fold}
@@ -67,6 +74,8 @@ class WeightSource:
             out["shapes"] = [list(s) for s in self.shapes]
         if self.groups is not None:
             out["groups"] = self.groups
+        if self.fold == SLICE:
+            out["start"], out["stop"] = self.start, self.stop
         return out
 
     @classmethod
@@ -77,12 +86,17 @@ class WeightSource:
                          None if data.get("eps") is None else float(data["eps"]),
                          None if data.get("shapes") is None else tuple(tuple(int(d) for d in s)
                                                                        for s in data["shapes"]),
-                         None if data.get("groups") is None else int(data["groups"]))
+                         None if data.get("groups") is None else int(data["groups"]),
+                         *(None if data.get(k) is None else int(data[k]) for k in ("start", "stop")))
         except (KeyError, TypeError, ValueError):
             raise ValueError(f"{data!r} does not describe a named weight (name, keys, fold)") from None
         if source.fold not in FOLDS or (source.shapes is not None and len(source.shapes) != len(source.keys)):
             raise ValueError(f"named weight {source.name!r} has an unknown fold {source.fold!r} or shapes that do "
                              "not match its keys")
+        if source.fold == SLICE and (len(source.keys) != 1 or source.start is None or source.stop is None
+                                     or not 0 <= source.start < source.stop):
+            raise ValueError(f"named weight {source.name!r} is a slice but does not give one key and rows "
+                             "start < stop")
         return source
 
 
@@ -96,8 +110,44 @@ def weight_sources(network) -> dict[str, WeightSource]:
     return dict(_SOURCES.get(id(network), {}))
 
 
-def _record(network, source: WeightSource) -> None:
+def _record(network, source: WeightSource, memory=None) -> None:
     network_store(_SOURCES, network, dict)[source.name] = source
+    network_store(_MEMORY, network, dict)[source.name] = memory
+
+
+#: network id -> {weights name: the memory it names, (address, count, type), or None where Python cannot see it}
+_MEMORY: dict[int, dict] = {}
+
+
+def _memory(w) -> tuple | None:
+    """(address, count, type) of the weights a layer holds (a trt.Weights, or the numpy array TensorRT's constant
+    layers return); None where Python cannot see them (BF16 weights)."""
+    try:
+        arr = w if isinstance(w, np.ndarray) else w.numpy()
+        return int(arr.__array_interface__["data"][0]), int(arr.size), str(arr.dtype)
+    except (AttributeError, TypeError, ValueError, KeyError):
+        return None
+
+
+#: network id -> the Journal of its definition; the keys of explicit names that were taken already (baked)
+_JOURNALS: dict[int, Journal] = {}
+_UNCOVERED: dict[int, set] = {}
+
+
+@contextmanager
+def definition_journal(network):
+    """Note every WeightMap read made inside the block as a read of `network`'s definition (trtbuild.engine.
+    define opens it around the whole definition): :func:`name_tracked_weights` then counts this definition's
+    reads only, and :func:`baked_keys` lists every key it read that no name covers."""
+    with journal() as current:
+        network_store(_JOURNALS, network, lambda: current)
+        _JOURNALS[id(network)] = current
+        yield current
+
+
+def journal_of(network) -> Journal | None:
+    """The Journal of `network`'s definition (None: defined outside :func:`definition_journal`)."""
+    return _JOURNALS.get(id(network))
 
 
 def name_new_weights(network, first_layer: int, layer_type: str, sources: dict[str, WeightSource]) -> None:
@@ -107,7 +157,10 @@ def name_new_weights(network, first_layer: int, layer_type: str, sources: dict[s
     its WeightSource.
 
     Weights a layer does not hold (a quantized convolution reads its kernel from a tensor) are left unnamed, and
-    so are weights the backend refuses to name (its logger says why); only the named ones are recorded."""
+    so are weights the backend refuses to name (its logger says why); only the named ones are recorded. A name
+    this network already gave other weights (the same block built twice: its computed weights are new memory
+    each time) is not given again, as TensorRT refuses it: its keys are baked (:func:`baked_keys`). The same
+    memory again (one array used by two layers) has its name already: TensorRT names every use of it."""
     trt = trt_of(network)
     ltype = getattr(trt.LayerType, layer_type)
     cls = {"CONVOLUTION": trt.IConvolutionLayer, "DECONVOLUTION": trt.IDeconvolutionLayer,
@@ -121,9 +174,16 @@ def name_new_weights(network, first_layer: int, layer_type: str, sources: dict[s
             matches = [(s, layer.weights) for end, s in sources.items() if layer.name.endswith(end)]
         else:
             matches = [(s, getattr(layer, attr)) for attr, s in sources.items()]
+        taken = _MEMORY.get(id(network), {})
         for source, w in matches:
-            if w is not None and w.size and network.set_weights_name(w, source.name):
-                _record(network, source)
+            if w is None or not w.size:
+                continue
+            if source.name in taken:
+                memory = _memory(w)
+                if memory is None or taken[source.name] != memory:
+                    network_store(_UNCOVERED, network, set).update(source.keys)
+            elif network.set_weights_name(w, source.name):
+                _record(network, source, _memory(w))
 
 
 _BN_KEYS = ("weight", "bias", "running_mean", "running_var")
@@ -145,14 +205,15 @@ def name_tracked_weights(network) -> list[str]:
     - it was read more often than used whole: some read went into a computed weight (``w * 2``, a slice, a
       transpose, a fold nobody named), which a refit of the named use alone would leave stale. The count cannot
       see one read that is both used whole and computed from (``w`` for one layer and ``w * 2`` from the same
-      array for another): such a builder must name its computed weight with an explicit WeightSource;
+      array for another): such a builder must name its computed weight with an explicit WeightSource. The reads
+      counted are those of this network's definition (:func:`definition_journal`) and those made outside any
+      definition (before build_plan: they may have gone into this network); a network defined without a
+      journal counts every read and use of the key's stored tensor, over every network defined from it;
     - its uses hold different memory (the key in two float types in one network, or from two WeightMaps).
     A key that a named fold also reads (a Conv+BN kernel is named after the conv's weight key) and whose values
     are used whole names that use ``<key>/copy`` (explicit names keep priority); its reads beyond the whole uses
     are taken to be the fold's, so such a key must not also go into an unnamed computed weight. Keys left
-    unnamed are baked (:func:`unnamed_tracked_keys`), also where a named fold reads them. Reads and uses are
-    counted per stored tensor over every network defined from the same WeightMap (a cross-check defines the same
-    network twice, which keeps their ratio), so two different definitions from one WeightMap share the counts."""
+    unnamed are baked (:func:`unnamed_tracked_keys`), also where a named fold reads them."""
     tracked = tracked_keys(network)
     if not tracked:
         return []
@@ -162,6 +223,7 @@ def name_tracked_weights(network) -> list[str]:
     named = []
     left = network_store(_LEFT, network, set)
     folded = {k for s in sources.values() if s.fold != COPY for k in s.keys}
+    book = journal_of(network)
     for key, t in tracked.items():
         if key in decided:
             continue
@@ -171,7 +233,11 @@ def name_tracked_weights(network) -> list[str]:
             continue  # an explicit name of these very values (planned_linear's weight_keys)
         if key in sources:
             name = f"{key}/copy"
-        if t.mixed or len(t.held) != 1 or (t.origin.uses < t.origin.reads and key not in folded):
+        if book is None:
+            reads, uses = t.origin.reads, t.origin.uses
+        else:
+            reads, uses = book.reads.get(key, 0) + t.origin.loose_reads, t.uses
+        if t.mixed or len(t.held) != 1 or (uses < reads and key not in folded):
             left.add(key)
             continue
         (held,) = t.held.values()
@@ -191,6 +257,22 @@ def unnamed_tracked_keys(network) -> dict[str, np.ndarray | None]:
     name_tracked_weights(network)
     tracked = tracked_keys(network)
     return {k: tracked[k].origin.values() for k in sorted(_LEFT.get(id(network), ()))}
+
+
+def baked_keys(network) -> dict[str, np.ndarray | None]:
+    """{key: its stored values (None where they are not known)} of every key whose values are in `network` but
+    that no name covers, so that a refit cannot change them: the keys its definition read (the Journal) that no
+    named weight is computed from, the keys its layers hold unchanged without a name (:func:`unnamed_tracked_keys`),
+    and the keys of explicit names given once already. A network defined without a journal has only the last two."""
+    unnamed = unnamed_tracked_keys(network)
+    uncovered = _UNCOVERED.get(id(network), set())
+    named = {k for s in _SOURCES.get(id(network), {}).values() for k in s.keys} - set(unnamed) - uncovered
+    book = journal_of(network)
+    baked = dict(unnamed)
+    for key in (*(book.reads if book is not None else ()), *uncovered):
+        if key not in named and baked.get(key) is None:
+            baked[key] = book.values(key) if book is not None else None
+    return dict(sorted(baked.items()))
 
 
 def bn_sources(prefix: str, eps: float, channels: int) -> dict[str, WeightSource]:
@@ -249,6 +331,13 @@ def sum_source(keys: tuple[str, ...], size: int) -> WeightSource:
     return WeightSource(keys[0], tuple(keys), SUM, shapes=((int(size),),) * len(keys))
 
 
+def slice_source(key: str, start: int, stop: int, shape) -> WeightSource:
+    """The source of rows ``start:stop`` of `key` (read with `shape`), named ``key[start:stop]``:
+    nn.MultiheadAttention's query, key and value projections in ``in_proj_weight`` / ``in_proj_bias``."""
+    return WeightSource(f"{key}[{int(start)}:{int(stop)}]", (key,), SLICE, shapes=(tuple(int(d) for d in shape),),
+                        start=int(start), stop=int(stop))
+
+
 def source_values(source: WeightSource, state) -> np.ndarray:
     """The float32 values of a named weight computed from `state` (a state_dict or {key: array}) as the build
     computed them: what a Refitter is given to refit the weight from another state_dict of the same model.
@@ -262,6 +351,11 @@ def source_values(source: WeightSource, state) -> np.ndarray:
         arrays = [_shaped(a, shape, key, source.name) for a, shape, key in zip(arrays, source.shapes, source.keys)]
     if source.fold == COPY:
         return arrays[0].astype(np.float32)
+    if source.fold == SLICE:
+        if source.stop > len(arrays[0]):
+            raise ValueError(f"state_dict key '{source.keys[0]}' has {len(arrays[0])} rows, but engine weights "
+                             f"'{source.name}' were built from its rows {source.start}:{source.stop}")
+        return np.ascontiguousarray(arrays[0][source.start:source.stop]).astype(np.float32)
     if source.fold in (REPVGG_WEIGHT, REPVGG_BIAS):
         return _repvgg(source, arrays)
     if source.fold == SUM:

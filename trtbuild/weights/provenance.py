@@ -10,19 +10,28 @@ byte count and dtype of a live registered array: a reshape of the whole key matc
 or any computed array does not. Entries hold a weakref to the registered array, so its memory cannot be reused
 while the entry answers, and a dead weakref answers nothing.
 
-Each key's ``Origin`` counts the reads (WeightMap.get calls) and the whole uses (arrays handed to a layer that
-matched): a key that was read more often than it was used whole also went into a computed weight (``w * 2``,
-a slice), which a refit of the named use alone would leave stale, so the naming leaves such a key baked.
+A key that was read more often than it was used whole also went into a computed weight (``w * 2``, a slice),
+which a refit of the named use alone would leave stale, so the naming leaves such a key baked. The reads are
+counted per network definition: trtbuild.engine.define opens a :class:`Journal` around each (``journal()``), and
+every WeightMap.get / raw made while it is open is noted in it with the stored array read, so that the reads of
+one definition are not mixed with another's from the same WeightMap, and the build's RefitRecord can list every
+key the definition read that no name covers (with its values' sha256), also for a plain network function. Reads
+made while no journal is open (before build_plan, say) are counted apart (``Origin.loose_reads``) and added to
+every definition's count, as they may have gone into its weights; each key's ``Origin`` also keeps the counts of
+its whole life (``reads``, ``uses``) for networks defined without a journal.
 """
 
 from __future__ import annotations
 
 import weakref
-from dataclasses import dataclass
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from typing import Iterator
 
 import numpy as np
 
-__all__ = ["Origin", "track", "alias", "origin_of", "key_of"]
+__all__ = ["Origin", "Journal", "journal", "note_read", "track", "alias", "origin_of", "key_of"]
 
 
 @dataclass(eq=False)
@@ -35,11 +44,53 @@ class Origin:
     read_shape: tuple[int, ...] | None = None
     reads: int = 0
     uses: int = 0
+    loose_reads: int = 0  # the reads made while no Journal was open
     stored: object = None  # a weakref to the stored array (its values, for a RefitRecord's baked keys)
 
     def values(self) -> np.ndarray | None:
         """The stored values, while the WeightMap holding them lives; else None."""
         return None if self.stored is None else self.stored()
+
+
+@dataclass(eq=False)
+class Journal:
+    """The WeightMap reads of one network definition: how often each state_dict key was read (get or raw) and
+    the stored array each read (held, not copied, so that its values can be hashed once the network is built)."""
+
+    reads: dict = field(default_factory=dict)  # {key: count}
+    stored: dict = field(default_factory=dict)  # {key: the stored array first read}
+
+    def note(self, key: str, stored: np.ndarray) -> None:
+        self.reads[key] = self.reads.get(key, 0) + 1
+        self.stored.setdefault(key, stored)
+
+    def values(self, key: str) -> np.ndarray | None:
+        """The stored values read for `key` (None if it was not read in this definition)."""
+        return self.stored.get(key)
+
+
+_JOURNAL: ContextVar[Journal | None] = ContextVar("trtbuild_weight_journal", default=None)
+
+
+@contextmanager
+def journal() -> Iterator[Journal]:
+    """Note every WeightMap read made inside the block in a new Journal (one network definition; nested blocks
+    note in the innermost only)."""
+    current = Journal()
+    token = _JOURNAL.set(current)
+    try:
+        yield current
+    finally:
+        _JOURNAL.reset(token)
+
+
+def note_read(key: str, stored: np.ndarray) -> bool:
+    """Note a read of `key` (stored array `stored`) in the open Journal; False if none is open."""
+    current = _JOURNAL.get()
+    if current is None:
+        return False
+    current.note(key, stored)
+    return True
 
 
 #: data pointer -> (weakref to the registered array, nbytes, dtype, Origin)
@@ -76,6 +127,8 @@ def track(array: np.ndarray, key: str, stored: np.ndarray | None = None, read_sh
     if origin.read_shape is None and read_shape is not None:
         origin.read_shape = tuple(int(d) for d in read_shape)
     origin.reads += 1
+    if not note_read(key, stored):
+        origin.loose_reads += 1
     if register:
         _register(array, origin)
     return origin

@@ -11,7 +11,7 @@ import numpy as np
 
 from .errors import WeightsError
 from .formats import read_weights, write_weights
-from .provenance import track
+from .provenance import note_read, track
 from .tensors import check_finite, check_names, contiguous, to_numpy
 
 
@@ -147,8 +147,13 @@ class WeightMap:
         """The stored array for ``name`` in its own dtype and shape (shared memory). Marks it used."""
         full = self._full(name)
         stored = self._lookup(full, name)
+        note_read(full, stored)  # counted in the network definition reading it (trtbuild.weights.provenance)
         self._used.add(full)
         return stored
+
+    def full_key(self, name: str) -> str:
+        """The state_dict key of ``name`` under this view's prefix (``layer1.0`` + ``conv1.weight``)."""
+        return self._full(name)
 
     def shape_of(self, name: str) -> tuple[int, ...]:
         """Stored shape of ``name`` (1-D for .wts files); does not mark it used."""
