@@ -136,6 +136,9 @@ def _sidecar(**build):
     (dict(version_compatible=True, exclude_lean_runtime=False), "10.16.2.1", None),
     (dict(version_compatible=True, exclude_lean_runtime=False), "10.8.0.43",
      "is a version-compatible engine of TensorRT 10.16.1.11, which loads on that version and later ones only"),
+    (dict(version_compatible=True, exclude_lean_runtime=False), "12.0.0.1",
+     "but TensorRT documents such engines across major versions only from 10 to 11 (and 8 to 10), not to "
+     "TensorRT 12.0.0.1"),
     (dict(version_compatible=True, exclude_lean_runtime=True), "11.4.0.106",
      "built without its lean runtime (--exclude-lean-runtime), so TensorRT 11.4.0.106 needs that version's lean "
      "runtime loaded"),

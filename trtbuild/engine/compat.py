@@ -126,13 +126,20 @@ def _version(text: str) -> tuple[int, ...]:
     return tuple(int(p) for p in str(text).split(".") if p.isdigit())
 
 
+#: (built major, loading major) pairs TensorRT supports for version-compatible engines across major versions
+#: (TensorRT 11.4's support matrix, "Engine Portability": "No other combination across major versions")
+_CROSS_MAJOR = {((10,), (11,)), ((8,), (10,))}
+
+
 def later_version_may_load(record, built: str, here: str, engine_path) -> bool:
     """Whether a TensorRT engine built with version `built` loads with TensorRT `here` (they differ) by its
     version compatibility, as its sidecar / BuildInfo `record` says: True for a version-compatible engine with the
-    lean runtime embedded and a later TensorRT; False for an engine that is not version-compatible (the caller
-    refuses it). EngineCompatibilityError (one sentence) for a version-compatible one that still cannot load: an
-    older TensorRT (compatibility is forward only), or the lean runtime excluded (TensorRT then needs the building
-    version's lean runtime loaded with Runtime.load_runtime, which trtbuild does not do)."""
+    lean runtime embedded and a later TensorRT of the same major version, or 11 for a 10 engine (TensorRT's
+    support matrix); False for an engine that is not version-compatible (the caller refuses it).
+    EngineCompatibilityError (one sentence) for a version-compatible one that still cannot load: an older
+    TensorRT (compatibility is forward only), another major version than those, or the lean runtime excluded
+    (TensorRT then needs the building version's lean runtime loaded with Runtime.load_runtime, which trtbuild
+    does not do)."""
     from .errors import EngineCompatibilityError
     from .records import build_info_of
 
@@ -143,6 +150,12 @@ def later_version_may_load(record, built: str, here: str, engine_path) -> bool:
         raise EngineCompatibilityError(
             f"{engine_path} is a version-compatible engine of TensorRT {built}, which loads on that version and later "
             f"ones only, but TensorRT {here} is installed; rebuild it with `trtbuild build`")
+    majors = (_version(built)[:1], _version(here)[:1])
+    if majors[0] != majors[1] and majors not in _CROSS_MAJOR:
+        raise EngineCompatibilityError(
+            f"{engine_path} is a version-compatible engine of TensorRT {built}, but TensorRT documents such engines "
+            f"across major versions only from 10 to 11 (and 8 to 10), not to TensorRT {here}; rebuild it with "
+            "`trtbuild build`")
     if info.exclude_lean_runtime:
         raise EngineCompatibilityError(
             f"{engine_path} is a version-compatible engine of TensorRT {built} built without its lean runtime "
