@@ -176,3 +176,25 @@ def test_the_sidecar_check_honours_hardware_compatibility(level, here, message):
         with pytest.raises(EngineCompatibilityError) as e:
             check_compatible(side, _tensorrt("10.16.1.11"), "m.engine", current_device=here)
         assert message in str(e.value)
+
+
+def test_a_sidecar_without_a_checksum_is_not_trusted_with_host_code(tmp_path):
+    """A sidecar vouching for an embedded lean runtime must also prove which engine it describes: without its
+    engine_sha256 the load is refused in one sentence, before any host code could be allowed."""
+    import json
+
+    from trtbuild.engine import load_engine
+    from trtbuild.engine.serialize import make_sidecar, save_engine
+
+    path = tmp_path / "vc.engine"
+    plan = _plan(ref, version_compatible=True)
+    save_engine(path, plan, make_sidecar(ref, plan, plan.info))
+    side_path = tmp_path / "vc.engine.json"
+    side = json.loads(side_path.read_text())
+    assert side["version_compatible"] is True and side["engine_sha256"]
+    assert load_engine(path, ref).output_names == ["y"]  # with its checksum: trusted
+    del side["engine_sha256"]
+    side_path.write_text(json.dumps(side))
+    with pytest.raises(EngineFileError, match=r"^the sidecar of .*vc\.engine says the engine embeds TensorRT's lean "
+                       r"runtime \(host code\) but records no engine_sha256"):
+        load_engine(path, ref)

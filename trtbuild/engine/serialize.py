@@ -24,7 +24,7 @@ from trtbuild.files.atomic import atomic_write_files, ensure_parent_dir
 from trtbuild.files.outputs import ENGINE, SIDECAR, check_outputs
 
 from .device import CPU, device_info
-from .compat import later_version_may_load, other_gpu_may_run
+from .compat import later_version_may_load, lean_runtime_embedded, other_gpu_may_run
 from .errors import EngineCompatibilityError, EngineFileError, EngineWriteError
 from .records import BuildInfo, build_info_of
 from .sidecar import SIDECAR_FORMAT, Sidecar  # noqa: F401 - SIDECAR_FORMAT: its old home
@@ -330,6 +330,10 @@ def read_engine_file(path: str | os.PathLike, trt: ModuleType | None = None,
     data = read_file_aligned(path)
     if data is None:
         raise EngineFileError(f"engine file {path} is empty")
+    if sidecar is not None and not sidecar.engine_sha256 and lean_runtime_embedded(sidecar):
+        raise EngineFileError(f"the sidecar of {path} says the engine embeds TensorRT's lean runtime (host code) but "
+                              "records no engine_sha256, so trtbuild cannot tell that the engine is the one it vouches "
+                              "for; rebuild it, or load the plan yourself with engine_host_code_allowed")
     if sidecar is not None and not sidecar.engine_sha256:
         log.warning("the sidecar of %s has no engine_sha256, so the engine's integrity cannot be checked", path)
     elif sidecar is not None:
