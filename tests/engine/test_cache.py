@@ -268,7 +268,7 @@ def test_key_for_model_build_takes_options_or_keywords_not_both(alexnet):
 def test_a_key_made_the_older_way_is_a_miss_never_a_hit(tmp_path, alexnet):
     weights = alexnet[1:]
     key = key_for_model_build(REF, get_spec("alexnet"), weights[0], small=True)
-    assert key.version == KEY_VERSION == 2
+    assert key.version == KEY_VERSION == 3
     older = dataclasses.replace(key, version=1)
     assert older.digest != key.digest
     legacy = CacheKey(*[getattr(key, f.name) for f in dataclasses.fields(CacheKey) if f.name != "version"])
@@ -276,3 +276,25 @@ def test_a_key_made_the_older_way_is_a_miss_never_a_hit(tmp_path, alexnet):
     cache = EngineCache(tmp_path / "c")
     cache.put(older, b"an engine stored under the older key", {"model": "alexnet"})
     assert cache.get(older) is not None and cache.get(key) is None
+
+
+def test_the_key_covers_the_code_of_the_plugin_libraries(tmp_path, monkeypatch):
+    """A plugin library rebuilt with another kernel keeps its plugin's name and version, and the plan holds neither
+    its code nor its file: the key hashes the library, so the rebuilt one is a miss, not a hit of the old engine."""
+    import trtbuild.engine.plugins as plugins
+    from trtbuild.engine.cache_key import plugin_code_digest
+
+    _, network, _logger = new_network(REF)
+    x = network.add_input("x", REF.DataType.FLOAT, (1, 2))
+    network.mark_output(network.add_identity(x).get_output(0))
+    assert plugin_code_digest(REF, network) == ""  # no plugin layer: nothing to hash
+    library = tmp_path / "libplugin.so"
+    library.write_bytes(b"kernel v1")
+    monkeypatch.setattr(plugins, "plugins_used", lambda trt, net: [
+        {"plugin": "trtbuild::Involution", "version": "1", "layers": 1, "library": str(library)}])
+    first = CacheKey.of(network, REF, weights_sha256="0" * 64)
+    assert first.plugins == plugin_code_digest(REF, network) != ""
+    library.write_bytes(b"kernel v2")  # rebuilt: same plugin, name and version
+    second = CacheKey.of(network, REF, weights_sha256="0" * 64)
+    assert second.plugins != first.plugins and second.digest != first.digest
+    assert dataclasses.replace(second, plugins=first.plugins).digest == first.digest  # only that part differs

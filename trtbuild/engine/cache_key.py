@@ -3,10 +3,11 @@
     key = CacheKey.of(network, trt, weights_sha256=sha256_file("r50.wts"), options={"precision": "fp16", ...})
     key.digest        # 64 hex digits, the entry's name in the cache directory
 
-A key has six parts, each hashed on its own so that `trtbuild cache ls` and a debugging user can see
+A key has seven parts, each hashed on its own so that `trtbuild cache ls` and a debugging user can see
 which one differs: the network's structure, the weights, the backend and its version, where the
 engine runs (TensorRT-RTX targets, or the GPU a TensorRT engine is built for), the canonical build
-options and the trtbuild version (the reference plan format and every builder belong to it). The
+options, the trtbuild version (the reference plan format and every builder belong to it) and the code
+of the plugin libraries the network uses. The
 key's own `version` (KEY_VERSION) is in its digest too: a key made another way is another key.
 
 The structure hash is computed through TensorRT's network API only (``get_layer``, ``get_input``,
@@ -38,7 +39,7 @@ __all__ = ["KEY_VERSION", "CacheKey", "canonical_json", "network_structure_hash"
 
 #: how a key is made: part of every digest, so that a key made another way (an older trtbuild's) is a
 #: miss, never a wrong hit. 2: the options part is every BuildOptions field that changes the engine.
-KEY_VERSION = 2
+KEY_VERSION = 3
 
 #: layer attributes that do not change what the engine computes (see the module docstring)
 IGNORED_ATTRIBUTES = frozenset({"metadata", "num_ranks", "precision", "precision_is_set", "name", "num_inputs",
@@ -168,6 +169,29 @@ def target_of(trt: ModuleType, targets=None) -> str:
     return f"{dev['gpu']} (compute capability {dev['compute_capability']})"
 
 
+def plugin_code_digest(trt: ModuleType, network) -> str:
+    """sha256 of the code of the plugins `network` uses: each plugin's name and version with the sha256 of the
+    shared library real TensorRT loaded it from. A plugin library rebuilt with another kernel keeps its name and
+    version, and a plan embeds neither its code nor its file, so without this an engine built with the old
+    library would be a hit. "" for a network without plugin layers; a reference plugin (a PyTorch twin in
+    trtbuild itself) is covered by the trtbuild version."""
+    from .plugins import plugins_used
+
+    used = plugins_used(trt, network)
+    if not used:
+        return ""
+    parts = []
+    for p in sorted(used, key=lambda p: (p["plugin"], p["version"])):
+        library = p.get("library")
+        if library:
+            with open(library, "rb") as f:
+                code = hashlib.sha256(f.read()).hexdigest()
+        else:
+            code = "in-process"
+        parts.append({"plugin": p["plugin"], "version": p["version"], "code": code})
+    return _sha256(canonical_json(parts))
+
+
 @dataclass(frozen=True)
 class CacheKey:
     """Everything that must be equal for a cached engine to be reused (see the module docstring)."""
@@ -179,6 +203,7 @@ class CacheKey:
     target: str  #: target_of
     options: str  #: options_digest
     trtbuild_version: str
+    plugins: str = ""  #: plugin_code_digest ("" for a network without plugin layers)
     version: int = KEY_VERSION  #: KEY_VERSION
 
     @property
@@ -208,4 +233,4 @@ class CacheKey:
         return cls(network=network_structure_hash(network, trt), weights=weights, backend=backend_kind(trt),
                    backend_version=str(trt.__version__), target=target_of(trt, targets),
                    options=options_digest(dict(options) if not dataclasses.is_dataclass(options) else options),
-                   trtbuild_version=__version__)
+                   trtbuild_version=__version__, plugins=plugin_code_digest(trt, network))
