@@ -232,7 +232,8 @@ def test_bisection_bakes_only_the_key_that_also_went_into_a_computed_weight():
     finally:
         refit_verify.slots = real
     assert record.baked.keys() == {"k3"}
-    assert len(calls) <= 2 * 4 + 4 + 2  # the cap (2 ceil(log2 9) + 4) and the first two definitions
+    # the network, the first perturbed definition, two halves at each of log2(8) levels, the record's own look
+    assert len(calls) <= 1 + 1 + 2 * 3 + 1
     _refits_exactly(make, old, {**new, "k3": old["k3"]})
 
 
@@ -258,3 +259,27 @@ def test_the_verification_leaves_the_weightmap_as_it_was():
     assert RefitRecord.from_dict(plan.info.refit).verified
     after = wm.arrays()
     assert all(after[k] is before[k] and np.array_equal(after[k], state[k].numpy()) for k in state)
+
+
+def test_an_lstm_bias_the_builder_changed_loses_its_sum_name_and_bakes_its_keys():
+    """dataclasses.replace(LSTMDirection, bias=bias * 0.5) keeps bias_keys, not the values they name."""
+    from trtbuild.layers.recurrent import _direction, read_lstm
+
+    def state(seed):
+        torch.manual_seed(seed)
+        return {f"rnn.{k}": v for k, v in torch.nn.LSTM(4, 3, batch_first=True).state_dict().items()}
+
+    def define_from(wm):
+        def define(network, x):
+            (d,), = read_lstm(wm, "rnn", "rnn")
+            return _direction(network, x, dataclasses.replace(d, bias=d.bias * 0.5), "rnn", 1)
+        return define
+
+    plan = build_plan(trt, define_from(WeightMap.from_state_dict(state(0))), input_shape=(1, 2, 4), progress=False,
+                      refit="any")
+    record = RefitRecord.from_dict(plan.info.refit)
+    assert "rnn.bias_ih_l0" not in {s.name for s in record.weights}
+    assert {"rnn.bias_ih_l0", "rnn.bias_hh_l0"} <= record.baked.keys()
+    assert {"rnn.weight_ih_l0", "rnn.weight_hh_l0"} <= {s.name for s in record.weights}
+    with pytest.raises(RefitError, match=r"^'rnn.bias_(ih|hh)_l0' in the state_dict differs from the build's"):
+        Engine(plan).refit(state(1))
