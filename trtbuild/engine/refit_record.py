@@ -4,7 +4,11 @@ with the state_dict keys it is computed from and how (trtbuild.layers.weight_nam
 Conv+BN fold, a BatchNorm scale/shift, a sum, a RepVGG fusion, a slice), and the keys the network definition read
 into weights it did not name, or whose uses one name could not cover (weight_names.baked_keys) ("baked": those
 values are part of the engine and no refit can change them; each is recorded with the sha256 of its float32
-values, so that a refit can tell new values from the build's without the build's weight file).
+values, so that a refit can tell new values from the build's without the build's weight file), whether the build
+checked every name by defining the network again from perturbed weights (``verified``, trtbuild.engine.
+refit_verify), and whether the definition read no WeightMap yet holds unnamed float weights (``untraced``: which
+keys those hold is unknown, so a refit is refused). A weight-stripped build with baked keys (or untraced) is
+refused: its plan could never be refit.
 """
 
 from __future__ import annotations
