@@ -135,7 +135,8 @@ def test_a_changed_baked_in_weight_is_refused_and_the_same_one_accepted():
     assert set(record.baked) == {"a.weight"} and {s.name for s in record.weights} == {"b.weight", "b.bias"}
     engine = Engine(plan)
     with pytest.raises(RefitError, match=r"^'a.weight' in the state_dict differs from the build's, but the "
-                                         r"build baked it into the engine \(no named weight comes from it\), so a "
+                                         r"build baked it into the engine \(its values went into weights no name "
+                                         r"covers\), so a "
                                          r"refit cannot change it: rebuild the engine$"):
         engine.refit(new)
     x = torch.rand(1, 2, 5, 5, generator=torch.Generator().manual_seed(3))

@@ -62,7 +62,8 @@ def test_a_key_a_network_function_read_only_into_a_computed_weight_is_baked():
     assert record.baked == {"a": _sha(old["a"])} and [s.name for s in record.weights] == ["b"]
     engine = Engine(plan)
     with pytest.raises(RefitError, match=r"^'a' in the state_dict differs from the build's, but the build baked it "
-                                         r"into the engine \(no named weight comes from it\), so a refit cannot "
+                                         r"into the engine \(its values went into weights no name covers\), so a "
+                                         r"refit cannot "
                                          r"change it: rebuild the engine$"):
         engine.refit({"a": new["a"], "b": new["b"]})
     x = _x()

@@ -22,6 +22,7 @@ from .errors import BuildError
 from .interrupts import calling_tensorrt
 from .logging_bridge import exclusive
 from .network import dtype_name, new_network, tensors_by_name
+from .refit_verify import verify_names
 from .options import PRECISIONS, QUANTIZED, BuildOptions, check_profile, envelope, profile_input_shape
 
 #: what TensorRT-RTX logs as an error on a machine without a CUDA driver, on the way to reporting a
@@ -200,11 +201,17 @@ def define_network(define: Callable, options: BuildOptions) -> Callable[[ModuleT
 def _definition(define, options: BuildOptions, input_name, input_shape, model_name=None, weights=None):
     profile = envelope(options.shape_profiles)  # the input is declared once, for every profile
 
-    def on(trt: ModuleType) -> DefinedNetwork:
+    def once(trt: ModuleType) -> DefinedNetwork:
         builder, network, logger = new_network(trt)
         # TensorRT calls the logger back while it is defined; the journal notes the weights its definition reads
         with exclusive(logger), calling_tensorrt(trt), definition_journal(network):
             return _define(trt, builder, network, logger)
+
+    def on(trt: ModuleType) -> DefinedNetwork:
+        defined = once(trt)
+        if options.refit != "off":  # a refit must never be accepted and then compute with stale weights
+            verify_names(defined.network, lambda: once(trt))
+        return defined
 
     def _define(trt, builder, network, logger) -> DefinedNetwork:
         logger.clear()

@@ -94,7 +94,8 @@ def refit_values(record: RefitRecord, state: Mapping, source: str = "the new wei
     for key, digest in record.baked.items():
         if key in state and values_sha256(state[key]) != digest:
             raise RefitError(f"'{key}' in {source} differs from the build's, but the build baked it into the engine "
-                             "(no named weight comes from it), so a refit cannot change it: rebuild the engine")
+                             "(its values went into weights no name covers), so a refit cannot change it: rebuild "
+                             "the engine")
     values = {}
     for s in record.weights:
         try:
@@ -112,6 +113,14 @@ def refit_engine(engine, weights) -> None:
     """Refit `engine` (an Engine) in place with `weights` (state_dict, WeightMap or weight file path); its
     execution context then runs with them. RefitError (one sentence) if they do not fit or TensorRT refuses."""
     record = refit_record(engine)
+    if not record.weights:
+        raise RefitError(f"engine {engine.name} names no weights, so nothing in it can be refit from a state_dict; "
+                         "build it from a WeightMap with trtbuild.layers builders, which name each weight after its "
+                         "state_dict key")
+    if record.untraced:
+        raise RefitError(f"engine {engine.name} was defined without reading a WeightMap and holds unnamed weights, "
+                         "so trtbuild cannot tell which state_dict keys they come from and a refit could leave them "
+                         "stale; read its weights through a WeightMap (WeightMap.from_state_dict) and rebuild it")
     state, source = state_of(weights)
     values = refit_values(record, state, source)
     trt, icuda = engine.trt, engine._engine

@@ -4,7 +4,11 @@ with the state_dict keys it is computed from and how (trtbuild.layers.weight_nam
 Conv+BN fold, a BatchNorm scale/shift, a sum, a RepVGG fusion, a slice), and the keys the network definition read
 into weights it did not name, or whose uses one name could not cover (weight_names.baked_keys) ("baked": those
 values are part of the engine and no refit can change them; each is recorded with the sha256 of its float32
-values, so that a refit can tell new values from the build's without the build's weight file).
+values, so that a refit can tell new values from the build's without the build's weight file), whether the build
+checked every name by defining the network again from perturbed weights (``verified``, trtbuild.engine.
+refit_verify), and whether the definition read no WeightMap yet holds unnamed float weights (``untraced``: which
+keys those hold is unknown, so a refit is refused). A weight-stripped build with baked keys (or untraced) is
+refused: its plan could never be refit.
 """
 
 from __future__ import annotations
@@ -28,6 +32,10 @@ class RefitRecord:
     #: mode "identical": {weights name: sha256 of the float32 values the build gave it}, so that a refit with
     #: other values is refused (TensorRT: "different weights during refits yield unpredictable behavior")
     built: dict = field(default_factory=dict)
+    #: the build defined the network again from perturbed weights and checked every name (refit_verify)
+    verified: bool = False
+    #: the definition read no WeightMap and left float weights unnamed: which keys they hold is unknown
+    untraced: bool = False
 
     @property
     def flag(self) -> str:
@@ -55,11 +63,26 @@ class RefitRecord:
 
             built = {s.name: values_sha256(source_values(s, state)) for s in sources
                      if all(k in state for k in s.keys)}
-        return cls(options.refit, bool(options.strip_weights), sources, baked, built)
+        from .refit_verify import slots, verified
+
+        book = journal_of(network)
+        untraced = (book is None or not book.maps) and any(
+            s.name is None and s.dtype in ("FLOAT", "HALF", "BF16") for s in slots(network))
+        record = cls(options.refit, bool(options.strip_weights), sources, baked, built, verified(network), untraced)
+        if record.stripped and (baked or untraced):
+            from .errors import BuildError
+
+            what = (f"it bakes {', '.join(repr(k) for k in list(baked)[:3])}"
+                    f"{f' (and {len(baked) - 3} more keys)' if len(baked) > 3 else ''} into weights no name covers"
+                    if baked else "its definition read no WeightMap, so its unnamed weights cannot be refit")
+            raise BuildError(f"network '{network.name}' cannot be built with --strip-weights: {what}, so the "
+                             "stripped plan could never be refit; build it without --strip-weights")
+        return record
 
     def to_dict(self) -> dict:
         return {"mode": self.mode, "stripped": self.stripped, "weights": [s.to_dict() for s in self.weights],
-                "baked": dict(self.baked), **({"built": dict(self.built)} if self.built else {})}
+                "baked": dict(self.baked), **({"built": dict(self.built)} if self.built else {}),
+                "verified": self.verified, **({"untraced": True} if self.untraced else {})}
 
     @classmethod
     def from_dict(cls, data, where: str = "the sidecar") -> "RefitRecord":
@@ -69,11 +92,12 @@ class RefitRecord:
             weights = tuple(WeightSource.from_dict(w) for w in data["weights"])
             baked = {str(k): str(v) for k, v in dict(data.get("baked", {})).items()}
             built = {str(k): str(v) for k, v in dict(data.get("built", {})).items()}
+            verified, untraced = bool(data.get("verified", False)), bool(data.get("untraced", False))
         except (KeyError, TypeError, ValueError) as e:
             raise ValueError(f"{where} has a 'refit' record that trtbuild cannot read ({e})") from None
         if mode not in REFIT_FLAGS or mode == "off":
             raise ValueError(f"{where} names an unknown refit mode {mode!r}")
-        return cls(mode, stripped, weights, baked, built)
+        return cls(mode, stripped, weights, baked, built, verified, untraced)
 
 
 def values_sha256(value) -> str:

@@ -180,7 +180,7 @@ def _bf16_weights(network, array):
     import torch
 
     trt = trt_of(network)
-    f32 = torch.from_numpy(np.ascontiguousarray(np.asarray(array, dtype=np.float32)))
+    f32 = torch.from_numpy(np.array(array, dtype=np.float32))  # a copy: WeightMap.get's arrays are read-only
     bits = keep_alive(network, np.ascontiguousarray(f32.to(torch.bfloat16).view(torch.int16).numpy()))
     return trt.Weights(trt.DataType.BF16, bits.ctypes.data, bits.size)
 

@@ -180,7 +180,7 @@ def name_tracked_weights(network) -> list[str]:
         (held,) = t.held.values()
         w = held if isinstance(held, trt.Weights) else trt.Weights(held)
         if network.set_weights_name(w, name):
-            _record(network, WeightSource(name, (key,), COPY, shapes=(t.shape,)))
+            _record(network, WeightSource(name, (key,), COPY, shapes=(t.shape,)), _memory(w))
             named.append(key)
         else:
             left.add(key)
@@ -196,11 +196,52 @@ def unnamed_tracked_keys(network) -> dict[str, np.ndarray | None]:
     return {k: tracked[k].origin.values() for k in sorted(_LEFT.get(id(network), ()))}
 
 
+#: network id -> {key: its stored values or None}: keys baked whatever names cover them (trtbuild.engine.
+#: refit_verify found a weight computed from them that no name covers, or a name that does not hold its source)
+_FORCED: dict[int, dict] = {}
+
+
+def bake(network, keys: dict) -> None:
+    """Bake `keys` ({key: stored values or None}) into `network` whatever names cover them."""
+    forced = network_store(_FORCED, network, dict)
+    for k, v in keys.items():
+        if forced.get(k) is None:
+            forced[k] = v
+
+
+def unname(network, name: str) -> None:
+    """Forget the named weight `name` (its weights' name is cleared by the caller) and bake its keys."""
+    source = _SOURCES.get(id(network), {}).pop(name, None)
+    _MEMORY.get(id(network), {}).pop(name, None)
+    if source is not None:
+        book = journal_of(network)
+        bake(network, {k: None if book is None else book.values(k) for k in source.keys})
+
+
+def loose_keys(network) -> dict[str, np.ndarray | None]:
+    """{key: stored values} of the keys of the WeightMaps `network`'s definition read that were read outside
+    any network definition (before build_plan, say): their values may be in this network's weights without
+    this definition reading them, so they are baked unless name_tracked_weights named them (it counts those
+    reads too, and leaves baked a key read more often than used whole)."""
+    book = journal_of(network)
+    if book is None:
+        return {}
+    tracked = _DECIDED.get(id(network), set()) - _LEFT.get(id(network), set())
+    out = {}
+    for wm in book.maps.values():
+        for key in wm.read_loose():
+            if key not in tracked and key in wm._store:
+                out[key] = wm._store[key]
+    return out
+
+
 def baked_keys(network) -> dict[str, np.ndarray | None]:
     """{key: its stored values (None where they are not known)} of every key whose values are in `network` but
     that no name covers, so that a refit cannot change them: the keys its definition read (the Journal) that no
     named weight is computed from, the keys its layers hold unchanged without a name (:func:`unnamed_tracked_keys`),
-    and the keys of explicit names given once already. A network defined without a journal has only the last two."""
+    the keys of explicit names given once already, the keys read before the definition (:func:`loose_keys`) and
+    those trtbuild.engine.refit_verify baked (:func:`bake`). A network defined without a journal has only the
+    unnamed tracked keys and the explicit names given twice."""
     unnamed = unnamed_tracked_keys(network)
     uncovered = _UNCOVERED.get(id(network), set())
     named = {k for s in _SOURCES.get(id(network), {}).values() for k in s.keys} - set(unnamed) - uncovered
@@ -209,6 +250,9 @@ def baked_keys(network) -> dict[str, np.ndarray | None]:
     for key in (*(book.reads if book is not None else ()), *uncovered):
         if key not in named and baked.get(key) is None:
             baked[key] = book.values(key) if book is not None else None
+    for key, value in {**loose_keys(network), **_FORCED.get(id(network), {})}.items():
+        if baked.get(key) is None:
+            baked[key] = value if value is not None or book is None else book.values(key)
     return dict(sorted(baked.items()))
 
 

@@ -73,7 +73,8 @@ def load_weights_into(module: torch.nn.Module, wm) -> torch.nn.Module:
         if key not in wm:
             missing.append(key)
             continue
-        new_state[key] = torch.from_numpy(wm.get(key, tuple(value.shape))).to(value.dtype)  # copied by load_state_dict
+        # a copy: WeightMap.get's own arrays are read-only, which torch.from_numpy warns about
+        new_state[key] = torch.from_numpy(wm.get(key, tuple(value.shape), copy=True)).to(value.dtype)
     if missing:
         raise ValueError(f"weights from {wm.source} lack {len(missing)} tensors the PyTorch model needs, "
                          f"e.g. {missing[:5]}")

@@ -31,7 +31,7 @@ from typing import Iterator
 
 import numpy as np
 
-__all__ = ["Origin", "Journal", "journal", "note_read", "track", "alias", "origin_of", "key_of"]
+__all__ = ["Origin", "Journal", "journal", "journaling", "note_read", "track", "alias", "origin_of", "key_of"]
 
 
 @dataclass(eq=False)
@@ -59,10 +59,15 @@ class Journal:
 
     reads: dict = field(default_factory=dict)  # {key: count}
     stored: dict = field(default_factory=dict)  # {key: the stored array first read}
+    #: {id of a WeightMap's storage: the WeightMap read}: its keys read before the definition (loose reads) are
+    #: the definition's too, and trtbuild.engine.refit_verify defines the network again from perturbed values
+    maps: dict = field(default_factory=dict)
 
-    def note(self, key: str, stored: np.ndarray) -> None:
+    def note(self, key: str, stored: np.ndarray, owner=None) -> None:
         self.reads[key] = self.reads.get(key, 0) + 1
         self.stored.setdefault(key, stored)
+        if owner is not None:
+            self.maps.setdefault(id(owner._store), owner)
 
     def values(self, key: str) -> np.ndarray | None:
         """The stored values read for `key` (None if it was not read in this definition)."""
@@ -84,12 +89,18 @@ def journal() -> Iterator[Journal]:
         _JOURNAL.reset(token)
 
 
-def note_read(key: str, stored: np.ndarray) -> bool:
-    """Note a read of `key` (stored array `stored`) in the open Journal; False if none is open."""
+def journaling() -> bool:
+    """True while a Journal is open (inside a network definition)."""
+    return _JOURNAL.get() is not None
+
+
+def note_read(key: str, stored: np.ndarray, owner=None) -> bool:
+    """Note a read of `key` (stored array `stored`, of WeightMap `owner`) in the open Journal; False if none is
+    open."""
     current = _JOURNAL.get()
     if current is None:
         return False
-    current.note(key, stored)
+    current.note(key, stored, owner)
     return True
 
 
@@ -112,7 +123,7 @@ def _live(table: dict, ident: int):
 
 
 def track(array: np.ndarray, key: str, stored: np.ndarray | None = None, read_shape=None,
-          register: bool = True) -> Origin:
+          register: bool = True, owner=None) -> Origin:
     """Register `array` (what WeightMap.get returns) as the values of state_dict `key`, read from the stored
     array `stored` (default `array`) with `read_shape`; one read is counted (also with ``register=False``, for
     a copy the caller may change, which is counted but not registered). Returns the key's Origin."""
@@ -127,7 +138,7 @@ def track(array: np.ndarray, key: str, stored: np.ndarray | None = None, read_sh
     if origin.read_shape is None and read_shape is not None:
         origin.read_shape = tuple(int(d) for d in read_shape)
     origin.reads += 1
-    if not note_read(key, stored):
+    if not note_read(key, stored, owner):
         origin.loose_reads += 1
     if register:
         _register(array, origin)

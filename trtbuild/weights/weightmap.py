@@ -11,7 +11,7 @@ import numpy as np
 
 from .errors import WeightsError
 from .formats import read_weights, write_weights
-from .provenance import note_read, track
+from .provenance import journaling, note_read, track
 from .tensors import check_finite, check_names, contiguous, to_numpy
 
 
@@ -41,6 +41,7 @@ class WeightMap:
             check_finite(tensors, source)
         self._store: dict[str, np.ndarray] = {k: contiguous(v) for k, v in tensors.items()}
         self._used: set[str] = set()
+        self._loose: set[str] = set()  # keys read while no network definition was open (provenance.journaling)
         self._prefix = ""
         self.source = source
         self.notes: list[str] = list(notes)
@@ -95,9 +96,15 @@ class WeightMap:
         return name in self
 
     def items(self) -> Iterator[tuple[str, np.ndarray]]:
-        """(name, stored array) pairs in their stored dtype/shape; does not mark them used."""
+        """(name, stored array) pairs in their stored dtype/shape; does not mark them used. Inside a network
+        definition every pair is a read of its key (trtbuild.weights.provenance.Journal), as the definition may
+        put its values into weights that no name covers."""
         cut = len(self._prefix)
-        return ((name[cut:], self._store[name]) for name in list(self._names()))
+        names = list(self._names())
+        if journaling():
+            for name in names:
+                note_read(name, self._store[name], self)
+        return ((name[cut:], self._store[name]) for name in names)
 
     def arrays(self) -> dict[str, np.ndarray]:
         """``{name: stored array}`` for this view (shares memory with the map)."""
@@ -138,8 +145,15 @@ class WeightMap:
         copied = copy and np.shares_memory(out, stored)
         if copied:
             out = out.copy()
+        elif np.shares_memory(out, stored):
+            # changed in place, the map's values would change under every later read and a name would no longer
+            # say what the weights hold: a view that cannot be written
+            out = out.view()
+            out.flags.writeable = False
+        if not journaling():
+            self._loose.add(full)
         # a copy is the caller's to change, so it is not registered as the key's values (but counts as a read)
-        track(out, full, stored, None if shape is None else out.shape, register=not copied)
+        track(out, full, stored, None if shape is None else out.shape, register=not copied, owner=self)
         self._used.add(full)
         return out
 
@@ -147,7 +161,8 @@ class WeightMap:
         """The stored array for ``name`` in its own dtype and shape (shared memory). Marks it used."""
         full = self._full(name)
         stored = self._lookup(full, name)
-        note_read(full, stored)  # counted in the network definition reading it (trtbuild.weights.provenance)
+        if not note_read(full, stored, self):  # counted in the network definition reading it (provenance)
+            self._loose.add(full)
         self._used.add(full)
         return stored
 
@@ -171,6 +186,7 @@ class WeightMap:
         view = object.__new__(type(self))
         view._store = self._store
         view._used = self._used
+        view._loose = self._loose
         view._prefix = self._prefix + prefix.strip(".") + "."
         view.source = self.source
         view.notes = self.notes
@@ -194,6 +210,11 @@ class WeightMap:
         names = [n for n in self.keys() if not n.endswith("num_batches_tracked")]
         unread = set(self.unused())
         return len(names), [n for n in names if n in unread]
+
+    def read_loose(self) -> list[str]:
+        """Full keys read with get/raw while no network definition was open (before build_plan, say): their
+        values may be in any network defined later without that definition reading them again."""
+        return sorted(self._loose)
 
     def mark_used(self, *names: str) -> None:
         """Mark names as used without reading them (e.g. weights a builder deliberately ignores)."""
