@@ -148,7 +148,7 @@ def test_a_changed_baked_in_weight_is_refused_and_the_same_one_accepted():
 
 def test_an_engine_built_without_refit_is_refused():
     engine = _engine("resnet18", _torch("resnet18", 0))
-    with pytest.raises(RefitError, match=r"^engine engine was not built refittable \(its sidecar has no refit "
+    with pytest.raises(RefitError, match=r"^the engine was not built refittable \(its sidecar has no refit "
                                          r"record\): rebuild it with --refit"):
         engine.refit(_torch("resnet18", 1).state_dict())
 

@@ -151,7 +151,7 @@ def test_reads_through_items_and_arrays_count_as_reads(read):
     old, new = _state(0), _state(1)
     plan = _plan(make(WeightMap.from_state_dict(old)))
     assert RefitRecord.from_dict(plan.info.refit).baked.keys() == {"a", "b"}
-    with pytest.raises(RefitError, match=r"^engine engine names no weights, so nothing in it can be refit from a "
+    with pytest.raises(RefitError, match=r"^the engine names no weights, so nothing in it can be refit from a "
                                          "state_dict; "):
         Engine(plan).refit(new)
 

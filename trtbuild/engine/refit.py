@@ -34,6 +34,11 @@ class RefitError(EngineError, ValueError):
     """A refit that was refused (the weights do not fit the engine) or that TensorRT failed."""
 
 
+
+def _called(engine) -> str:
+    """How a refusal names `engine`: "engine NAME", or "the engine" for one left with the default name."""
+    return "the engine" if engine.name in (None, "", "engine") else f"engine {engine.name}"
+
 def state_of(weights) -> tuple[dict, str]:
     """({key: array or tensor}, where it came from) of a state_dict, a WeightMap or a weight file path
     (.safetensors, .pt/.pth, .wts)."""
@@ -54,7 +59,7 @@ def refit_record(engine) -> RefitRecord:
     info = build_info_of(engine.sidecar)
     data = info.refit if info is not None else None
     if not data:
-        raise RefitError(f"engine {engine.name} was not built refittable (its sidecar has no refit record): rebuild "
+        raise RefitError(f"{_called(engine)} was not built refittable (its sidecar has no refit record): rebuild "
                          "it with --refit (BuildOptions(refit='identical' or 'any'))")
     return RefitRecord.from_dict(data, f"the sidecar of {engine.name}")
 
@@ -114,18 +119,18 @@ def refit_engine(engine, weights) -> None:
     execution context then runs with them. RefitError (one sentence) if they do not fit or TensorRT refuses."""
     record = refit_record(engine)
     if not record.weights:
-        raise RefitError(f"engine {engine.name} names no weights, so nothing in it can be refit from a state_dict; "
+        raise RefitError(f"{_called(engine)} names no weights, so nothing in it can be refit from a state_dict; "
                          "build it from a WeightMap with trtbuild.layers builders, which name each weight after its "
                          "state_dict key")
     if record.untraced:
-        raise RefitError(f"engine {engine.name} was defined without reading a WeightMap and holds unnamed weights, "
+        raise RefitError(f"{_called(engine)} was defined without reading a WeightMap and holds unnamed weights, "
                          "so trtbuild cannot tell which state_dict keys they come from and a refit could leave them "
                          "stale; read its weights through a WeightMap (WeightMap.from_state_dict) and rebuild it")
     state, source = state_of(weights)
     values = refit_values(record, state, source)
     trt, icuda = engine.trt, engine._engine
     if not icuda.refittable:
-        raise RefitError(f"engine {engine.name} is not refittable, although its sidecar says it was built with "
+        raise RefitError(f"{_called(engine)} is not refittable, although its sidecar says it was built with "
                          f"--refit {record.mode}: rebuild it")
     logger = engine.logger
     logger.clear()
@@ -134,14 +139,14 @@ def refit_engine(engine, weights) -> None:
     for name, value in values.items():
         proto = refitter.get_weights_prototype(name)
         if proto.size < 0:
-            raise RefitError(f"engine {engine.name} has no refittable weights named '{name}' (its sidecar names them)")
+            raise RefitError(f"{_called(engine)} has no refittable weights named '{name}' (its sidecar names them)")
         if value.size != proto.size:
             raise RefitError(f"engine weights '{name}' hold {proto.size} values, but {source} give {value.size}")
         if not refitter.set_named_weights(name, _typed_weights(trt, proto.dtype, value, name, keep)):
             raise RefitError(f"{engine.backend} refused weights '{name}': {logger.error_text()}")
     missing = [n or "(unnamed)" for n in refitter.get_missing_weights()]
     if missing:
-        raise RefitError(f"engine {engine.name} still lacks weights {missing} that no state_dict key provides")
+        raise RefitError(f"{_called(engine)} still lacks weights {missing} that no state_dict key provides")
     if not refitter.refit_cuda_engine():
         raise RefitError(f"{engine.backend} failed to refit {engine.name}: {logger.error_text()}")
     engine._refit_keep = [values, keep]  # real TensorRT may read host weights until the refit is done
