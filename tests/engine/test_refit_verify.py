@@ -283,3 +283,27 @@ def test_an_lstm_bias_the_builder_changed_loses_its_sum_name_and_bakes_its_keys(
     assert {"rnn.weight_ih_l0", "rnn.weight_hh_l0"} <= {s.name for s in record.weights}
     with pytest.raises(RefitError, match=r"^'rnn.bias_(ih|hh)_l0' in the state_dict differs from the build's"):
         Engine(plan).refit(state(1))
+
+
+def test_a_record_from_before_verification_is_not_refit():
+    """An engine whose refit record was not verified (built by a trtbuild that did not define the network again
+    from other weights) may hold names that a refit would leave stale: refused in one sentence, before the
+    refitter is touched."""
+    old, new = _state(0), _state(1)
+
+    def make(wm):
+        def define(network, x):
+            return conv(network, x, wm.get("a"), wm.get("b"), "c")
+        return define
+
+    plan = _plan(make(WeightMap.from_state_dict(old)))
+    record = RefitRecord.from_dict(plan.info.refit)
+    assert record.verified
+    verified_info = plan.info
+    plan.info = verified_info.replace(refit={k: v for k, v in verified_info.refit.items() if k != "verified"})
+    engine = Engine(plan, name="old")
+    with pytest.raises(RefitError, match=r"^engine old was built by a trtbuild that did not check its weight names "
+                                         r"by defining the network again from other weights"):
+        engine.refit(new)
+    plan.info = verified_info
+    Engine(plan).refit(new)  # the verified record of the same plan refits

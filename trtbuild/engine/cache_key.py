@@ -39,7 +39,7 @@ __all__ = ["KEY_VERSION", "CacheKey", "canonical_json", "network_structure_hash"
 
 #: how a key is made: part of every digest, so that a key made another way (an older trtbuild's) is a
 #: miss, never a wrong hit. 2: the options part is every BuildOptions field that changes the engine.
-KEY_VERSION = 3
+KEY_VERSION = 4
 
 #: layer attributes that do not change what the engine computes (see the module docstring)
 IGNORED_ATTRIBUTES = frozenset({"metadata", "num_ranks", "precision", "precision_is_set", "name", "num_inputs",

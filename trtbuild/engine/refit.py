@@ -126,6 +126,10 @@ def refit_engine(engine, weights) -> None:
         raise RefitError(f"{_called(engine)} was defined without reading a WeightMap and holds unnamed weights, "
                          "so trtbuild cannot tell which state_dict keys they come from and a refit could leave them "
                          "stale; read its weights through a WeightMap (WeightMap.from_state_dict) and rebuild it")
+    if not record.verified:
+        raise RefitError(f"{_called(engine)} was built by a trtbuild that did not check its weight names by defining "
+                         "the network again from other weights (its refit record is not 'verified'), so a refit could "
+                         "leave some weights stale; rebuild it")
     state, source = state_of(weights)
     values = refit_values(record, state, source)
     trt, icuda = engine.trt, engine._engine
