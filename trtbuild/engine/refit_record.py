@@ -28,7 +28,7 @@ class RefitRecord:
     mode: str  # "identical" or "any" (BuildOptions.refit)
     stripped: bool
     weights: tuple[WeightSource, ...]
-    baked: dict = field(default_factory=dict)  # {state_dict key: sha256 of its float32 values}
+    baked: dict = field(default_factory=dict)  # {state_dict key: sha256 of its values in their stored type}
     #: mode "identical": {weights name: sha256 of the float32 values the build gave it}, so that a refit with
     #: other values is refused (TensorRT: "different weights during refits yield unpredictable behavior")
     built: dict = field(default_factory=dict)
