@@ -307,3 +307,167 @@ def test_a_record_from_before_verification_is_not_refit():
         engine.refit(new)
     plan.info = verified_info
     Engine(plan).refit(new)  # the verified record of the same plan refits
+
+
+def test_a_build_in_another_thread_reads_the_weightmap_s_own_values_while_one_verifies():
+    """The perturbed values are a context-local overlay: build B, defined while build A's second (perturbed)
+    definition runs, from the same WeightMap, equals a build made alone."""
+    import threading
+
+    wm = WeightMap.from_state_dict(_state(0))
+    perturbing, b_done = threading.Event(), threading.Event()
+    calls = []
+
+    def define_a(network, x):
+        calls.append(1)
+        y = conv(network, x, wm.get("a"), wm.get("b"), "c")
+        if len(calls) == 2:  # the verification's perturbed definition
+            perturbing.set()
+            b_done.wait(30)
+        return y
+
+    def define_b(network, x):
+        return conv(network, x, wm.get("a"), wm.get("b"), "c")
+
+    out = {}
+
+    def run_b():
+        perturbing.wait(30)
+        out["b"] = _plan(define_b, refit="off")
+        b_done.set()
+
+    thread = threading.Thread(target=run_b)
+    thread.start()
+    _plan(define_a)
+    thread.join()
+    assert perturbing.is_set() and "b" in out
+    assert torch.equal(Engine(out["b"])(X)["output"], Engine(_plan(define_b, refit="off"))(X)["output"])
+
+
+def test_a_weightmap_made_inside_the_network_function_is_verified_and_refits():
+    """The overlay is keyed by state_dict key, so a WeightMap the function makes (WeightMap.load in it, say)
+    reads the perturbed values too: its names are checked, nothing is baked."""
+    def make(wm):
+        arrays = wm.stored_arrays()
+
+        def define(network, x):
+            inner = WeightMap.from_state_dict(arrays)
+            return conv(network, x, inner.get("a"), inner.get("b"), "c")
+        return define
+
+    record = _refits_exactly(make, _state(0), _state(1))
+    assert record.verified and not record.baked and {s.name for s in record.weights} == {"a", "b"}
+
+
+@pytest.mark.parametrize("read", ["arrays", "items"])
+def test_items_and_arrays_read_before_the_definition_are_loose_reads(read):
+    def make(wm):
+        arrays = wm.arrays() if read == "arrays" else dict(wm.items())
+        doubled = arrays["a"] * 2  # before build_plan, into a computed weight; `a` also used whole in it
+
+        def define(network, x):
+            y = conv(network, x, wm.get("a"), wm.get("b"), "whole")
+            return conv(network, y, doubled, None, "doubled")
+        return define
+
+    old, new = _state(0), _state(1)
+    plan = _plan(make(WeightMap.from_state_dict(old)))
+    assert "a" in RefitRecord.from_dict(plan.info.refit).baked
+    with pytest.raises(RefitError, match=r"^the engine names no weights, so nothing in it can be refit"):
+        Engine(plan).refit(new)
+
+
+def test_keys_that_change_a_weight_only_together_are_baked_after_bisection():
+    """`joint` changes only when k1 and k3 both change; k2 alone dirties another unnamed conv, so bisection
+    keeps only k2's half and would drop k1 & k3: the final check perturbs every key left and bakes them all
+    (k4 with them: which of the keys left act together is not searched)."""
+    eye = np.eye(4, dtype=np.float32).reshape(4, 4, 1, 1)
+    ones = np.ones(4, np.float32)
+
+    def make(wm):
+        def define(network, x):
+            k = {n: wm.get(n) for n in ("k1", "k2", "k3", "k4")}
+            for n, v in k.items():  # each key used whole: named
+                x = conv(network, x, eye.copy(), v, n)
+            joint = float(np.array_equal(k["k1"], ones) or np.array_equal(k["k3"], ones)) * ones
+            x = conv(network, x, eye.copy(), joint, "joint")
+            return conv(network, x, eye.copy(), k["k2"] * 2, "k2x2")
+        return define
+
+    old = {n: torch.ones(4) for n in ("k1", "k2", "k3", "k4")}
+    record = _refused(make, old, {**old, "k1": torch.full((4,), 2.0), "k3": torch.full((4,), 2.0)}, "k1")
+    assert record.baked.keys() == {"k1", "k2", "k3", "k4"}
+
+
+def test_a_slot_python_cannot_read_bakes_every_key_names_cover(monkeypatch):
+    """TensorRT's BF16 weights have no numpy view: a slot whose values cannot be read is not passed unchecked."""
+    real = refit_verify._values
+    monkeypatch.setattr(refit_verify, "_values", lambda w: (None, "BF16") if real(w)[1] == "FLOAT" else real(w))
+    wm = WeightMap.from_state_dict(_state(0))
+    plan = _plan(lambda network, x: conv(network, x, wm.get("a"), wm.get("b"), "c"))
+    record = RefitRecord.from_dict(plan.info.refit)
+    assert record.baked.keys() == {"a", "b"}
+
+
+def test_tensorrt_rtx_bf16_weights_bake_the_keys_a_computed_weight_reads():
+    """The real case: TensorRT-RTX's builder (its definition, no GPU needed) with BF16 weights, `a` whole and
+    `a * 2`: `a` (and every key names cover, as their BF16 slots cannot be read) is baked."""
+    pytest.importorskip("tensorrt_rtx")
+    from trtbuild.engine.define import definition_step
+    from trtbuild.engine.options import BuildOptions
+
+    kw = dict(input_shape=SHAPE, refit="any", precision="bf16")
+    defined = definition_step(_whole_and(lambda a: a * 2)(WeightMap.from_state_dict(_state(0))), **kw)(
+        load_trt("tensorrt-rtx"))
+    record = RefitRecord.of_build(BuildOptions.from_kwargs(**kw), defined.network)
+    assert record.verified and {"a", "b"} <= record.baked.keys()
+
+
+def test_a_key_value_used_as_a_layer_attribute_is_baked():
+    """A leaky-ReLU's alpha read from `a` is no weight slot: the two definitions' layer attributes differ."""
+    def make(wm):
+        def define(network, x):
+            a = wm.get("a")
+            y = conv(network, x, a, wm.get("b"), "c")
+            layer = network.add_activation(y, trt.ActivationType.LEAKY_RELU)
+            layer.alpha = float(abs(a.flat[0]))
+            layer.name = "act"
+            return layer.get_output(0)
+        return define
+
+    old, new = _state(0), _state(1)
+    _refused(make, old, new, "a")
+
+
+_MINUS_ONE = {"a": -torch.ones(4, 4, 1, 1), "b": _state(0)["b"]}
+_POSITIVE = {"a": _state(0)["a"].abs() + 0.5, "b": _state(0)["b"]}
+_MIXED = _state(0)
+
+
+@pytest.mark.parametrize("old, computed, options", [
+    (_MINUS_ONE, lambda a: a * 2, {}),  # v = -1: a fixed point of an affine map that raises every value
+    (_POSITIVE, lambda a: np.minimum(a, 0.5), {}),  # a clamp that an increase does not move
+    (_POSITIVE, lambda a: np.sign(a), {}),
+    (_MIXED, lambda a: np.sign(a), {}),
+    (_MIXED, lambda a: (a > -1).astype(np.float32), {}),
+    ({**_MINUS_ONE, "a": _MINUS_ONE["a"] + 1e-4}, lambda a: a * 2, {"precision": "fp16"}),  # rounds to -1 in fp16
+], ids=["minus-one", "clamp", "sign-positive", "sign-mixed", "mask", "fp16-near-minus-one"])
+def test_perturbation_blind_spots_are_seen(old, computed, options):
+    new = {**old, "a": old["a"] * 1.5 - 0.25}
+    _refused(_whole_and(computed), old, new, "a", **options)
+
+
+@pytest.mark.parametrize("key, old, new", [
+    ("start", torch.tensor([2 ** 25], dtype=torch.int64), torch.tensor([2 ** 25 + 1], dtype=torch.int64)),
+    ("offset", torch.tensor([1e8 + 0.5], dtype=torch.float64), torch.tensor([1e8 + 2.0], dtype=torch.float64)),
+])
+def test_a_baked_key_is_compared_in_its_stored_type(key, old, new):
+    """An int64 step above 2**24 or a float64 change below float32's resolution is a change of a baked key."""
+    def make(wm):
+        def define(network, x):
+            shift = np.float32(float(wm.raw(key)[0]) % 7)
+            return conv(network, x, wm.get("a"), wm.get("b") + shift, "c")
+        return define
+
+    state = _state(0)
+    _refused(make, {**state, key: old}, {**state, key: new}, key)

@@ -123,6 +123,12 @@ def _attributes(layer, cls) -> dict:
 def network_structure_hash(network, trt: ModuleType) -> str:
     """sha256 (hex) of the network's structure: inputs, every layer in order and the outputs, read through
     TensorRT's network API (see the module docstring for what is included); weight values are not."""
+    return _sha256(canonical_json(network_structure(network, trt)))
+
+
+def network_structure(network, trt: ModuleType) -> dict:
+    """The JSON-able structure :func:`network_structure_hash` hashes (trtbuild.engine.refit_verify compares two
+    definitions' with it: a layer attribute computed from a weight's values)."""
     classes = _layer_classes(trt)
     parts = {"name": network.name,
              "inputs": [_tensor(network.get_input(i)) for i in range(network.num_inputs)],
@@ -136,7 +142,7 @@ def network_structure_hash(network, trt: ModuleType) -> str:
             "outputs": [_tensor(layer.get_output(j)) for j in range(layer.num_outputs)],
             "attributes": _attributes(layer, classes.get(kind.replace("_", ""))),
         })
-    return _sha256(canonical_json(parts))
+    return parts
 
 
 def stripped_weights_digest(names: Iterable[str]) -> str:

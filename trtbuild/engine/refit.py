@@ -27,7 +27,7 @@ import numpy as np
 
 from .errors import EngineError
 from .records import build_info_of
-from .refit_record import RefitRecord, values_sha256
+from .refit_record import RefitRecord, stored_sha256, values_sha256
 
 
 class RefitError(EngineError, ValueError):
@@ -47,7 +47,7 @@ def state_of(weights) -> tuple[dict, str]:
     if isinstance(weights, (str, os.PathLike)):
         weights = WeightMap.load(weights)
     if isinstance(weights, WeightMap):
-        return weights.arrays(), str(weights.source)
+        return weights.stored_arrays(), str(weights.source)
     if isinstance(weights, Mapping):
         return dict(weights), "the state_dict"
     raise RefitError(f"refit weights must be a state_dict, a WeightMap or a weight file path, got "
@@ -97,7 +97,7 @@ def refit_values(record: RefitRecord, state: Mapping, source: str = "the new wei
         raise RefitError(f"'{missing[0]}'{more} is missing from {source}, and engine weights "
                          f"'{needed[missing[0]]}' are computed from it")
     for key, digest in record.baked.items():
-        if key in state and values_sha256(state[key]) != digest:
+        if key in state and stored_sha256(state[key]) != digest:
             raise RefitError(f"'{key}' in {source} differs from the build's, but the build baked it into the engine "
                              "(its values went into weights no name covers), so a refit cannot change it: rebuild "
                              "the engine")

@@ -3,8 +3,8 @@ a state_dict long after it was built: the refit mode, whether the plan is weight
 with the state_dict keys it is computed from and how (trtbuild.layers.weight_names.WeightSource: a copy, a
 Conv+BN fold, a BatchNorm scale/shift, a sum, a RepVGG fusion, a slice), and the keys the network definition read
 into weights it did not name, or whose uses one name could not cover (weight_names.baked_keys) ("baked": those
-values are part of the engine and no refit can change them; each is recorded with the sha256 of its float32
-values, so that a refit can tell new values from the build's without the build's weight file), whether the build
+values are part of the engine and no refit can change them; each is recorded with the sha256 of its values in their
+stored type, so that a refit can tell new values from the build's without the build's weight file), whether the build
 checked every name by defining the network again from perturbed weights (``verified``, trtbuild.engine.
 refit_verify), and whether the definition read no WeightMap yet holds unnamed float weights (``untraced``: which
 keys those hold is unknown, so a refit is refused). A weight-stripped build with baked keys (or untraced) is
@@ -28,7 +28,7 @@ class RefitRecord:
     mode: str  # "identical" or "any" (BuildOptions.refit)
     stripped: bool
     weights: tuple[WeightSource, ...]
-    baked: dict = field(default_factory=dict)  # {state_dict key: sha256 of its float32 values}
+    baked: dict = field(default_factory=dict)  # {state_dict key: sha256 of its values in their stored type}
     #: mode "identical": {weights name: sha256 of the float32 values the build gave it}, so that a refit with
     #: other values is refused (TensorRT: "different weights during refits yield unpredictable behavior")
     built: dict = field(default_factory=dict)
@@ -55,9 +55,9 @@ class RefitRecord:
         if journal_of(network) is None and weights is not None:
             named = {k for s in sources for k in s.keys} - set(values)
             values = {**{k: weights.raw(k) for k in weights.used() if k not in named}, **values}
-        baked = {k: values_sha256(v) for k, v in sorted(values.items()) if v is not None}
+        baked = {k: stored_sha256(v) for k, v in sorted(values.items()) if v is not None}
         built = {}
-        state = weights.arrays() if weights is not None else getattr(journal_of(network), "stored", None)
+        state = weights.stored_arrays() if weights is not None else getattr(journal_of(network), "stored", None)
         if options.refit == "identical" and state is not None:
             from trtbuild.layers.weight_names import source_values
 
@@ -104,3 +104,21 @@ def values_sha256(value) -> str:
     """sha256 of a weight's values as contiguous float32 (whatever its shape: .wts files store them flat)."""
     value = value.detach().cpu().numpy() if hasattr(value, "detach") else value
     return hashlib.sha256(np.ascontiguousarray(np.asarray(value, dtype=np.float32)).tobytes()).hexdigest()
+
+
+def stored_sha256(value) -> str:
+    """sha256 of a baked key's values in the type they are stored with (as a WeightMap converts them): a builder
+    may use an int64 or float64 key's exact values, which float32 would round (an int64 step above 2**24). A
+    float32 key hashes as :func:`values_sha256` does."""
+    if not isinstance(value, np.ndarray):
+        from trtbuild.weights.errors import WeightsError
+        from trtbuild.weights.tensors import to_numpy
+
+        try:
+            value = to_numpy(value, "<baked key>", [], copy=False)
+        except WeightsError:  # a list of numbers, say
+            value = np.asarray(value)
+    arr = np.ascontiguousarray(value)
+    if arr.dtype == np.float32:
+        return values_sha256(arr)
+    return hashlib.sha256(f"{arr.dtype.str}:".encode() + arr.tobytes()).hexdigest()

@@ -13,25 +13,41 @@ with stale or wrong weights. Perturbing the weights and comparing the two networ
 - an unnamed slot whose values changed depends on a key that names cover: the keys are found by bisection over
   those keys (each step defines the network once more, perturbing half of a group), within
   ``2 * ceil(log2(n + 1)) + 4`` extra definitions; when they run out, every key of the groups still open is baked.
+  Halves find the keys that change a slot alone; keys that change one only together (a weight computed from two
+  keys' values) would be dropped, so the keys left are perturbed once more at the end, and all baked if an
+  unnamed slot still changes.
 
-The perturbed values are swapped into the WeightMaps the definition read (their storage dicts: the user's arrays
-are not changed) and swapped back before this returns, also when the definition fails. Each float key's values
-become ``v * (1 + u) + u`` (float64, cast back) with u uniform in [0.1, 0.2] per element, seeded by the key, so
-that a BatchNorm running_var stays positive. A second definition is the cost, paid by refittable builds only.
-A definition that fails or has another structure with perturbed values (a builder choosing layers by values)
-cannot be compared: every key names cover is baked then.
+The perturbed values are a context-local overlay (trtbuild.weights.provenance.overlaid) that every WeightMap read
+of the second definition answers with: the user's arrays are never written, a build in another thread reading the
+same WeightMap meanwhile reads its own values, and a WeightMap made inside the network function reads them too
+(the overlay is keyed by state_dict key). Each float key's element v becomes ``s * v * (1 + u) + t`` (float64,
+cast back; u uniform in [0.1, 0.2], s = -1 on a random half, |t| uniform in [0.3, 0.4] with a random sign,
+seeded by the key): one perturbation that has no common fixed point (an affine map ``v * (1 + u) + u`` keeps
+v = -1), moves values both up and down (so clamps, ``np.maximum``, masks and signs of either side move), flips
+signs, and changes every value by at least 0.1 or 10 %, which survives fp16 rounding; a BatchNorm
+``running_var`` becomes ``v * (1 + u) + |t|`` (it stays positive). A second definition is the cost, paid by
+refittable builds only. A definition that fails, has another structure, or whose layers' attributes differ
+(trtbuild.engine.cache_key.network_structure: an activation's alpha, a padding, a reshape computed from a key's
+values) cannot be compared: every key names cover is baked then. So is every such key when a weight slot's
+values cannot be read from Python (TensorRT's BF16 weights): an unchecked slot never passes.
+
+Limits: the network function must depend only on the weights it reads (a weight computed from a key and cached
+across calls is not recomputed from the perturbed values), and a plain numpy array handed to a layer beside a
+WeightMap is not traced to any key.
 """
 
 from __future__ import annotations
 
 import math
 import zlib
-from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
 
 from trtbuild.backend import trt_of
+from trtbuild.weights.provenance import overlaid
+
+from .cache_key import network_structure
 from trtbuild.layers.common import network_store
 from trtbuild.layers.weight_names import (_MEMORY, bake, baked_keys, journal_of, source_values, unname,
                                           weight_sources)
@@ -108,33 +124,26 @@ def _values(w) -> tuple[np.ndarray | None, str]:
 
 
 def perturbed(key: str, value: np.ndarray) -> np.ndarray:
-    """`value` changed deterministically: ``v * (1 + u) + u``, u uniform in [0.1, 0.2] per element, seeded by `key`."""
-    u = np.random.default_rng(zlib.crc32(key.encode())).uniform(0.1, 0.2, size=np.shape(value))
-    return np.ascontiguousarray((np.asarray(value, dtype=np.float64) * (1 + u) + u).astype(value.dtype))
-
-
-@contextmanager
-def _swapped(maps, values: dict):
-    """The WeightMaps `maps` holding `values` ({key: array}) instead of theirs inside the block."""
-    saved = []
-    try:
-        for wm in maps:
-            store = wm._store
-            for key, value in values.items():
-                if key in store:
-                    saved.append((store, key, store[key]))
-                    store[key] = value
-        yield
-    finally:
-        for store, key, value in reversed(saved):
-            store[key] = value
+    """`value` changed deterministically (seeded by `key`): ``s * v * (1 + u) + t`` per element, u uniform in
+    [0.1, 0.2], s = -1 on a random half of the elements, t uniform in [0.3, 0.4] with a random sign; a BatchNorm
+    ``running_var`` becomes ``v * (1 + u) + t`` (positive). See the module doc for why this shape."""
+    rng = np.random.default_rng(zlib.crc32(key.encode()))
+    shape = np.shape(value)
+    u = rng.uniform(0.1, 0.2, size=shape)
+    t = rng.uniform(0.3, 0.4, size=shape)
+    s = np.where(rng.random(size=shape) < 0.5, -1.0, 1.0)
+    if key.endswith("running_var"):
+        s = np.ones(shape)
+    else:
+        t = t * np.where(rng.random(size=shape) < 0.5, -1.0, 1.0)
+    return np.ascontiguousarray((s * np.asarray(value, dtype=np.float64) * (1 + u) + t).astype(value.dtype))
 
 
 def _holds(slot: Slot, want: np.ndarray) -> bool:
-    """Whether `slot` holds `want` (float32 values) in its type, within a few ulps; True where Python cannot
-    read the slot's values (TensorRT's BF16 weights): those names are not checked."""
+    """Whether `slot` holds `want` (float32 values) in its type, within a few ulps (False where Python cannot
+    read the slot's values)."""
     if slot.values is None:
-        return True
+        return False
     if slot.values.size != want.size:
         return False
     want = want.reshape(-1).astype(np.float64)
@@ -176,26 +185,32 @@ def verify_names(network, redefine) -> None:
     for wm in maps:
         state.update(wm._store)
     before = slots(network)
+    trt = trt_of(network)
+    structure = network_structure(network, trt)
 
     def candidates() -> list[str]:
         baked = set(baked_keys(network))
         covered = {k for s in weight_sources(network).values() for k in s.keys}
         return sorted(k for k in covered - baked if k in state and np.asarray(state[k]).dtype.kind == "f")
 
+    def bake_all(subset) -> None:
+        bake(network, {k: state[k] for k in subset})
+
     keys = candidates()
+    if any(s.values is None for s in before):  # a slot Python cannot read cannot be checked
+        return bake_all(keys)
     values = {k: perturbed(k, np.asarray(state[k])) for k in keys}
 
     def define(subset) -> list[Slot] | None:
-        with _swapped(maps, {k: values[k] for k in subset}):
+        with overlaid({k: values[k] for k in subset}):
             try:
                 other = redefine()  # held while its slots are read: TensorRT's builder owns the network's memory
             except Exception:  # noqa: BLE001 - a definition the perturbed values break cannot be compared
                 return None
         after = slots(other.network)
-        return after if _same_structure(before, after) else None
-
-    def bake_all(subset) -> None:
-        bake(network, {k: state[k] for k in subset})
+        if not _same_structure(before, after) or network_structure(other.network, trt) != structure:
+            return None  # other layers, or a layer attribute computed from the values: not comparable
+        return after
 
     after = define(keys)
     if after is None:
@@ -220,14 +235,21 @@ def verify_names(network, redefine) -> None:
     unnamed = [i for i, s in enumerate(before) if s.name is None or s.name in wrong]
 
     def dirty(result) -> bool:
-        return result is None or any(not np.array_equal(before[i].values, result[i].values) for i in unnamed
-                                     if before[i].values is not None)
+        return result is None or any(not np.array_equal(before[i].values, result[i].values) for i in unnamed)
 
     if wrong:
         keys = candidates()
         after = define(keys) if keys else None
     if not keys or not dirty(after):
         return
+    _bisect(keys, define, dirty, bake_all)
+    left = candidates()  # keys that act only together with a key baked alone are not found by halves
+    if left and dirty(define(left)):
+        bake_all(left)
+
+
+def _bisect(keys: list[str], define, dirty, bake_all) -> None:
+    """Bake the keys (of `keys`, which together dirty an unnamed slot) that dirty one alone, by halves."""
     budget = 2 * math.ceil(math.log2(len(keys) + 1)) + 4
     groups = [keys]
     while groups:

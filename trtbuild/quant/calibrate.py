@@ -65,7 +65,7 @@ def weights_sha256(model: nn.Module, weights=None) -> str | None:
 
     import numpy as np
 
-    stored = weights.arrays() if weights is not None else None  # arrays() does not mark weights used
+    stored = weights.stored_arrays() if weights is not None else None  # not a read of the weights
     digest = hashlib.sha256()
     for name, tensor in model.state_dict().items():
         if not tensor.is_floating_point():

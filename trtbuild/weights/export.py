@@ -53,7 +53,7 @@ def export_weights(source: Any, path: str | os.PathLike,
     """
     fmt = format_for_path(path, format)
     weights = as_weight_map(source, allow_nonfinite=allow_nonfinite, copy=False)  # written once: no copy
-    arrays = weights.arrays()
+    arrays = weights.stored_arrays()
     notes = list(weights.notes) + write_weights(path, arrays, fmt)
     written = [a for a in arrays.values() if fmt != "wts" or is_wts_storable(a)]
     return ExportReport(Path(path), fmt, len(written), sum(a.size for a in written), notes)

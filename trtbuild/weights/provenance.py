@@ -31,7 +31,8 @@ from typing import Iterator
 
 import numpy as np
 
-__all__ = ["Origin", "Journal", "journal", "journaling", "note_read", "track", "alias", "origin_of", "key_of"]
+__all__ = ["Origin", "Journal", "journal", "journaling", "note_read", "track", "alias", "origin_of", "key_of",
+           "overlaid", "overlay_of"]
 
 
 @dataclass(eq=False)
@@ -102,6 +103,36 @@ def note_read(key: str, stored: np.ndarray, owner=None) -> bool:
         return False
     current.note(key, stored, owner)
     return True
+
+
+#: {full state_dict key: the values every WeightMap read answers with instead of its stored array}, set by
+#: trtbuild.engine.refit_verify while it defines a network again from perturbed values: context-local, so that a
+#: build in another thread reading the same WeightMap meanwhile reads its own values, and the user's storage is
+#: never written. Keyed by full key, so that a WeightMap made inside the network function reads them too.
+_OVERLAY: ContextVar[dict | None] = ContextVar("trtbuild_weight_overlay", default=None)
+
+
+@contextmanager
+def overlaid(values: dict) -> Iterator[None]:
+    """Every WeightMap read of a key in `values` ({full key: array}) inside the block answers with that array
+    (where its shape and dtype are the stored array's), in this context only."""
+    token = _OVERLAY.set(dict(values))
+    try:
+        yield
+    finally:
+        _OVERLAY.reset(token)
+
+
+def overlay_of(key: str, stored: np.ndarray) -> np.ndarray:
+    """`stored` (the array a WeightMap holds for `key`), or the overlay's values for `key` inside
+    :func:`overlaid`."""
+    values = _OVERLAY.get()
+    if not values:
+        return stored
+    value = values.get(key)
+    if value is None or value.shape != stored.shape or value.dtype != stored.dtype:
+        return stored
+    return value
 
 
 #: data pointer -> (weakref to the registered array, nbytes, dtype, Origin)

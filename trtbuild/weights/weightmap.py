@@ -11,7 +11,7 @@ import numpy as np
 
 from .errors import WeightsError
 from .formats import read_weights, write_weights
-from .provenance import journaling, note_read, track
+from .provenance import journaling, note_read, overlay_of, track
 from .tensors import check_finite, check_names, contiguous, to_numpy
 
 
@@ -100,15 +100,25 @@ class WeightMap:
         definition every pair is a read of its key (trtbuild.weights.provenance.Journal), as the definition may
         put its values into weights that no name covers."""
         cut = len(self._prefix)
-        names = list(self._names())
+        pairs = [(name, overlay_of(name, self._store[name])) for name in self._names()]
         if journaling():
-            for name in names:
-                note_read(name, self._store[name], self)
-        return ((name[cut:], self._store[name]) for name in names)
+            for name, stored in pairs:
+                note_read(name, stored, self)
+        else:  # before a definition: its values may go into any network defined later (read_loose)
+            for name, stored in pairs:
+                self._loose.add(name)
+                track(stored, name, register=False, owner=self)
+        return ((name[cut:], stored) for name, stored in pairs)
 
     def arrays(self) -> dict[str, np.ndarray]:
-        """``{name: stored array}`` for this view (shares memory with the map)."""
+        """``{name: stored array}`` for this view (shares memory with the map); reads as :meth:`items` does."""
         return dict(self.items())
+
+    def stored_arrays(self) -> dict[str, np.ndarray]:
+        """``{name: stored array}`` for this view, not counted as a read: for trtbuild's own bookkeeping (saving,
+        hashing, refitting), whose reads put no values into a network."""
+        cut = len(self._prefix)
+        return {name[cut:]: self._store[name] for name in self._names()}
 
     def __repr__(self) -> str:
         where = f", prefix={self._prefix[:-1]!r}" if self._prefix else ""
@@ -227,7 +237,7 @@ class WeightMap:
     def save(self, path: str | os.PathLike,
              format: str | None = None) -> list[str]:  # noqa: A002 - public keyword argument
         """Atomically write this view's tensors (relative names) to ``path``; return notes."""
-        return write_weights(path, self.arrays(), format)
+        return write_weights(path, self.stored_arrays(), format)
 
     # ---------------------------------------------------------------- helpers
 
@@ -239,7 +249,7 @@ class WeightMap:
     def _lookup(self, full: str, name: str) -> np.ndarray:
         stored = self._store.get(full)
         if stored is not None:
-            return stored
+            return overlay_of(full, stored)
         where = f" (looked up as {name!r} under prefix {self._prefix[:-1]!r})" if self._prefix else ""
         close = difflib.get_close_matches(full, list(self._store), n=3, cutoff=0.6)
         hint = (f"; closest names: {', '.join(map(repr, close))}" if close
