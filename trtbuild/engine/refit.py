@@ -118,6 +118,13 @@ def refit_engine(engine, weights) -> None:
     """Refit `engine` (an Engine) in place with `weights` (state_dict, WeightMap or weight file path); its
     execution context then runs with them. RefitError (one sentence) if they do not fit or TensorRT refuses."""
     record = refit_record(engine)
+    if not record.weights and record.baked:
+        keys = sorted(record.baked)
+        shown = ", ".join(repr(k) for k in keys[:3]) + (f" and {len(keys) - 3} more" if len(keys) > 3 else "")
+        raise RefitError(f"{_called(engine)} names no weights: the build baked every key it read ({shown}) into "
+                         "weights no name covers (a key read again for another use, or into a computed weight), so "
+                         "nothing in it can be refit from a state_dict; read each key once and hand it whole to a "
+                         "trtbuild.layers builder, then rebuild it")
     if not record.weights:
         raise RefitError(f"{_called(engine)} names no weights, so nothing in it can be refit from a state_dict; "
                          "build it from a WeightMap with trtbuild.layers builders, which name each weight after its "
