@@ -90,6 +90,7 @@ def test_ls_json_and_clear(cwd, capsys, monkeypatch):
     assert "alexnet  reference  fp32  any device  " in lines[2]
     code, out, _ = run_cli(capsys, ["cache", "ls", "--dir", "c", "--json"])
     entries = json.loads(out)
+    assert run_cli(capsys, ["cache", "ls", "--cache", "c", "--json"])[1] == out  # build's spelling of the option
     assert [e["precision"] for e in entries] == ["fp16", "fp32"]
     sizes = [os.path.getsize(e["path"]) + os.path.getsize(e["path"] + ".json") for e in entries]
     assert [e["bytes"] for e in entries] == sizes and all(len(e["digest"]) == 64 for e in entries)

@@ -19,7 +19,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p = subparsers.add_parser("cache", help="list or clear the engine cache (trtbuild build --cache DIR)",
                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("action", choices=("ls", "clear"), help="ls: list the entries; clear: remove them all")
-    p.add_argument("--dir", default=None, metavar="DIR", help="the cache directory (default: $TRTBUILD_CACHE)")
+    p.add_argument("--dir", "--cache", dest="dir", default=None, metavar="DIR",
+                   help="the cache directory, as given to `trtbuild build --cache DIR` (default: $TRTBUILD_CACHE)")
     p.add_argument("--json", action="store_true", help="ls: print the entries as a JSON list")
     p.set_defaults(func=run)
     return p
