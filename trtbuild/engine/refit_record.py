@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from trtbuild.layers.weight_names import WeightSource, baked_keys, journal_of, weight_sources
+from trtbuild.layers.weight_names import WeightSource, baked_keys, journal_of, source_values, weight_sources
 
 from .options import REFIT_FLAGS
 from .serialize import sha256_bytes
@@ -59,8 +59,6 @@ class RefitRecord:
         built = {}
         state = weights.stored_arrays() if weights is not None else getattr(journal_of(network), "stored", None)
         if options.refit == "identical" and state is not None:
-            from trtbuild.layers.weight_names import source_values
-
             built = {s.name: values_sha256(source_values(s, state)) for s in sources
                      if all(k in state for k in s.keys)}
         from .refit_verify import slots, verified
