@@ -13,14 +13,14 @@ refused: its plan could never be refit.
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from trtbuild.layers.weight_names import WeightSource, baked_keys, journal_of, weight_sources
+from trtbuild.layers.weight_names import WeightSource, baked_keys, journal_of, source_values, weight_sources
 
 from .options import REFIT_FLAGS
+from .serialize import sha256_bytes
 
 
 @dataclass(frozen=True)
@@ -59,8 +59,6 @@ class RefitRecord:
         built = {}
         state = weights.stored_arrays() if weights is not None else getattr(journal_of(network), "stored", None)
         if options.refit == "identical" and state is not None:
-            from trtbuild.layers.weight_names import source_values
-
             built = {s.name: values_sha256(source_values(s, state)) for s in sources
                      if all(k in state for k in s.keys)}
         from .refit_verify import slots, verified
@@ -103,7 +101,7 @@ class RefitRecord:
 def values_sha256(value) -> str:
     """sha256 of a weight's values as contiguous float32 (whatever its shape: .wts files store them flat)."""
     value = value.detach().cpu().numpy() if hasattr(value, "detach") else value
-    return hashlib.sha256(np.ascontiguousarray(np.asarray(value, dtype=np.float32)).tobytes()).hexdigest()
+    return sha256_bytes(np.ascontiguousarray(np.asarray(value, dtype=np.float32)))
 
 
 def stored_sha256(value) -> str:
@@ -121,4 +119,4 @@ def stored_sha256(value) -> str:
     arr = np.ascontiguousarray(value)
     if arr.dtype == np.float32:
         return values_sha256(arr)
-    return hashlib.sha256(f"{arr.dtype.str}:".encode() + arr.tobytes()).hexdigest()
+    return sha256_bytes(f"{arr.dtype.str}:".encode() + arr.tobytes())

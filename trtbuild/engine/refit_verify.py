@@ -49,7 +49,7 @@ from trtbuild.weights.provenance import overlaid
 
 from .cache_key import network_structure
 from trtbuild.layers.common import network_store
-from trtbuild.layers.weight_names import (_MEMORY, bake, baked_keys, journal_of, source_values, unname,
+from trtbuild.layers.weight_names import (_MEMORY, _memory, bake, baked_keys, journal_of, source_values, unname,
                                           weight_sources)
 
 #: the weights of each layer type, by the attributes TensorRT's Python API gives them
@@ -92,21 +92,13 @@ def slots(network) -> list[Slot]:
             items = [(role, getattr(layer, role, None)) for role in _ROLES[kind]]
 
             def name_of(w):
-                return by_memory.get(_memory_of(w))
+                return by_memory.get(_memory(w))  # the key _MEMORY records a name's weights under
         for role, w in items:
             if w is None or not getattr(w, "size", 0):
                 continue
             values, dtype = _values(w)
             out.append(Slot((index, role), w, values, dtype, name_of(w)))
     return out
-
-
-def _memory_of(w):
-    try:
-        arr = w if isinstance(w, np.ndarray) else w.numpy()
-        return int(arr.__array_interface__["data"][0]), int(arr.size), str(arr.dtype)
-    except (AttributeError, TypeError, ValueError, KeyError):
-        return None
 
 
 def _values(w) -> tuple[np.ndarray | None, str]:

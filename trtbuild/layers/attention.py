@@ -30,7 +30,7 @@ from trtbuild.backend import trt_of
 from .basic import linear
 from .common import BuilderError, constant, out
 from .tensor import lead_ones, matmul, shuffle, softmax, unsqueeze_axes
-from .weight_names import COPY, WeightSource, name_new_weights, slice_source
+from .weight_names import WeightSource, copy_source, name_new_weights, slice_source
 
 __all__ = ["AttentionWeights", "attention_path", "composed_attention", "default_scale",
            "scaled_dot_product_attention", "multi_head_attention", "planned_multi_head_attention"]
@@ -193,8 +193,7 @@ class AttentionWeights:
             raise BuilderError(f"attention '{prefix}': the state has no {prefix}out_proj.weight")
         e = int(round(math.sqrt(out_w.size)))
         out_w = out_w.reshape(e, e)
-        sources = {"out_weight": WeightSource(key_of(prefix + "out_proj.weight"), (key_of(prefix + "out_proj.weight"),),
-                                              COPY, shapes=((e, e),))}
+        sources = {"out_weight": copy_source(key_of(prefix + "out_proj.weight"), (e, e))}
         packed = get("in_proj_weight")
         if packed is not None:
             packed = packed.reshape(3 * e, -1)
@@ -208,7 +207,7 @@ class AttentionWeights:
             q, k, v = (w.reshape(e, -1) for w in (q, k, v))
             for p, w in zip("qkv", (q, k, v)):
                 key = key_of(f"{prefix}{p}_proj_weight")
-                sources[f"{p}_weight"] = WeightSource(key, (key,), COPY, shapes=(w.shape,))
+                sources[f"{p}_weight"] = copy_source(key, w.shape)
         bias = get("in_proj_bias")
         qb, kb, vb = np.split(bias.reshape(-1), 3) if bias is not None else (None, None, None)
         if bias is not None:
@@ -216,7 +215,7 @@ class AttentionWeights:
         ob = get("out_proj.bias")
         if ob is not None:
             key = key_of(prefix + "out_proj.bias")
-            sources["out_bias"] = WeightSource(key, (key,), COPY, shapes=((e,),))
+            sources["out_bias"] = copy_source(key, (e,))
         return cls(q, k, v, out_w, qb, kb, vb, None if ob is None else ob.reshape(-1), sources)
 
 

@@ -18,7 +18,7 @@ from trtbuild.reparam import fuse_repvgg_block
 from .basic import add, conv, read_conv_weight, relu
 from .common import BuilderError
 from .planned import planned_conv
-from .weight_names import COPY, WeightSource, name_new_weights, repvgg_sources
+from .weight_names import copy_source, name_new_weights, repvgg_sources
 
 __all__ = ["repvgg_block", "repvgg_block_unfused", "read_repvgg_bn"]
 
@@ -75,8 +75,7 @@ def repvgg_block(network, x, wm, prefix: str, stride: int, groups: int | None, n
         key = f"{prefix}.rbr_reparam.weight"
         w, inferred = read_conv_weight(wm, key, b.size, int(x.shape[1]), 3)
         groups = _groups(x, inferred, groups, key, name)
-        sources = {"kernel": WeightSource(key, (key,), COPY, shapes=(w.shape,)),
-                   "bias": WeightSource(f"{prefix}.rbr_reparam.bias", (f"{prefix}.rbr_reparam.bias",))}
+        sources = {"kernel": copy_source(key, w.shape), "bias": copy_source(f"{prefix}.rbr_reparam.bias")}
     else:
         dense_w, dense_bn, one_w, one_bn, identity_bn, groups = _branches(x, wm, prefix, stride, groups, name)
         w, b = fuse_repvgg_block(dense_w, dense_bn, one_w, one_bn, identity_bn,

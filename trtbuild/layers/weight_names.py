@@ -298,11 +298,16 @@ def repvgg_sources(prefix: str, dense_shape, has_1x1: bool, has_identity: bool, 
             "bias": WeightSource(f"{prefix}.rbr_dense.bn.bias", keys, REPVGG_BIAS, eps, shapes, groups)}
 
 
+def copy_source(key: str, shape=None) -> WeightSource:
+    """The source of a weight that is `key`'s values unchanged (read with `shape`; None: as stored), named `key`."""
+    return WeightSource(key, (key,), COPY, shapes=None if shape is None else (tuple(shape),))
+
+
 def linear_sources(weight_key: str, bias_key: str | None) -> dict[str, WeightSource]:
     """The sources of trtbuild.layers.basic.linear's constants (``name/weight``, ``name/bias``)."""
-    out = {"/weight": WeightSource(weight_key, (weight_key,))}
+    out = {"/weight": copy_source(weight_key)}
     if bias_key is not None:
-        out["/bias"] = WeightSource(bias_key, (bias_key,))
+        out["/bias"] = copy_source(bias_key)
     return out
 
 
