@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from helpers.cli_run import REF, run_cli
+from helpers.cli_run import REF, main_in, run_cli
 
 PROFILES = ["--profile", "input:1x3x64x64..4x3x64x64", "--profile", "8x3x64x64,8x3x64x64,16x3x64x64"]
 ENGINE = "engines/resnet18-small-fp32.engine"
@@ -16,17 +16,8 @@ ENGINE = "engines/resnet18-small-fp32.engine"
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
-    import os
-
     work = tmp_path_factory.mktemp("profiles-cli")
-    old = os.getcwd()
-    os.chdir(work)
-    try:
-        from trtbuild.cli import main
-
-        assert main(["build", "resnet18", "--small", "--no-progress", *PROFILES, *REF]) == 0
-    finally:
-        os.chdir(old)
+    main_in(work, ["build", "resnet18", "--small", "--no-progress", *PROFILES, *REF])
     return work
 
 

@@ -3,21 +3,15 @@ batch 1,2,4; fp16 static) and on TensorRT-RTX for `rtx_targets` (built without a
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
-from trtbuild.cli import main
+from helpers.cli_run import main_in
 
 
 def build_inspect_engines(root: Path, rtx_targets: str) -> Path:
     """fp32.engine, fp16.engine and rtx.engine (with their sidecars) in `root`, which is returned."""
-    here = os.getcwd()
-    os.chdir(root)
-    try:
-        common = ["build", "resnet18", "--small", "--no-progress"]
-        assert main([*common, "--backend", "reference", "--batch", "1,2,4", "-o", "fp32.engine"]) == 0
-        assert main([*common, "--backend", "reference", "--precision", "fp16", "-o", "fp16.engine"]) == 0
-        assert main([*common, "--backend", "tensorrt-rtx", "--target", rtx_targets, "-o", "rtx.engine"]) == 0
-    finally:
-        os.chdir(here)
+    common = ["build", "resnet18", "--small", "--no-progress"]
+    main_in(root, [*common, "--backend", "reference", "--batch", "1,2,4", "-o", "fp32.engine"],
+            [*common, "--backend", "reference", "--precision", "fp16", "-o", "fp16.engine"],
+            [*common, "--backend", "tensorrt-rtx", "--target", rtx_targets, "-o", "rtx.engine"])
     return root
