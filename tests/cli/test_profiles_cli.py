@@ -63,6 +63,20 @@ def test_parity_prints_a_table_per_profile(built, capsys, monkeypatch):
                           "(input 'input' batch ranges: profile 0 [1, 4]; profile 1 [8, 16])") in err
 
 
+def test_parity_refuses_a_profile_file_that_names_its_engine(built, capsys, monkeypatch, tmp_path):
+    """--html x.engine writes x.profile0.engine for profile 0: refused, before any work, when that is the engine."""
+    import shutil
+
+    monkeypatch.chdir(tmp_path)
+    shutil.copy(built / ENGINE, "x.profile0.engine")
+    shutil.copy(built / f"{ENGINE}.json", "x.profile0.engine.json")
+    before = (tmp_path / "x.profile0.engine").read_bytes()
+    code, _, err = run_cli(capsys, ["parity", "resnet18", "--small", "--engine", "x.profile0.engine", "--html",
+                                    "x.engine", *REF])
+    assert code != 0 and "x.profile0.engine" in err
+    assert (tmp_path / "x.profile0.engine").read_bytes() == before
+
+
 def test_export_triton_lists_every_profile(built, capsys, monkeypatch):
     text_format = pytest.importorskip("google.protobuf.text_format")
     mc = pytest.importorskip("tritonclient.grpc.model_config_pb2")
