@@ -13,7 +13,7 @@ import pytest
 
 from trtbuild.cli import main
 
-REF = ["--backend", "reference"]
+from helpers.cli_run import REF, main_in
 
 
 def _tree(root) -> dict[str, str]:
@@ -35,16 +35,10 @@ def _tree(root) -> dict[str, str]:
 def made(tmp_path_factory):
     """A .wts weight file, a reference engine (+ sidecar) built from it and a calibration file, made once."""
     root = tmp_path_factory.mktemp("made")
-    cwd = os.getcwd()
-    os.chdir(root)
-    try:
-        assert main(["export-weights", "--model", "resnet18", "--small", "--out", "s/r.wts"]) == 0
-        assert main(["build", "resnet18", "--small", "--weights", "s/r.wts", "--out", "e.engine", "--no-progress",
-                     *REF]) == 0
-        assert main(["calibrate", "resnet18", "--small", "--weights", "s/r.wts", "--data", "random", "--batches", "1",
-                     "--out", "c.json"]) == 0
-    finally:
-        os.chdir(cwd)
+    main_in(root, ["export-weights", "--model", "resnet18", "--small", "--out", "s/r.wts"],
+            ["build", "resnet18", "--small", "--weights", "s/r.wts", "--out", "e.engine", "--no-progress", *REF],
+            ["calibrate", "resnet18", "--small", "--weights", "s/r.wts", "--data", "random", "--batches", "1",
+             "--out", "c.json"])
     return root
 
 

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from helpers.cli_run import REF, run_cli
+from helpers.cli_run import REF, main_in, run_cli
 
 PROFILES = ["--profile", "input:1x3x64x64..4x3x64x64", "--profile", "8x3x64x64,8x3x64x64,16x3x64x64"]
 ENGINE = "engines/resnet18-small-fp32.engine"
@@ -16,17 +16,8 @@ ENGINE = "engines/resnet18-small-fp32.engine"
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
-    import os
-
     work = tmp_path_factory.mktemp("profiles-cli")
-    old = os.getcwd()
-    os.chdir(work)
-    try:
-        from trtbuild.cli import main
-
-        assert main(["build", "resnet18", "--small", "--no-progress", *PROFILES, *REF]) == 0
-    finally:
-        os.chdir(old)
+    main_in(work, ["build", "resnet18", "--small", "--no-progress", *PROFILES, *REF])
     return work
 
 
@@ -70,6 +61,20 @@ def test_parity_prints_a_table_per_profile(built, capsys, monkeypatch):
     code, _, err = run_cli(capsys, ["parity", "resnet18", "--small", "--engine", ENGINE, "--batch", "6", *REF])
     assert code != 0 and ("batch 6 is in no optimization profile of engine engines/resnet18-small-fp32.engine "
                           "(input 'input' batch ranges: profile 0 [1, 4]; profile 1 [8, 16])") in err
+
+
+def test_parity_refuses_a_profile_file_that_names_its_engine(built, capsys, monkeypatch, tmp_path):
+    """--html x.engine writes x.profile0.engine for profile 0: refused, before any work, when that is the engine."""
+    import shutil
+
+    monkeypatch.chdir(tmp_path)
+    shutil.copy(built / ENGINE, "x.profile0.engine")
+    shutil.copy(built / f"{ENGINE}.json", "x.profile0.engine.json")
+    before = (tmp_path / "x.profile0.engine").read_bytes()
+    code, _, err = run_cli(capsys, ["parity", "resnet18", "--small", "--engine", "x.profile0.engine", "--html",
+                                    "x.engine", *REF])
+    assert code != 0 and "x.profile0.engine" in err
+    assert (tmp_path / "x.profile0.engine").read_bytes() == before
 
 
 def test_export_triton_lists_every_profile(built, capsys, monkeypatch):

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 import trtbuild.reference as trt
@@ -19,10 +18,8 @@ from trtbuild.engine.inspect_diff import diff_reports
 from trtbuild.engine.inspect_json import InspectorJSONError, dtype_name, parse_engine_information
 from trtbuild.weights.formats import read_weights
 
-from helpers.inspect_engines import build_inspect_engines
+from helpers.inspect_engines import build_inspect_engines, conv_relu_plan
 from helpers.inspector_json import TENSORRT_10_JSON, TENSORRT_11_IO_JSON
-
-STRONGLY_TYPED = 1 << int(trt.NetworkDefinitionCreationFlag.STRONGLY_TYPED)
 
 
 @pytest.fixture(scope="module")
@@ -32,23 +29,7 @@ def built(tmp_path_factory) -> Path:
 
 def _network_plan(flags=(), verbosity=trt.ProfilingVerbosity.DETAILED):
     """A two-layer reference network (conv "stem" with named weights, relu "act") built with `flags`."""
-    builder = trt.Builder(trt.Logger())
-    network = builder.create_network(STRONGLY_TYPED)
-    x = network.add_input("x", trt.float32, (2, 3, 5, 5))
-    kernel = trt.Weights(np.ones((8, 3, 3, 3), np.float32))
-    bias = trt.Weights(np.zeros(8, np.float32))
-    conv = network.add_convolution_nd(x, 8, (3, 3), kernel, bias)
-    conv.name = "stem"
-    assert network.set_weights_name(kernel, "stem.weight") and network.set_weights_name(bias, "stem.bias")
-    relu = network.add_activation(conv.get_output(0), trt.ActivationType.RELU)
-    relu.name = "act"
-    relu.get_output(0).name = "y"
-    network.mark_output(relu.get_output(0))
-    config = builder.create_builder_config()
-    config.profiling_verbosity = verbosity
-    for flag in flags:
-        config.set_flag(flag)
-    return builder.build_serialized_network(network, config)
+    return conv_relu_plan(trt.Logger(), verbosity, flags=flags, name_bias=True)
 
 
 def test_reference_fp32_report_matches_the_build(built):

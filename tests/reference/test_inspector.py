@@ -13,32 +13,15 @@ import torch
 
 import trtbuild.reference as trt
 
+from helpers.inspect_engines import conv_relu_plan
 from helpers.refnet import CapturingLogger
 
 STRONGLY_TYPED = 1 << int(trt.NetworkDefinitionCreationFlag.STRONGLY_TYPED)
 
 
-
 def _engine(verbosity, dynamic=False):
     logger = CapturingLogger()
-    builder = trt.Builder(logger)
-    network = builder.create_network(STRONGLY_TYPED)
-    x = network.add_input("x", trt.float32, (-1 if dynamic else 2, 3, 5, 5))
-    kernel = trt.Weights(np.ones((8, 3, 3, 3), np.float32))
-    conv = network.add_convolution_nd(x, 8, (3, 3), kernel, trt.Weights(np.zeros(8, np.float32)))
-    conv.name, conv.stride_nd = "stem", (2, 2)
-    assert network.set_weights_name(kernel, "stem.weight")
-    relu = network.add_activation(conv.get_output(0), trt.ActivationType.RELU)
-    relu.name = "act"
-    relu.get_output(0).name = "y"
-    network.mark_output(relu.get_output(0))
-    config = builder.create_builder_config()
-    config.profiling_verbosity = verbosity
-    if dynamic:
-        profile = builder.create_optimization_profile()
-        profile.set_shape("x", (1, 3, 5, 5), (2, 3, 5, 5), (4, 3, 5, 5))
-        config.add_optimization_profile(profile)
-    plan = builder.build_serialized_network(network, config)
+    plan = conv_relu_plan(logger, verbosity, stride=(2, 2), dynamic=dynamic)
     return trt.Runtime(logger).deserialize_cuda_engine(plan), logger
 
 

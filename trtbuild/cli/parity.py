@@ -172,7 +172,9 @@ def run(args) -> int:
         raise ValueError(f"--calibration and --keep apply to an engine built in memory; {args.engine} records its "
                          "own quantization in its sidecar (omit them, or omit --engine)")
     batch, batch_source = engine_batch(args)
-    if args.engine is not None and not args.layerwise and _profile_count(args.engine) > 1:
+    if args.engine is not None and not args.layerwise and (count := _profile_count(args.engine)) > 1:
+        for k in range(count):  # the files each profile writes, refused like the ones named, before any work
+            check_report_paths(_for_profile(args, k))
         return _each_profile(args, spec, trt, batch)
     report = check_model_parity(spec, trt, weights=args.weights, engine=args.engine, precision=args.precision,
                                 small=args.small, parity=parity_options(args), batch=batch, batch_source=batch_source,
@@ -208,9 +210,6 @@ def _each_profile(args, spec, trt, batch) -> int:
     """Parity of an engine with several optimization profiles: a table per profile (at its opt
     shapes, or --batch in the profiles that take it); --json/--html/--png get one file per profile,
     named <stem>.profile<k><suffix>. Exit status 0 only if every profile passes."""
-    import copy
-    from pathlib import Path
-
     from trtbuild.parity import check_model_parity_profiles
 
     reports = check_model_parity_profiles(spec, trt, engine=args.engine, precision=args.precision, small=args.small,
@@ -221,13 +220,21 @@ def _each_profile(args, spec, trt, batch) -> int:
         k = report.meta["profile"]
         print(f"optimization profile {k}: {'PASS' if report.passed else 'FAIL'}")
         print(report.to_table())
-        each = copy.copy(args)
-        for option in ("json", "html", "png"):
-            path = getattr(args, option)
-            if path:
-                setattr(each, option, str(Path(path).with_name(f"{Path(path).stem}.profile{k}{Path(path).suffix}")))
-        write_outputs(report, each)
+        write_outputs(report, _for_profile(args, k))
     return 0 if all(r.passed for r in reports) else 1
+
+
+def _for_profile(args, k: int):
+    """A copy of `args` whose --json/--html/--png name profile k's files: <stem>.profile<k><suffix>."""
+    import copy
+    from pathlib import Path
+
+    each = copy.copy(args)
+    for option in ("json", "html", "png"):
+        path = getattr(args, option)
+        if path:
+            setattr(each, option, str(Path(path).with_name(f"{Path(path).stem}.profile{k}{Path(path).suffix}")))
+    return each
 
 
 def parity_options(args):

@@ -28,7 +28,7 @@ found so far, marked incomplete.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 
 __all__ = ["PrecisionSearchError", "SearchResult", "Trial", "candidate_modules", "describe", "search_precision",
            "worst_output", "worst_text"]
@@ -189,18 +189,10 @@ def _search_parity(parity=None, **shorthand):
     search_precision's shorthand keywords (seed, value_range, distribution, large_scale, atol, rtol) make.
     ValueError in one sentence for both at once, for another type, or for layerwise (a search judges the
     model's outputs: layer tensors are `trtbuild parity --layerwise`'s)."""
-    from trtbuild.parity.options import ParityOptions
+    from trtbuild.parity.check import _parity_options  # check_model_parity's rule, in search_precision's words
 
-    defaults = {f.name: f.default for f in fields(ParityOptions)}
-    given = sorted(k for k, v in shorthand.items() if v != defaults[k])
-    if parity is None:
-        return ParityOptions(**shorthand)
-    if not isinstance(parity, ParityOptions):
-        raise ValueError(f"search_precision: parity must be a ParityOptions, got {type(parity).__name__}")
-    if given:
-        raise ValueError(f"search_precision: pass either parity=ParityOptions(...) or keyword arguments "
-                         f"({', '.join(given)}), not both")
-    if parity.layerwise:
+    parity = _parity_options(parity, "search_precision", **shorthand)
+    if parity.layerwise:  # only a ParityOptions passed in can ask for it
         raise ValueError("search_precision judges the model's outputs, so parity.layerwise must be False (compare "
                          "layer by layer with `trtbuild parity --layerwise`)")
     return parity

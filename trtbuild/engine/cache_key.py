@@ -182,6 +182,7 @@ def plugin_code_digest(trt: ModuleType, network) -> str:
     library would be a hit. "" for a network without plugin layers; a reference plugin (a PyTorch twin in
     trtbuild itself) is covered by the trtbuild version."""
     from .plugins import plugins_used
+    from .serialize import sha256_file
 
     used = plugins_used(trt, network)
     if not used:
@@ -190,8 +191,7 @@ def plugin_code_digest(trt: ModuleType, network) -> str:
     for p in sorted(used, key=lambda p: (p["plugin"], p["version"])):
         library = p.get("library")
         if library:
-            with open(library, "rb") as f:
-                code = hashlib.sha256(f.read()).hexdigest()
+            code = sha256_file(library)
         else:
             code = "in-process"
         parts.append({"plugin": p["plugin"], "version": p["version"], "code": code})

@@ -25,8 +25,7 @@ from trtbuild.backend import BackendError, backend_name, is_reference, load_trt
 
 from .compat import lean_runtime_embedded
 from .errors import EngineCompatibilityError, EngineError, EngineFileError, EngineInputError
-from .profile_select import (ProfileSwitch, check_pinned, check_sidecar_profiles, choose_profile,  # noqa: F401
-                             profile_ranges, shape_fits)
+from .profile_select import ProfileSwitch, check_pinned, check_sidecar_profiles, profile_ranges
 from .interrupts import calling_tensorrt
 from .logging_bridge import make_logger
 from .options import format_range

@@ -179,15 +179,16 @@ _BUILD_KEYWORDS = {"precision": None, "small": False, "progress": False, "target
 _PARITY_KEYWORDS = {f.name: f.default for f in dataclasses.fields(ParityOptions)}
 
 
-def _typed_or_shorthand(name: str, typed, cls, shorthand: dict, defaults: dict) -> None:
-    """ValueError in one sentence if both `typed` (check_model_parity's `name`=cls(...)) and any of its
-    shorthand keyword arguments (those not at their defaults) are given, or `typed` is not a `cls`."""
+def _typed_or_shorthand(name: str, typed, cls, shorthand: dict, defaults: dict,
+                        caller: str = "check_model_parity") -> None:
+    """ValueError in one sentence (starting "<caller>: ") if both `typed` (the caller's `name`=cls(...)) and any
+    of its shorthand keyword arguments (those not at their defaults) are given, or `typed` is not a `cls`."""
     given = sorted(k for k, v in shorthand.items() if v is not defaults[k] and v != defaults[k])
     if typed is not None and given:
-        raise ValueError(f"check_model_parity: pass either {name}={cls.__name__}(...) or keyword arguments "
+        raise ValueError(f"{caller}: pass either {name}={cls.__name__}(...) or keyword arguments "
                          f"({', '.join(given)}), not both")
     if typed is not None and not isinstance(typed, cls):
-        raise ValueError(f"check_model_parity: {name} must be a {cls.__name__}, got {type(typed).__name__}")
+        raise ValueError(f"{caller}: {name} must be a {cls.__name__}, got {type(typed).__name__}")
 
 
 def _build_options(options: BuildOptions | None, batch: int | None, **shorthand) -> BuildOptions:
@@ -204,9 +205,10 @@ def _build_options(options: BuildOptions | None, batch: int | None, **shorthand)
                         profiles=(BatchProfile(1, build_batch, build_batch),) if build_batch > 1 else ())
 
 
-def _parity_options(parity, **shorthand) -> ParityOptions:
-    """The ParityOptions of check_model_parity: `parity`, or else the one its shorthand keywords make."""
-    _typed_or_shorthand("parity", parity, ParityOptions, shorthand, _PARITY_KEYWORDS)
+def _parity_options(parity, caller: str = "check_model_parity", **shorthand) -> ParityOptions:
+    """The ParityOptions of check_model_parity (or of `caller`, e.g. search_precision, in messages): `parity`, or
+    else the one its shorthand keywords make."""
+    _typed_or_shorthand("parity", parity, ParityOptions, shorthand, _PARITY_KEYWORDS, caller)
     return parity if parity is not None else ParityOptions(**shorthand)
 
 
