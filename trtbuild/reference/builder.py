@@ -28,8 +28,9 @@ from .core import Dims, ILogger, Logger, NetworkError
 from .enums import BuilderFlag, HardwareCompatibilityLevel, MemoryPoolType, ProfilingVerbosity
 from .host_memory import IHostMemory, host_memory_of
 from .network import INetworkDefinition
-from .plan import serialize_network, validate_profiles
+from .plan import serialize_network
 from .plugins import get_plugin_registry
+from .profile_check import validate_profiles
 from .refit import RefitSpec
 
 if TYPE_CHECKING:  # the annotations' names; argtypes.api_types resolves them itself
