@@ -238,9 +238,12 @@ class Builder:
         phase = "Building reference plan"
         try:
             network._validate()
+            # An empty profile beside others is checked at its own index (a dynamic input missing from it is
+            # refused, as TensorRT-RTX refuses it); only empty profiles are left out of the plan.
+            checked = config._profiles if any(config._profiles) else []
+            validate_profiles(network, [p._shapes for p in checked], [p._values for p in checked])
             used = [p for p in config._profiles if p]
             profiles, shape_values = [p._shapes for p in used], [p._values for p in used]
-            validate_profiles(network, profiles, shape_values)
             if monitor is not None:
                 monitor.phase_start(phase, None, len(network._layers))
             for i in range(len(network._layers)):
