@@ -87,6 +87,8 @@ class IOptimizationProfile:
 
 
 _CACHE_MAGIC = b"TRTBREF-TIMING\x01"
+#: the refit modes, of which a config holds at most one (IBuilderConfig.set_flag)
+_REFIT_MODES = (BuilderFlag.REFIT, BuilderFlag.REFIT_IDENTICAL, BuilderFlag.REFIT_INDIVIDUAL)
 
 
 @api_types
@@ -129,7 +131,8 @@ class IBuilderConfig:
 
     def set_flag(self, flag: BuilderFlag) -> None:
         """Set a flag; EXCLUDE_LEAN_RUNTIME without VERSION_COMPATIBLE is refused as TensorRT refuses it
-        (an API usage error logged, the flag left clear)."""
+        (an API usage error logged, the flag left clear); REFIT, REFIT_IDENTICAL and REFIT_INDIVIDUAL clear
+        each other, as in TensorRT-RTX 1.7."""
         flag = BuilderFlag(flag)
         if flag == BuilderFlag.EXCLUDE_LEAN_RUNTIME and not self.get_flag(BuilderFlag.VERSION_COMPATIBLE):
             if self._logger is not None:
@@ -138,6 +141,9 @@ class IBuilderConfig:
                                  "flags[BuilderFlag::kVERSION_COMPATIBLE]. kEXCLUDE_LEAN_RUNTIME can only be set if "
                                  "kVERSION_COMPATIBLE is set.)")
             return
+        if flag in _REFIT_MODES:  # one refit mode at a time: TensorRT-RTX clears the others (the last set wins)
+            for other in _REFIT_MODES:
+                self.clear_flag(other)
         self.flags |= 1 << int(flag)
 
     def clear_flag(self, flag: BuilderFlag) -> None:
