@@ -17,6 +17,13 @@ def torch_model(name):
     return _MODULES[name]
 
 
+def fake_quant_errors(got, fake, fp32):
+    """(quant_error, engine_vs_fake) of one output: how far the fake-quant PyTorch model is from the fp32 one,
+    and how far the engine is from the fake-quant model, both relative to the fp32 output's largest magnitude."""
+    scale = fp32.abs().max()
+    return (fake - fp32).abs().max() / scale, (got.float() - fake).abs().max() / scale
+
+
 def calibration_files(tmp_path_factory):
     """calib_file(name) -> the path of that model's calibration file, made on first use."""
     made = {}

@@ -318,6 +318,24 @@ def test_set_weights_name_agrees_with_tensorrt_rtx():
     assert not network.are_weights_marked_refittable("b")
 
 
+@pytest.mark.parametrize("order", [("REFIT", "REFIT_INDIVIDUAL"), ("REFIT_INDIVIDUAL", "REFIT"),
+                                   ("REFIT_IDENTICAL", "REFIT"), ("REFIT", "REFIT_IDENTICAL", "REFIT_INDIVIDUAL")])
+def test_one_refit_mode_at_a_time_as_tensorrt_rtx(order, rtx):
+    """TensorRT-RTX 1.7 (no GPU needed): setting a refit flag clears the other refit modes; the last set wins."""
+    from trtbuild.engine.logging_bridge import make_logger
+
+    modes = ("REFIT", "REFIT_IDENTICAL", "REFIT_INDIVIDUAL", "STRIP_PLAN")
+
+    def flags(backend):
+        config = backend.Builder(make_logger(backend)).create_builder_config()
+        config.set_flag(backend.BuilderFlag.STRIP_PLAN)
+        for name in order:
+            config.set_flag(getattr(backend.BuilderFlag, name))
+        return [name for name in modes if config.get_flag(getattr(backend.BuilderFlag, name))]
+
+    assert flags(trt) == flags(rtx) == [m for m in modes if m in (order[-1], "STRIP_PLAN")]
+
+
 def test_weights_shared_by_two_layers_have_one_name_and_refit_both():
     """TensorRT names memory, not a layer: both constants holding the same Weights take the name and the refit."""
     logger = _Logger()

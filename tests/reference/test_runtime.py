@@ -147,6 +147,39 @@ def test_invalid_profiles_fail_the_build(min_shape, opt, max_shape):
     assert any("'x'" in m for m in n.logger.errors), n.logger.errors
 
 
+def _two_profile_build(backend, empty: int):
+    """(plan, logged errors) of x (-1, 4) -> relu -> y with two optimization profiles, profile `empty` left empty."""
+    from trtbuild.engine.logging_bridge import make_logger
+    from trtbuild.engine.rtx import set_targets
+
+    logger = make_logger(backend)
+    builder = backend.Builder(logger)
+    network = builder.create_network(1 << int(backend.NetworkDefinitionCreationFlag.STRONGLY_TYPED))
+    layer = network.add_activation(network.add_input("x", backend.float32, (-1, 4)), backend.ActivationType.RELU)
+    layer.get_output(0).name = "y"
+    network.mark_output(layer.get_output(0))
+    config = builder.create_builder_config()
+    if hasattr(config, "set_compute_capability"):  # TensorRT-RTX builds ahead of time for a target
+        set_targets(backend, config, ("8.6",))
+    for k in range(2):
+        profile = builder.create_optimization_profile()
+        if k != empty:
+            profile.set_shape("x", (1, 4), (2, 4), (4, 4))
+        assert config.add_optimization_profile(profile) == k
+    logger.clear()
+    return builder.build_serialized_network(network, config), logger.error_text()
+
+
+@pytest.mark.parametrize("empty", [0, 1])
+@pytest.mark.parametrize("backend", ["reference", "rtx"])
+def test_a_profile_without_the_dynamic_input_fails_the_build_as_on_tensorrt_rtx(backend, empty, request):
+    """TensorRT-RTX 1.7: "Dynamic input tensor x is missing dimensions in profile 1." (no GPU needed)."""
+    trt_module = trt if backend == "reference" else request.getfixturevalue("rtx")
+    plan, errors = _two_profile_build(trt_module, empty)
+    assert plan is None
+    assert f"profile {empty}" in errors and "x" in errors, errors
+
+
 # -- plan serialization ------------------------------------------------------------------------
 def _small_plan() -> tuple[bytes, torch.Tensor, torch.Tensor]:
     n = RefNet()

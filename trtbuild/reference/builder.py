@@ -28,8 +28,9 @@ from .core import Dims, ILogger, Logger, NetworkError
 from .enums import BuilderFlag, HardwareCompatibilityLevel, MemoryPoolType, ProfilingVerbosity
 from .host_memory import IHostMemory, host_memory_of
 from .network import INetworkDefinition
-from .plan import serialize_network, validate_profiles
+from .plan import serialize_network
 from .plugins import get_plugin_registry
+from .profile_check import validate_profiles
 from .refit import RefitSpec
 
 if TYPE_CHECKING:  # the annotations' names; argtypes.api_types resolves them itself
@@ -86,6 +87,8 @@ class IOptimizationProfile:
 
 
 _CACHE_MAGIC = b"TRTBREF-TIMING\x01"
+#: the refit modes, of which a config holds at most one (IBuilderConfig.set_flag)
+_REFIT_MODES = (BuilderFlag.REFIT, BuilderFlag.REFIT_IDENTICAL, BuilderFlag.REFIT_INDIVIDUAL)
 
 
 @api_types
@@ -128,7 +131,8 @@ class IBuilderConfig:
 
     def set_flag(self, flag: BuilderFlag) -> None:
         """Set a flag; EXCLUDE_LEAN_RUNTIME without VERSION_COMPATIBLE is refused as TensorRT refuses it
-        (an API usage error logged, the flag left clear)."""
+        (an API usage error logged, the flag left clear); REFIT, REFIT_IDENTICAL and REFIT_INDIVIDUAL clear
+        each other, as in TensorRT-RTX 1.7."""
         flag = BuilderFlag(flag)
         if flag == BuilderFlag.EXCLUDE_LEAN_RUNTIME and not self.get_flag(BuilderFlag.VERSION_COMPATIBLE):
             if self._logger is not None:
@@ -137,6 +141,9 @@ class IBuilderConfig:
                                  "flags[BuilderFlag::kVERSION_COMPATIBLE]. kEXCLUDE_LEAN_RUNTIME can only be set if "
                                  "kVERSION_COMPATIBLE is set.)")
             return
+        if flag in _REFIT_MODES:  # one refit mode at a time: TensorRT-RTX clears the others (the last set wins)
+            for other in _REFIT_MODES:
+                self.clear_flag(other)
         self.flags |= 1 << int(flag)
 
     def clear_flag(self, flag: BuilderFlag) -> None:
@@ -237,9 +244,12 @@ class Builder:
         phase = "Building reference plan"
         try:
             network._validate()
+            # An empty profile beside others is checked at its own index (a dynamic input missing from it is
+            # refused, as TensorRT-RTX refuses it); only empty profiles are left out of the plan.
+            checked = config._profiles if any(config._profiles) else []
+            validate_profiles(network, [p._shapes for p in checked], [p._values for p in checked])
             used = [p for p in config._profiles if p]
             profiles, shape_values = [p._shapes for p in used], [p._values for p in used]
-            validate_profiles(network, profiles, shape_values)
             if monitor is not None:
                 monitor.phase_start(phase, None, len(network._layers))
             for i in range(len(network._layers)):

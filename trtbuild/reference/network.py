@@ -15,7 +15,7 @@ from .quantize import validate as validate_quantization
 from .debug import NetworkDebugMarks
 from .weight_names import NetworkWeightNames
 from .missing_api import TENSORRT_ADD_METHODS, missing_method
-from .network_io import QUANTIZED_INPUT, NetworkIO  # noqa: F401 - QUANTIZED_INPUT: its import path
+from .network_io import NetworkIO
 from .network_layers import NetworkLayers
 from .network_names import NetworkNames
 from .ops.registry import network_methods

@@ -395,6 +395,3 @@ def check_arrays(header: dict, arrays: dict) -> None:
                 raise PlanError(f"layer '{entry['name']}' plugin field '{key}' refers to '{ref}', which the "
                                 "blob does not hold", "blob")
 
-
-# The profile checks live in profile_check; imported here for callers that import them from the plan module.
-from .profile_check import check_profile, validate_profiles  # noqa: E402,F401

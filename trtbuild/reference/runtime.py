@@ -17,8 +17,8 @@ from .enums import (DataType, HardwareCompatibilityLevel, ProfilingVerbosity, Se
 from .graph import PlanGraph
 from .plan import PlanError, deserialize_plan
 from .refit import ISerializationConfig, serialized_header, stripped_slots, with_placeholders
-from .runtime_buffers import _bytes_at, _wrap, device  # noqa: F401 - their old home
-from .runtime_context import IExecutionContext, _Null  # noqa: F401 - its old home
+from .runtime_buffers import device  # noqa: F401 - trtbuild.reference.runtime.device is its documented path
+from .runtime_context import IExecutionContext
 
 
 class ICudaEngine(EngineDebugTensors):

@@ -15,7 +15,7 @@ from .debug import ContextDebugState
 from .enums import DataType, TensorIOMode
 from .execute import TORCH_DTYPE
 from .output_allocator import AllocationFailed, IOutputAllocator, allocate, notify
-from .plan import check_profile
+from .profile_check import check_profile
 from .runtime_buffers import _wrap, device
 
 if TYPE_CHECKING:  # runtime imports this module

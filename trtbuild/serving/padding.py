@@ -17,6 +17,11 @@ import torch
 from trtbuild.engine.profile_select import shape_fits
 
 
+def batch_range(profile: dict) -> tuple[int, int]:
+    """(min, max) batch of one optimization profile ({input: (min shape, max shape)}): the batches every input takes."""
+    return max(lo[0] for lo, _ in profile.values()), min(hi[0] for _, hi in profile.values())
+
+
 def padded_batch(engine, shapes: dict[str, tuple]) -> int:
     """The batch to run `shapes` ({input: shape}, batch first) at: their own if a profile takes them, else the
     smallest larger batch of a profile whose ranges take every other dimension (the rows added are zeros);
@@ -25,8 +30,7 @@ def padded_batch(engine, shapes: dict[str, tuple]) -> int:
     best = None
     for p in engine.profiles:
         rest = all(shape_fits(shapes[k][1:], lo[1:], hi[1:]) for k, (lo, hi) in p.items() if k in shapes)
-        lo = max(r[0][0] for r in p.values())
-        hi = min(r[1][0] for r in p.values())
+        lo, hi = batch_range(p)
         if rest and lo <= n <= hi:
             return n
         if rest and n < lo <= hi and (best is None or lo < best):

@@ -35,7 +35,7 @@ import torch
 
 from .leftovers import Removed, clean_up, snapshot
 from .model_options import ModelOptions
-from .padding import padded_batch, run_padded  # noqa: F401 - padded_batch: also served from here
+from .padding import batch_range, padded_batch, run_padded  # noqa: F401 - padded_batch: also served from here
 from .python_env import StubError, server_environment
 from .stub_watch import StubWatch
 
@@ -124,7 +124,7 @@ def numpy_dtype(info) -> type:
 
 def profile_batch_ranges(engine) -> tuple:
     """((min, max) batch) of each optimization profile of a dynamic-batch `engine`: the batches every input takes."""
-    return tuple((max(lo[0] for lo, _ in p.values()), min(hi[0] for _, hi in p.values())) for p in engine.profiles)
+    return tuple(batch_range(p) for p in engine.profiles)
 
 
 def triton_layout(engine, max_batch: int | None = None, dynamic_batching: bool = True) -> Layout:
